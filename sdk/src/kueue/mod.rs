@@ -1,0 +1,4 @@
+//! Kueue's API group `kueue.x-k8s.io`: types for v1beta2 (storage) and v1beta1 (deprecated), conversion between
+//! them, decoding of arbitrary documents, CRD generation and well-known names.
+
+pub mod v1beta2;
