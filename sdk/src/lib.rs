@@ -4,6 +4,7 @@
 //! * [`quantity`]: exact integer values of Kubernetes quantities in the units Kueue's scheduler uses.
 
 pub mod kueue;
+pub mod quantity;
 
 /// Re-export of the Kubernetes API types these types are built on.
 pub use k8s_openapi as k8s;
