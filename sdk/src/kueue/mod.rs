@@ -1,7 +1,8 @@
 //! Kueue's API group `kueue.x-k8s.io`: types for v1beta2 (storage) and v1beta1 (deprecated), conversion between
+//! them, decoding of arbitrary documents, CRD generation and well-known names.
 
 // kube-derive takes one `printcolumn(...)`/`shortname` per entry, so the same keys legitimately repeat.
 #![allow(clippy::duplicated_attributes)]
-//! them, decoding of arbitrary documents, CRD generation and well-known names.
 
+pub mod labels;
 pub mod v1beta2;
