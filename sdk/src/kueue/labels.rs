@@ -20,7 +20,8 @@ pub const MAX_EXEC_TIME_SECONDS_LABEL: &str = "kueue.x-k8s.io/max-exec-time-seco
 /// Annotation enabling partial admission of a batch Job down to this parallelism.
 pub const JOB_MIN_PARALLELISM_ANNOTATION: &str = "kueue.x-k8s.io/job-min-parallelism";
 /// Annotation keeping a Job's completions equal to its (partially admitted) parallelism.
-pub const JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION: &str = "kueue.x-k8s.io/job-completions-equal-parallelism";
+pub const JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION: &str =
+    "kueue.x-k8s.io/job-completions-equal-parallelism";
 /// Annotation marking an elastic job.
 pub const ELASTIC_JOB_ANNOTATION: &str = "kueue.x-k8s.io/elastic-job";
 /// Annotation listing controllers that gate a job's admission.
@@ -39,9 +40,11 @@ pub const PODSET_REQUIRED_TOPOLOGY_ANNOTATION: &str = "kueue.x-k8s.io/podset-req
 /// Topology level the pods should preferably share.
 pub const PODSET_PREFERRED_TOPOLOGY_ANNOTATION: &str = "kueue.x-k8s.io/podset-preferred-topology";
 /// "true": scheduled by TAS without a topology constraint.
-pub const PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION: &str = "kueue.x-k8s.io/podset-unconstrained-topology";
+pub const PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION: &str =
+    "kueue.x-k8s.io/podset-unconstrained-topology";
 /// Topology level each slice of the pod set must share.
-pub const PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION: &str = "kueue.x-k8s.io/podset-slice-required-topology";
+pub const PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION: &str =
+    "kueue.x-k8s.io/podset-slice-required-topology";
 /// Pods per slice.
 pub const PODSET_SLICE_SIZE_ANNOTATION: &str = "kueue.x-k8s.io/podset-slice-size";
 /// JSON list of multi-level slice constraints.
@@ -107,7 +110,8 @@ pub const WORKLOAD_SLICE_NAME_ANNOTATION: &str = "kueue.x-k8s.io/workload-slice-
 /// Label with the origin cluster of a MultiKueue workload.
 pub const MULTIKUEUE_ORIGIN_LABEL: &str = "kueue.x-k8s.io/multikueue-origin";
 /// Annotation restricting the flavors a workload may use.
-pub const WORKLOAD_ALLOWED_RESOURCE_FLAVORS_ANNOTATION: &str = "kueue.x-k8s.io/workload-allowed-resource-flavors";
+pub const WORKLOAD_ALLOWED_RESOURCE_FLAVORS_ANNOTATION: &str =
+    "kueue.x-k8s.io/workload-allowed-resource-flavors";
 /// Label naming the parent of a concurrent-admission workload.
 pub const CONCURRENT_ADMISSION_PARENT_LABEL: &str = "kueue.x-k8s.io/concurrent-admission-parent";
 /// Controller name (and managedBy value) of MultiKueue.
@@ -257,7 +261,8 @@ pub mod reason {
     /// Active=False: more than one MultiKueue admission check.
     pub const MULTIPLE_MULTIKUEUE_ADMISSION_CHECKS: &str = "MultipleMultiKueueAdmissionChecks";
     /// Active=False: MultiKueue check applied per flavor.
-    pub const MULTIKUEUE_ADMISSION_CHECK_APPLIED_PER_FLAVOR: &str = "MultiKueueAdmissionCheckAppliedPerFlavor";
+    pub const MULTIKUEUE_ADMISSION_CHECK_APPLIED_PER_FLAVOR: &str =
+        "MultiKueueAdmissionCheckAppliedPerFlavor";
     /// Active=False: MultiKueue together with ProvisioningRequest.
     pub const MULTIKUEUE_WITH_PROVISIONING_REQUEST: &str = "MultiKueueWithProvisioningRequest";
     /// Active=False: unknown cause.

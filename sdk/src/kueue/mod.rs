@@ -5,4 +5,5 @@
 #![allow(clippy::duplicated_attributes)]
 
 pub mod labels;
+pub mod v1beta1;
 pub mod v1beta2;
