@@ -4,6 +4,7 @@
 // kube-derive takes one `printcolumn(...)`/`shortname` per entry, so the same keys legitimately repeat.
 #![allow(clippy::duplicated_attributes)]
 
+pub mod conversion;
 pub mod labels;
 pub mod v1beta1;
 pub mod v1beta2;

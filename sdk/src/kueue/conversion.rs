@@ -1,0 +1,902 @@
+//! Conversion between Kueue's v1beta1 and v1beta2.
+//!
+//! The field mapping follows Kueue's `apis/kueue/v1beta1/*_conversion.go` (renames such as `cohort` ->
+//! `cohortName`, the priority class reference, the compressed topology assignment). Where one version has data the
+//! other cannot hold (e.g. v1beta2 `preemptionGates`, v1beta1 `pendingWorkloadsStatus`), the converter keeps it in an
+//! annotation on the converted object ([`V1BETA1_FIELDS_ANNOTATION`], [`V1BETA2_FIELDS_ANNOTATION`]) as a JSON merge
+//! patch, and re-applies it when converting back, so that round trips are lossless. Kueue itself drops such data.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use thiserror::Error;
+
+use super::{v1beta1, v1beta2};
+
+/// Annotation holding v1beta1 data that a v1beta2 object cannot represent (a JSON merge patch).
+pub const V1BETA1_FIELDS_ANNOTATION: &str = "conversion.sluice.dev/v1beta1-fields";
+/// Annotation holding v1beta2 data that a v1beta1 object cannot represent (a JSON merge patch).
+pub const V1BETA2_FIELDS_ANNOTATION: &str = "conversion.sluice.dev/v1beta2-fields";
+
+/// A version of the `kueue.x-k8s.io` group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Version {
+    /// The deprecated v1beta1.
+    V1beta1,
+    /// The storage version v1beta2.
+    V1beta2,
+}
+
+impl Version {
+    /// The `apiVersion` string of this version.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            Version::V1beta1 => v1beta1::API_VERSION,
+            Version::V1beta2 => v1beta2::API_VERSION,
+        }
+    }
+
+    /// Parses an `apiVersion` of the Kueue group.
+    pub fn from_api_version(api_version: &str) -> Option<Self> {
+        match api_version {
+            v1beta1::API_VERSION => Some(Version::V1beta1),
+            v1beta2::API_VERSION => Some(Version::V1beta2),
+            _ => None,
+        }
+    }
+
+    fn stash_annotation(self) -> &'static str {
+        match self {
+            Version::V1beta1 => V1BETA1_FIELDS_ANNOTATION,
+            Version::V1beta2 => V1BETA2_FIELDS_ANNOTATION,
+        }
+    }
+}
+
+/// Why an object could not be converted.
+#[derive(Debug, Error)]
+pub enum ConversionError {
+    /// The object is not valid in its version, or its data is inconsistent.
+    #[error("cannot convert {kind} {name:?}: {reason}")]
+    Invalid {
+        /// Kind of the object.
+        kind: String,
+        /// metadata.name, or empty when unreadable.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The kind is not one of Kueue's.
+    #[error("unknown Kueue kind {0:?}")]
+    UnknownKind(String),
+}
+
+/// The Kueue kinds this crate models.
+pub const KINDS: [&str; 8] = [
+    "ResourceFlavor",
+    "ClusterQueue",
+    "LocalQueue",
+    "Cohort",
+    "Workload",
+    "WorkloadPriorityClass",
+    "Topology",
+    "AdmissionCheck",
+];
+
+fn name_of(doc: &Value) -> String {
+    doc.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Converts a JSON object of a Kueue kind to version `to`; objects already in `to` come back unchanged.
+///
+/// `doc` should be a normalized object (as serialized from this crate's types); [`super::decode`] takes care of that
+/// for arbitrary input.
+pub fn convert_value(doc: Value, to: Version) -> Result<Value, ConversionError> {
+    let kind = doc
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    if !KINDS.contains(&kind.as_str()) {
+        return Err(ConversionError::UnknownKind(kind));
+    }
+    let from = doc
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .and_then(Version::from_api_version)
+        .ok_or_else(|| ConversionError::Invalid {
+            kind: kind.clone(),
+            name: name_of(&doc),
+            reason: "apiVersion is not kueue.x-k8s.io/v1beta1 or v1beta2".to_owned(),
+        })?;
+    if from == to {
+        return Ok(doc);
+    }
+    let mut input = doc;
+    // Data stashed for the target version by an earlier conversion in the other direction.
+    let restore = take_annotation(&mut input, to.stash_annotation());
+    let _stale = take_annotation(&mut input, from.stash_annotation());
+    let restore = match restore {
+        Some(s) => {
+            Some(
+                serde_json::from_str::<Value>(&s).map_err(|e| ConversionError::Invalid {
+                    kind: kind.clone(),
+                    name: name_of(&input),
+                    reason: format!("annotation {} is not JSON: {e}", to.stash_annotation()),
+                })?,
+            )
+        }
+        None => None,
+    };
+
+    let mut out = convert_plain(&kind, input.clone(), to)?;
+    if let Some(patch) = restore {
+        apply_merge_patch(&mut out, &patch);
+    }
+    // Whatever the plain reverse conversion cannot reproduce is stashed for the way back.
+    let back = convert_plain(&kind, out.clone(), from)?;
+    if let Some(patch) = merge_patch_diff(&back, &input) {
+        let text = patch.to_string();
+        set_annotation(&mut out, from.stash_annotation(), text);
+    }
+    Ok(out)
+}
+
+/// Field mapping alone, without the annotation that makes it lossless.
+fn convert_plain(kind: &str, mut doc: Value, to: Version) -> Result<Value, ConversionError> {
+    let name = name_of(&doc);
+    let invalid = |reason: String| ConversionError::Invalid {
+        kind: kind.to_owned(),
+        name: name.clone(),
+        reason,
+    };
+    let Some(root) = doc.as_object_mut() else {
+        return Err(invalid("not a JSON object".to_owned()));
+    };
+    root.insert(
+        "apiVersion".to_owned(),
+        Value::String(to.api_version().to_owned()),
+    );
+    match (kind, to) {
+        ("ClusterQueue", Version::V1beta2) => {
+            if let Some(spec) = child(root, "spec") {
+                rename(spec, "cohort", "cohortName");
+                if let Some(Value::Array(checks)) = spec.remove("admissionChecks")
+                    && !checks.is_empty()
+                {
+                    let rules: Vec<Value> = checks
+                        .into_iter()
+                        .map(|name| Value::Object(Map::from_iter([("name".to_owned(), name)])))
+                        .collect();
+                    spec.insert(
+                        "admissionChecksStrategy".to_owned(),
+                        Value::Object(Map::from_iter([(
+                            "admissionChecks".to_owned(),
+                            Value::Array(rules),
+                        )])),
+                    );
+                }
+                if let Some(ff) = child(spec, "flavorFungibility") {
+                    replace_str(ff, "whenCanBorrow", "Borrow", "MayStopSearch");
+                    replace_str(ff, "whenCanPreempt", "Preempt", "MayStopSearch");
+                }
+            }
+            if let Some(status) = child(root, "status") {
+                status.remove("pendingWorkloadsStatus");
+                if let Some(fs) = child(status, "fairSharing") {
+                    fs.remove("admissionFairSharingStatus");
+                }
+            }
+        }
+        ("ClusterQueue", Version::V1beta1) => {
+            if let Some(spec) = child(root, "spec") {
+                rename(spec, "cohortName", "cohort");
+                spec.remove("concurrentAdmissionPolicy");
+            }
+        }
+        ("Cohort", Version::V1beta2) => {
+            if let Some(fs) = child(root, "status").and_then(|s| child(s, "fairSharing")) {
+                fs.remove("admissionFairSharingStatus");
+            }
+        }
+        ("LocalQueue", Version::V1beta2) => {
+            if let Some(status) = child(root, "status") {
+                rename(status, "flavorUsage", "flavorsUsage");
+                status.remove("flavors");
+            }
+        }
+        ("LocalQueue", Version::V1beta1) => {
+            if let Some(status) = child(root, "status") {
+                rename(status, "flavorsUsage", "flavorUsage");
+            }
+        }
+        ("AdmissionCheck", Version::V1beta2) => {
+            if let Some(spec) = child(root, "spec") {
+                spec.remove("retryDelayMinutes");
+            }
+        }
+        ("Workload", _) => workload_plain(root, to).map_err(invalid)?,
+        _ => {}
+    }
+    Ok(doc)
+}
+
+fn workload_plain(root: &mut Map<String, Value>, to: Version) -> Result<(), String> {
+    if let Some(spec) = child(root, "spec") {
+        match to {
+            Version::V1beta2 => {
+                let source = spec.remove("priorityClassSource");
+                let name = spec.remove("priorityClassName");
+                let name = name.as_ref().and_then(Value::as_str).unwrap_or_default();
+                let pc_ref = match source.as_ref().and_then(Value::as_str) {
+                    Some(v1beta1::WORKLOAD_PRIORITY_CLASS_SOURCE) => {
+                        Some(v1beta2::PriorityClassRef::workload_priority_class(name))
+                    }
+                    Some(v1beta1::POD_PRIORITY_CLASS_SOURCE) => {
+                        Some(v1beta2::PriorityClassRef::pod_priority_class(name))
+                    }
+                    _ => None,
+                };
+                if let Some(r) = pc_ref {
+                    spec.insert("priorityClassRef".to_owned(), to_json(&r)?);
+                }
+            }
+            Version::V1beta1 => {
+                if let Some(r) = spec.remove("priorityClassRef") {
+                    let r: v1beta2::PriorityClassRef = serde_json::from_value(r)
+                        .map_err(|e| format!("spec.priorityClassRef: {e}"))?;
+                    use v1beta2::{PriorityClassGroup as G, PriorityClassKind as K};
+                    let source = match (r.group, r.kind) {
+                        (Some(G::Kueue), Some(K::WorkloadPriorityClass)) => {
+                            Some(v1beta1::WORKLOAD_PRIORITY_CLASS_SOURCE)
+                        }
+                        (Some(G::Scheduling), Some(K::PriorityClass)) => {
+                            Some(v1beta1::POD_PRIORITY_CLASS_SOURCE)
+                        }
+                        _ => None,
+                    };
+                    if let Some(source) = source {
+                        spec.insert(
+                            "priorityClassSource".to_owned(),
+                            Value::String(source.to_owned()),
+                        );
+                        if !r.name.is_empty() {
+                            spec.insert("priorityClassName".to_owned(), Value::String(r.name));
+                        }
+                    }
+                }
+                spec.remove("preemptionGates");
+                if let Some(Value::Array(pod_sets)) = spec.get_mut("podSets") {
+                    for ps in pod_sets.iter_mut().filter_map(Value::as_object_mut) {
+                        if let Some(tr) = child(ps, "topologyRequest") {
+                            tr.remove("podsetSliceRequiredTopologyConstraints");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if let Some(status) = child(root, "status") {
+        match to {
+            Version::V1beta2 => rename(
+                status,
+                "accumulatedPastExexcutionTimeSeconds",
+                "accumulatedPastExecutionTimeSeconds",
+            ),
+            Version::V1beta1 => {
+                rename(
+                    status,
+                    "accumulatedPastExecutionTimeSeconds",
+                    "accumulatedPastExexcutionTimeSeconds",
+                );
+                status.remove("preemptionGates");
+            }
+        }
+        if let Some(Value::Array(psas)) =
+            child(status, "admission").and_then(|a| a.get_mut("podSetAssignments"))
+        {
+            for (i, psa) in psas.iter_mut().enumerate() {
+                let Some(ta) = psa
+                    .as_object_mut()
+                    .and_then(|p| p.get_mut("topologyAssignment"))
+                else {
+                    continue;
+                };
+                let path = format!("status.admission.podSetAssignments[{i}].topologyAssignment");
+                let taken = ta.take();
+                *ta = match to {
+                    Version::V1beta2 => {
+                        let v1: v1beta1::TopologyAssignment =
+                            serde_json::from_value(taken).map_err(|e| format!("{path}: {e}"))?;
+                        to_json(&compress_topology_assignment(&v1))?
+                    }
+                    Version::V1beta1 => {
+                        let v2: v1beta2::TopologyAssignment =
+                            serde_json::from_value(taken).map_err(|e| format!("{path}: {e}"))?;
+                        to_json(
+                            &expand_topology_assignment(&v2).map_err(|e| format!("{path}: {e}"))?,
+                        )?
+                    }
+                };
+            }
+        }
+    }
+    Ok(())
+}
+
+fn to_json<T: Serialize>(v: &T) -> Result<Value, String> {
+    serde_json::to_value(v).map_err(|e| e.to_string())
+}
+
+fn child<'a>(m: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<String, Value>> {
+    m.get_mut(key).and_then(Value::as_object_mut)
+}
+
+fn rename(m: &mut Map<String, Value>, from: &str, to: &str) {
+    if let Some(v) = m.remove(from) {
+        m.insert(to.to_owned(), v);
+    }
+}
+
+fn replace_str(m: &mut Map<String, Value>, key: &str, from: &str, to: &str) {
+    if m.get(key).and_then(Value::as_str) == Some(from) {
+        m.insert(key.to_owned(), Value::String(to.to_owned()));
+    }
+}
+
+fn take_annotation(doc: &mut Value, key: &str) -> Option<String> {
+    let meta = doc.get_mut("metadata")?.as_object_mut()?;
+    let annotations = meta.get_mut("annotations")?.as_object_mut()?;
+    let v = annotations.remove(key)?;
+    if annotations.is_empty() {
+        meta.remove("annotations");
+    }
+    v.as_str().map(str::to_owned)
+}
+
+fn set_annotation(doc: &mut Value, key: &str, value: String) {
+    let Some(root) = doc.as_object_mut() else {
+        return;
+    };
+    let meta = root
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Some(meta) = meta.as_object_mut() else {
+        return;
+    };
+    let annotations = meta
+        .entry("annotations")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Some(a) = annotations.as_object_mut() {
+        a.insert(key.to_owned(), Value::String(value));
+    }
+}
+
+/// The RFC 7386 merge patch that turns `from` into `to`, or None when they are equal.
+fn merge_patch_diff(from: &Value, to: &Value) -> Option<Value> {
+    match (from, to) {
+        (Value::Object(f), Value::Object(t)) => {
+            let mut patch = Map::new();
+            for (k, tv) in t {
+                match f.get(k) {
+                    Some(fv) if fv == tv => {}
+                    Some(fv @ Value::Object(_)) if tv.is_object() => {
+                        if let Some(p) = merge_patch_diff(fv, tv) {
+                            patch.insert(k.clone(), p);
+                        }
+                    }
+                    _ => {
+                        patch.insert(k.clone(), tv.clone());
+                    }
+                }
+            }
+            for k in f.keys().filter(|k| !t.contains_key(*k)) {
+                patch.insert(k.clone(), Value::Null);
+            }
+            (!patch.is_empty()).then_some(Value::Object(patch))
+        }
+        _ if from == to => None,
+        _ => Some(to.clone()),
+    }
+}
+
+/// Applies an RFC 7386 merge patch.
+fn apply_merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(p) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    if let Value::Object(t) = target {
+        for (k, v) in p {
+            if v.is_null() {
+                t.remove(k);
+            } else {
+                apply_merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+    }
+}
+
+/// Encodes per-domain values as one compressed slice (common prefix/suffix, shared pod count when uniform).
+pub fn compress_topology_assignment(
+    ta: &v1beta1::TopologyAssignment,
+) -> v1beta2::TopologyAssignment {
+    let mut out = v1beta2::TopologyAssignment {
+        levels: ta.levels.clone(),
+        slices: Vec::new(),
+    };
+    if ta.domains.is_empty() {
+        return out;
+    }
+    let values_per_level = (0..ta.levels.len())
+        .map(|level| {
+            let values: Vec<&str> = ta
+                .domains
+                .iter()
+                .map(|d| d.values.get(level).map_or("", String::as_str))
+                .collect();
+            compress_level(&values)
+        })
+        .collect();
+    let first = ta.domains[0].count;
+    let pod_counts = if ta.domains.iter().all(|d| d.count == first) {
+        v1beta2::TopologyAssignmentSlicePodCounts {
+            universal: Some(first),
+            individual: Vec::new(),
+        }
+    } else {
+        v1beta2::TopologyAssignmentSlicePodCounts {
+            universal: None,
+            individual: ta.domains.iter().map(|d| d.count).collect(),
+        }
+    };
+    out.slices.push(v1beta2::TopologyAssignmentSlice {
+        domain_count: i32::try_from(ta.domains.len()).unwrap_or(i32::MAX),
+        values_per_level,
+        pod_counts,
+    });
+    out
+}
+
+fn compress_level(values: &[&str]) -> v1beta2::TopologyAssignmentSliceLevelValues {
+    let first = values.first().copied().unwrap_or_default();
+    if values.iter().all(|v| *v == first) {
+        return v1beta2::TopologyAssignmentSliceLevelValues {
+            universal: Some(first.to_owned()),
+            individual: None,
+        };
+    }
+    let min_len = values.iter().map(|v| v.len()).min().unwrap_or(0);
+    let mut prefix = first.len();
+    let mut suffix = first.len();
+    for v in values {
+        prefix = common_prefix_len(&first[..prefix], v);
+        suffix = common_suffix_len(&first[first.len() - suffix..], v);
+    }
+    if prefix + suffix > min_len {
+        prefix = min_len - suffix;
+        // Prefix bytes are shared, so a char boundary in `first` is one in every value.
+        while !first.is_char_boundary(prefix) {
+            prefix -= 1;
+        }
+    }
+    let roots = values
+        .iter()
+        .map(|v| {
+            v.get(prefix..v.len() - suffix)
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    v1beta2::TopologyAssignmentSliceLevelValues {
+        universal: None,
+        individual: Some(v1beta2::TopologyAssignmentSliceLevelIndividualValues {
+            prefix: (prefix > 0).then(|| first[..prefix].to_owned()),
+            suffix: (suffix > 0).then(|| first[first.len() - suffix..].to_owned()),
+            roots,
+        }),
+    }
+}
+
+fn common_prefix_len(a: &str, b: &str) -> usize {
+    a.char_indices()
+        .zip(b.chars())
+        .find(|((_, ca), cb)| ca != cb)
+        .map_or_else(|| a.len().min(b.len()), |((i, _), _)| i)
+        .min(b.len())
+}
+
+fn common_suffix_len(a: &str, b: &str) -> usize {
+    let mut n = 0;
+    for (ca, cb) in a.chars().rev().zip(b.chars().rev()) {
+        if ca != cb {
+            break;
+        }
+        n += ca.len_utf8();
+    }
+    n
+}
+
+/// Expands a compressed topology assignment into one entry per domain.
+pub fn expand_topology_assignment(
+    ta: &v1beta2::TopologyAssignment,
+) -> Result<v1beta1::TopologyAssignment, String> {
+    let mut domains = Vec::new();
+    for (s, slice) in ta.slices.iter().enumerate() {
+        if slice.values_per_level.len() != ta.levels.len() {
+            return Err(format!(
+                "slices[{s}].valuesPerLevel has {} entries for {} levels",
+                slice.values_per_level.len(),
+                ta.levels.len()
+            ));
+        }
+        let n = usize::try_from(slice.domain_count)
+            .map_err(|_| format!("slices[{s}].domainCount is negative"))?;
+        for i in 0..n {
+            let mut values = Vec::with_capacity(ta.levels.len());
+            for (l, lv) in slice.values_per_level.iter().enumerate() {
+                values.push(match (&lv.universal, &lv.individual) {
+                    (Some(u), _) => u.clone(),
+                    (None, Some(ind)) => {
+                        let root = ind.roots.get(i).ok_or_else(|| {
+                            format!(
+                                "slices[{s}].valuesPerLevel[{l}].individual.roots has no entry {i}"
+                            )
+                        })?;
+                        format!(
+                            "{}{root}{}",
+                            ind.prefix.as_deref().unwrap_or_default(),
+                            ind.suffix.as_deref().unwrap_or_default()
+                        )
+                    }
+                    (None, None) => {
+                        return Err(format!("slices[{s}].valuesPerLevel[{l}] is empty"));
+                    }
+                });
+            }
+            let count =
+                match slice.pod_counts.universal {
+                    Some(c) => c,
+                    None => *slice.pod_counts.individual.get(i).ok_or_else(|| {
+                        format!("slices[{s}].podCounts.individual has no entry {i}")
+                    })?,
+                };
+            domains.push(v1beta1::TopologyDomainAssignment { values, count });
+        }
+    }
+    Ok(v1beta1::TopologyAssignment {
+        levels: ta.levels.clone(),
+        domains,
+    })
+}
+
+/// Typed conversion through [`convert_value`].
+fn convert_typed<A: Serialize, B: DeserializeOwned>(
+    obj: &A,
+    kind: &str,
+    to: Version,
+) -> Result<B, ConversionError> {
+    let invalid = |reason: String| ConversionError::Invalid {
+        kind: kind.to_owned(),
+        name: String::new(),
+        reason,
+    };
+    let doc = serde_json::to_value(obj).map_err(|e| invalid(e.to_string()))?;
+    let name = name_of(&doc);
+    let out = convert_value(doc, to)?;
+    serde_json::from_value(out).map_err(|e| ConversionError::Invalid {
+        kind: kind.to_owned(),
+        name,
+        reason: e.to_string(),
+    })
+}
+
+/// Conversion of a v1beta1 object to its v1beta2 form.
+pub trait ToV1beta2 {
+    /// The v1beta2 type.
+    type Out;
+    /// Converts, stashing v1beta1-only data in [`V1BETA1_FIELDS_ANNOTATION`].
+    fn to_v1beta2(&self) -> Result<Self::Out, ConversionError>;
+}
+
+/// Conversion of a v1beta2 object to its v1beta1 form.
+pub trait ToV1beta1 {
+    /// The v1beta1 type.
+    type Out;
+    /// Converts, stashing v1beta2-only data in [`V1BETA2_FIELDS_ANNOTATION`].
+    fn to_v1beta1(&self) -> Result<Self::Out, ConversionError>;
+}
+
+macro_rules! conversions {
+    ($($kind:ident),*) => {$(
+        impl ToV1beta2 for v1beta1::$kind {
+            type Out = v1beta2::$kind;
+            fn to_v1beta2(&self) -> Result<v1beta2::$kind, ConversionError> {
+                convert_typed(self, stringify!($kind), Version::V1beta2)
+            }
+        }
+        impl ToV1beta1 for v1beta2::$kind {
+            type Out = v1beta1::$kind;
+            fn to_v1beta1(&self) -> Result<v1beta1::$kind, ConversionError> {
+                convert_typed(self, stringify!($kind), Version::V1beta1)
+            }
+        }
+    )*};
+}
+
+conversions!(
+    ResourceFlavor,
+    ClusterQueue,
+    LocalQueue,
+    Cohort,
+    Workload,
+    WorkloadPriorityClass,
+    Topology,
+    AdmissionCheck
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn up(doc: Value) -> Value {
+        match convert_value(doc, Version::V1beta2) {
+            Ok(v) => v,
+            Err(e) => panic!("up: {e}"),
+        }
+    }
+
+    fn down(doc: Value) -> Value {
+        match convert_value(doc, Version::V1beta1) {
+            Ok(v) => v,
+            Err(e) => panic!("down: {e}"),
+        }
+    }
+
+    fn annotations(doc: &Value) -> Option<&Value> {
+        doc.pointer("/metadata/annotations")
+    }
+
+    #[test]
+    fn cluster_queue_renames_and_round_trips() {
+        let v1 = json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+            "spec": {"cohort": "eng", "admissionChecks": ["prov"],
+                     "flavorFungibility": {"whenCanBorrow": "Borrow", "whenCanPreempt": "Preempt"}},
+            "status": {"pendingWorkloads": 1, "reservingWorkloads": 0, "admittedWorkloads": 0,
+                       "pendingWorkloadsStatus": {"lastChangeTime": "2025-01-01T00:00:00Z"}}
+        });
+        let v2 = up(v1.clone());
+        assert_eq!(v2["apiVersion"], "kueue.x-k8s.io/v1beta2");
+        assert_eq!(v2["spec"]["cohortName"], "eng");
+        assert!(v2["spec"].get("cohort").is_none());
+        assert_eq!(
+            v2["spec"]["admissionChecksStrategy"],
+            json!({"admissionChecks": [{"name": "prov"}]})
+        );
+        assert_eq!(
+            v2["spec"]["flavorFungibility"]["whenCanBorrow"],
+            "MayStopSearch"
+        );
+        assert_eq!(
+            v2["spec"]["flavorFungibility"]["whenCanPreempt"],
+            "MayStopSearch"
+        );
+        assert!(v2["status"].get("pendingWorkloadsStatus").is_none());
+        assert!(annotations(&v2).is_some(), "v1beta1-only data is stashed");
+        assert_eq!(down(v2), v1);
+    }
+
+    #[test]
+    fn cluster_queue_v1beta2_only_fields_survive() {
+        let v2 = json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+            "spec": {"cohortName": "eng", "concurrentAdmissionPolicy": {"migration": {"mode": "TryPreferredFlavors"}}}
+        });
+        let v1 = down(v2.clone());
+        assert_eq!(v1["spec"]["cohort"], "eng");
+        assert!(v1["spec"].get("concurrentAdmissionPolicy").is_none());
+        assert_eq!(up(v1), v2);
+    }
+
+    #[test]
+    fn plain_objects_need_no_stash() {
+        let v2 = json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+            "spec": {"cohortName": "eng", "queueingStrategy": "StrictFIFO"}
+        });
+        let v1 = down(v2.clone());
+        assert!(annotations(&v1).is_none());
+        assert_eq!(up(v1), v2);
+    }
+
+    #[test]
+    fn local_queue_flavor_usage_rename() {
+        let v1 = json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": "ns"},
+            "spec": {"clusterQueue": "cq"},
+            "status": {"pendingWorkloads": 0, "reservingWorkloads": 0, "admittedWorkloads": 0,
+                       "flavorUsage": [{"name": "f", "resources": [{"name": "cpu", "total": "1"}]}]}
+        });
+        let v2 = up(v1.clone());
+        assert_eq!(v2["status"]["flavorsUsage"][0]["name"], "f");
+        assert!(v2["status"].get("flavorUsage").is_none());
+        assert!(annotations(&v2).is_none());
+        assert_eq!(down(v2), v1);
+    }
+
+    #[test]
+    fn workload_priority_accumulated_time_and_gates() {
+        let v1 = json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload", "metadata": {"name": "w", "namespace": "ns"},
+            "spec": {"podSets": [{"name": "main", "count": 1, "template": {}}], "queueName": "lq",
+                     "priorityClassName": "high", "priorityClassSource": "kueue.x-k8s.io/workloadpriorityclass",
+                     "priority": 100},
+            "status": {"accumulatedPastExexcutionTimeSeconds": 42}
+        });
+        let v2 = up(v1.clone());
+        assert_eq!(
+            v2["spec"]["priorityClassRef"],
+            json!({"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "high"})
+        );
+        assert_eq!(v2["status"]["accumulatedPastExecutionTimeSeconds"], 42);
+        assert!(annotations(&v2).is_none());
+        assert_eq!(down(v2.clone()), v1);
+
+        let mut with_gates = v2.clone();
+        with_gates["spec"]["preemptionGates"] = json!([{"name": "g"}]);
+        with_gates["spec"]["priorityClassRef"] =
+            json!({"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": "p"});
+        let v1b = down(with_gates.clone());
+        assert_eq!(
+            v1b["spec"]["priorityClassSource"],
+            "scheduling.k8s.io/priorityclass"
+        );
+        assert_eq!(v1b["spec"]["priorityClassName"], "p");
+        assert!(v1b["spec"].get("preemptionGates").is_none());
+        assert_eq!(up(v1b), with_gates);
+    }
+
+    #[test]
+    fn topology_assignment_compression() {
+        let v1 = v1beta1::TopologyAssignment {
+            levels: vec!["rack".into(), "kubernetes.io/hostname".into()],
+            domains: vec![
+                v1beta1::TopologyDomainAssignment {
+                    values: vec!["r1".into(), "node-a-1".into()],
+                    count: 2,
+                },
+                v1beta1::TopologyDomainAssignment {
+                    values: vec!["r1".into(), "node-b-1".into()],
+                    count: 2,
+                },
+                v1beta1::TopologyDomainAssignment {
+                    values: vec!["r1".into(), "node-c-1".into()],
+                    count: 2,
+                },
+            ],
+        };
+        let v2 = compress_topology_assignment(&v1);
+        let json = serde_json::to_value(&v2).unwrap_or_default();
+        assert_eq!(
+            json,
+            json!({"levels": ["rack", "kubernetes.io/hostname"], "slices": [{
+                "domainCount": 3,
+                "valuesPerLevel": [{"universal": "r1"},
+                                   {"individual": {"prefix": "node-", "suffix": "-1", "roots": ["a", "b", "c"]}}],
+                "podCounts": {"universal": 2}}]})
+        );
+        assert_eq!(expand_topology_assignment(&v2), Ok(v1));
+    }
+
+    #[test]
+    fn topology_assignment_overlapping_prefix_suffix_and_counts() {
+        let v1 = v1beta1::TopologyAssignment {
+            levels: vec!["h".into()],
+            domains: vec![
+                v1beta1::TopologyDomainAssignment {
+                    values: vec!["aa".into()],
+                    count: 1,
+                },
+                v1beta1::TopologyDomainAssignment {
+                    values: vec!["aaa".into()],
+                    count: 3,
+                },
+                v1beta1::TopologyDomainAssignment {
+                    values: vec!["é".into()],
+                    count: 3,
+                },
+                v1beta1::TopologyDomainAssignment {
+                    values: vec!["".into()],
+                    count: 0,
+                },
+            ],
+        };
+        let v2 = compress_topology_assignment(&v1);
+        assert_eq!(v2.slices[0].pod_counts.individual, vec![1, 3, 3, 0]);
+        assert_eq!(expand_topology_assignment(&v2), Ok(v1));
+    }
+
+    #[test]
+    fn workload_topology_assignment_round_trip() {
+        let v1 = json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload", "metadata": {"name": "w", "namespace": "ns"},
+            "spec": {"podSets": [{"name": "main", "count": 4, "template": {}}]},
+            "status": {"admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "main", "count": 4,
+                "topologyAssignment": {"levels": ["kubernetes.io/hostname"],
+                    "domains": [{"values": ["n1"], "count": 3}, {"values": ["n2"], "count": 1}]}}]}}
+        });
+        let v2 = up(v1.clone());
+        let ta = &v2["status"]["admission"]["podSetAssignments"][0]["topologyAssignment"];
+        assert_eq!(ta["slices"][0]["domainCount"], 2);
+        assert_eq!(ta["slices"][0]["podCounts"]["individual"], json!([3, 1]));
+        assert_eq!(down(v2), v1);
+    }
+
+    #[test]
+    fn malformed_slices_are_errors() {
+        let v2 = v1beta2::TopologyAssignment {
+            levels: vec!["h".into()],
+            slices: vec![v1beta2::TopologyAssignmentSlice {
+                domain_count: 2,
+                values_per_level: vec![v1beta2::TopologyAssignmentSliceLevelValues {
+                    universal: None,
+                    individual: Some(v1beta2::TopologyAssignmentSliceLevelIndividualValues {
+                        prefix: None,
+                        suffix: None,
+                        roots: vec!["a".into()],
+                    }),
+                }],
+                pod_counts: v1beta2::TopologyAssignmentSlicePodCounts {
+                    universal: Some(1),
+                    individual: vec![],
+                },
+            }],
+        };
+        assert!(expand_topology_assignment(&v2).is_err());
+    }
+
+    #[test]
+    fn typed_round_trip_every_kind() {
+        let docs = [
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": "rf"},
+                   "spec": {"nodeLabels": {"a": "b"}, "topologyName": "t"}}),
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Topology", "metadata": {"name": "t"},
+                   "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]}}),
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "WorkloadPriorityClass", "metadata": {"name": "p"},
+                   "value": 10, "description": "d"}),
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Cohort", "metadata": {"name": "c"},
+                   "spec": {"parentName": "root"}, "status": {"fairSharing": {"weightedShare": 3,
+                   "admissionFairSharingStatus": {"consumedResources": {"cpu": "1"}, "lastUpdate": "2025-01-01T00:00:00Z"}}}}),
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "AdmissionCheck", "metadata": {"name": "ac"},
+                   "spec": {"controllerName": "c", "retryDelayMinutes": 15}}),
+        ];
+        for d in docs {
+            let v2 = up(d.clone());
+            assert_eq!(v2["apiVersion"], "kueue.x-k8s.io/v1beta2");
+            assert_eq!(down(v2), d);
+        }
+
+        let wl: v1beta1::Workload = serde_json::from_value(json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload", "metadata": {"name": "w"},
+            "spec": {"podSets": [{"count": 2, "template": {}}], "priorityClassName": "x",
+                     "priorityClassSource": "scheduling.k8s.io/priorityclass"}
+        }))
+        .unwrap_or_default();
+        let v2 = wl.to_v1beta2().map_err(|e| e.to_string());
+        let Ok(v2) = v2 else { panic!("{v2:?}") };
+        assert_eq!(
+            v2.spec.priority_class_ref,
+            Some(v1beta2::PriorityClassRef::pod_priority_class("x"))
+        );
+        assert_eq!(v2.spec.pod_sets[0].name, "main");
+        assert_eq!(v2.to_v1beta1().ok(), Some(wl));
+    }
+}
