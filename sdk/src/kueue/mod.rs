@@ -5,6 +5,7 @@
 #![allow(clippy::duplicated_attributes)]
 
 pub mod conversion;
+pub mod crds;
 pub mod decode;
 pub mod labels;
 pub mod v1beta1;

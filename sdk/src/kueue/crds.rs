@@ -1,0 +1,254 @@
+//! CustomResourceDefinitions of Kueue's kinds, each serving v1beta1 (deprecated) and v1beta2 (storage).
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+use super::{v1beta1, v1beta2};
+
+/// Joins a kind's two generated CRDs: v1beta1 served and deprecated, v1beta2 served and stored.
+fn both_versions(
+    old: CustomResourceDefinition,
+    mut new: CustomResourceDefinition,
+) -> CustomResourceDefinition {
+    let mut versions: Vec<_> = old.spec.versions.into_iter().collect();
+    for v in &mut versions {
+        v.served = true;
+        v.storage = false;
+        v.deprecated = Some(true);
+        v.deprecation_warning = Some(v1beta1::DEPRECATION_WARNING.to_owned());
+    }
+    for v in &mut new.spec.versions {
+        v.served = true;
+        v.storage = true;
+        v.deprecated = None;
+        v.deprecation_warning = None;
+    }
+    // Kueue lists the older version first.
+    versions.append(&mut new.spec.versions);
+    new.spec.versions = versions;
+    new
+}
+
+/// One CRD per Kueue kind, ordered by CRD name.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    let mut all = vec![
+        both_versions(
+            v1beta1::AdmissionCheck::crd(),
+            v1beta2::AdmissionCheck::crd(),
+        ),
+        both_versions(v1beta1::ClusterQueue::crd(), v1beta2::ClusterQueue::crd()),
+        both_versions(v1beta1::Cohort::crd(), v1beta2::Cohort::crd()),
+        both_versions(v1beta1::LocalQueue::crd(), v1beta2::LocalQueue::crd()),
+        both_versions(
+            v1beta1::ResourceFlavor::crd(),
+            v1beta2::ResourceFlavor::crd(),
+        ),
+        both_versions(v1beta1::Topology::crd(), v1beta2::Topology::crd()),
+        both_versions(
+            v1beta1::WorkloadPriorityClass::crd(),
+            v1beta2::WorkloadPriorityClass::crd(),
+        ),
+        both_versions(v1beta1::Workload::crd(), v1beta2::Workload::crd()),
+    ];
+    all.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    all
+}
+
+/// All CRDs as one multi-document YAML stream, in the order of [`crds`].
+pub fn crds_yaml() -> String {
+    let mut out = String::new();
+    for crd in crds() {
+        out.push_str("---\n");
+        // CRDs are plain data, so rendering cannot fail; the comment only guards against a serde_yaml surprise and
+        // makes it visible (the YAML round-trip test would catch it).
+        match serde_yaml::to_string(&crd) {
+            Ok(y) => out.push_str(&y),
+            Err(e) => out.push_str(&format!("# cannot render {:?}: {e}\n", crd.metadata.name)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Expect {
+        name: &'static str,
+        kind: &'static str,
+        scope: &'static str,
+        short: &'static [&'static str],
+        columns: &'static [&'static str],
+        status: bool,
+    }
+
+    const EXPECTED: [Expect; 8] = [
+        Expect {
+            name: "admissionchecks.kueue.x-k8s.io",
+            kind: "AdmissionCheck",
+            scope: "Cluster",
+            short: &["ac"],
+            columns: &[],
+            status: true,
+        },
+        Expect {
+            name: "clusterqueues.kueue.x-k8s.io",
+            kind: "ClusterQueue",
+            scope: "Cluster",
+            short: &["cq"],
+            columns: &[
+                "Cohort",
+                "Strategy",
+                "Pending Workloads",
+                "Admitted Workloads",
+            ],
+            status: true,
+        },
+        Expect {
+            name: "cohorts.kueue.x-k8s.io",
+            kind: "Cohort",
+            scope: "Cluster",
+            short: &["co"],
+            columns: &[],
+            status: true,
+        },
+        Expect {
+            name: "localqueues.kueue.x-k8s.io",
+            kind: "LocalQueue",
+            scope: "Namespaced",
+            short: &["queue", "queues", "lq"],
+            columns: &["ClusterQueue", "Pending Workloads", "Admitted Workloads"],
+            status: true,
+        },
+        Expect {
+            name: "resourceflavors.kueue.x-k8s.io",
+            kind: "ResourceFlavor",
+            scope: "Cluster",
+            short: &["flavor", "flavors", "rf"],
+            columns: &[],
+            status: false,
+        },
+        Expect {
+            name: "topologies.kueue.x-k8s.io",
+            kind: "Topology",
+            scope: "Cluster",
+            short: &["topo"],
+            columns: &[],
+            status: false,
+        },
+        Expect {
+            name: "workloadpriorityclasses.kueue.x-k8s.io",
+            kind: "WorkloadPriorityClass",
+            scope: "Cluster",
+            short: &["wpc"],
+            columns: &["Value"],
+            status: false,
+        },
+        Expect {
+            name: "workloads.kueue.x-k8s.io",
+            kind: "Workload",
+            scope: "Namespaced",
+            short: &["kwl", "kueueworkload", "kueueworkloads"],
+            columns: &["Queue", "Reserved in", "Admitted", "Finished", "Age"],
+            status: true,
+        },
+    ];
+
+    #[test]
+    fn names_scopes_columns_versions() {
+        let crds = crds();
+        assert_eq!(crds.len(), EXPECTED.len());
+        for (crd, want) in crds.iter().zip(EXPECTED.iter()) {
+            assert_eq!(crd.metadata.name.as_deref(), Some(want.name));
+            assert_eq!(crd.spec.group, "kueue.x-k8s.io");
+            assert_eq!(crd.spec.names.kind, want.kind);
+            assert_eq!(crd.spec.scope, want.scope, "{}", want.name);
+            let short: Vec<&str> = crd
+                .spec
+                .names
+                .short_names
+                .iter()
+                .flatten()
+                .map(String::as_str)
+                .collect();
+            assert_eq!(short, want.short, "{}", want.name);
+            let versions: Vec<(&str, bool, bool, Option<bool>)> = crd
+                .spec
+                .versions
+                .iter()
+                .map(|v| (v.name.as_str(), v.served, v.storage, v.deprecated))
+                .collect();
+            assert_eq!(
+                versions,
+                vec![
+                    ("v1beta1", true, false, Some(true)),
+                    ("v1beta2", true, true, None)
+                ],
+                "{}",
+                want.name
+            );
+            for v in &crd.spec.versions {
+                let cols: Vec<&str> = v
+                    .additional_printer_columns
+                    .iter()
+                    .flatten()
+                    .map(|c| c.name.as_str())
+                    .collect();
+                assert_eq!(cols, want.columns, "{} {}", want.name, v.name);
+                let has_status = v
+                    .subresources
+                    .as_ref()
+                    .and_then(|s| s.status.as_ref())
+                    .is_some();
+                assert_eq!(has_status, want.status, "{} {}", want.name, v.name);
+                assert!(v.schema.is_some());
+            }
+            assert_eq!(
+                crd.spec.versions[0].deprecation_warning.as_deref(),
+                Some("This version is deprecated. Use v1beta2 instead.")
+            );
+        }
+    }
+
+    #[test]
+    fn schemas_carry_kueue_defaults() {
+        let crds = crds();
+        let json = serde_json::to_value(&crds).unwrap_or_default();
+        let cq = &json[1]["spec"]["versions"][1]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            ["properties"];
+        assert_eq!(cq["queueingStrategy"]["default"], "BestEffortFIFO");
+        assert_eq!(cq["stopPolicy"]["default"], "None");
+        assert_eq!(
+            cq["preemption"]["properties"]["withinClusterQueue"]["default"],
+            "Never"
+        );
+        assert_eq!(
+            cq["flavorFungibility"]["properties"]["whenCanPreempt"]["default"],
+            "TryNextFlavor"
+        );
+        assert_eq!(cq["cohortName"]["type"], "string");
+        let wpc = &json[6]["spec"]["versions"][1]["schema"]["openAPIV3Schema"]["properties"];
+        assert_eq!(wpc["value"]["type"], "integer");
+        assert!(wpc.get("spec").is_none());
+        let wl = &json[7]["spec"]["versions"][1]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            ["properties"];
+        assert_eq!(wl["active"]["default"], true);
+        assert_eq!(
+            wl["podSets"]["items"]["properties"]["name"]["default"],
+            "main"
+        );
+        assert_eq!(wl["podSets"]["items"]["properties"]["count"]["default"], 1);
+    }
+
+    #[test]
+    fn yaml_parses_back() {
+        let yaml = crds_yaml();
+        assert!(!yaml.contains("# cannot render"));
+        let parsed: Vec<CustomResourceDefinition> = serde_yaml::Deserializer::from_str(&yaml)
+            .map(|doc| serde::Deserialize::deserialize(doc).map_err(|e| e.to_string()))
+            .collect::<Result<_, _>>()
+            .unwrap_or_default();
+        assert_eq!(parsed, crds());
+        assert_eq!(crds_yaml(), yaml, "stable output");
+    }
+}
