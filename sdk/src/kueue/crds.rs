@@ -251,4 +251,74 @@ mod tests {
         assert_eq!(parsed, crds());
         assert_eq!(crds_yaml(), yaml, "stable output");
     }
+
+    fn collect_defaults(schema: &serde_json::Value, path: &str, out: &mut Vec<String>) {
+        if path.ends_with(".template") {
+            return;
+        }
+        if let Some(d) = schema.get("default") {
+            out.push(format!("{path}={d}"));
+        }
+        if let Some(props) = schema
+            .get("properties")
+            .and_then(serde_json::Value::as_object)
+        {
+            for (k, v) in props {
+                collect_defaults(v, &format!("{path}.{k}"), out);
+            }
+        }
+        if let Some(items) = schema.get("items") {
+            collect_defaults(items, &format!("{path}[]"), out);
+        }
+    }
+
+    /// Every `default:` of Kueue v0.19.2's CRDs outside the embedded pod template, per kind and version.
+    #[test]
+    fn defaults_match_kueue() {
+        let mut got = Vec::new();
+        for crd in crds() {
+            for v in &crd.spec.versions {
+                let schema = serde_json::to_value(
+                    v.schema
+                        .as_ref()
+                        .and_then(|s| s.open_api_v3_schema.as_ref()),
+                )
+                .unwrap_or_default();
+                collect_defaults(
+                    &schema,
+                    &format!("{}/{}", crd.spec.names.kind, v.name),
+                    &mut got,
+                );
+            }
+        }
+        got.sort();
+        let mut want = vec![r#"AdmissionCheck/v1beta1.spec.retryDelayMinutes=15"#.to_owned()];
+        for v in ["v1beta1", "v1beta2"] {
+            for d in [
+                r#"ClusterQueue/V.spec.fairSharing.weight=1"#,
+                r#"ClusterQueue/V.spec.flavorFungibility={}"#,
+                r#"ClusterQueue/V.spec.flavorFungibility.whenCanBorrow="MayStopSearch""#,
+                r#"ClusterQueue/V.spec.flavorFungibility.whenCanPreempt="TryNextFlavor""#,
+                r#"ClusterQueue/V.spec.preemption={}"#,
+                r#"ClusterQueue/V.spec.preemption.borrowWithinCohort={}"#,
+                r#"ClusterQueue/V.spec.preemption.borrowWithinCohort.policy="Never""#,
+                r#"ClusterQueue/V.spec.preemption.reclaimWithinCohort="Never""#,
+                r#"ClusterQueue/V.spec.preemption.withinClusterQueue="Never""#,
+                r#"ClusterQueue/V.spec.queueingStrategy="BestEffortFIFO""#,
+                r#"ClusterQueue/V.spec.stopPolicy="None""#,
+                r#"Cohort/V.spec.fairSharing.weight=1"#,
+                r#"LocalQueue/V.spec.fairSharing.weight=1"#,
+                r#"LocalQueue/V.spec.stopPolicy="None""#,
+                r#"Workload/V.spec.active=true"#,
+                r#"Workload/V.spec.podSets[].count=1"#,
+                r#"Workload/V.spec.podSets[].name="main""#,
+                r#"Workload/V.status.admission.podSetAssignments[].name="main""#,
+            ] {
+                want.push(d.replace("/V.", &format!("/{v}.")));
+            }
+        }
+        want.push(r#"Workload/v1beta1.spec.priorityClassSource="""#.to_owned());
+        want.sort();
+        assert_eq!(got, want);
+    }
 }

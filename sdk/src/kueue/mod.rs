@@ -8,5 +8,6 @@ pub mod conversion;
 pub mod crds;
 pub mod decode;
 pub mod labels;
+mod schema;
 pub mod v1beta1;
 pub mod v1beta2;

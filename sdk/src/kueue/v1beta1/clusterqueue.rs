@@ -138,12 +138,15 @@ pub struct ClusterQueueStatus {
     pub flavors_usage: Vec<FlavorUsage>,
     /// Pending workloads.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub pending_workloads: i32,
     /// Reserving workloads.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub reserving_workloads: i32,
     /// Admitted workloads.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub admitted_workloads: i32,
     /// Head of the pending queue (removed in v1beta2).
     #[serde(default, skip_serializing_if = "Option::is_none")]

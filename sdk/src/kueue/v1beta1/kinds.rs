@@ -141,6 +141,7 @@ pub struct CohortStatus {
 pub struct FairSharingStatus {
     /// Weighted share.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub weighted_share: i64,
     /// Admission fair sharing usage (moved under LocalQueue status in v1beta2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -153,6 +154,7 @@ pub struct FairSharingStatus {
 pub struct AdmissionFairSharingStatus {
     /// Consumed resources.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub consumed_resources: BTreeMap<String, Quantity>,
     /// When the consumption was last updated.
     pub last_update: Time,

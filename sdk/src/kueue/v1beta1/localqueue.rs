@@ -50,6 +50,7 @@ use crate::kueue::v1beta2::{FairSharing, LocalQueueFlavorUsage, StopPolicy};
 pub struct LocalQueueSpec {
     /// Backing ClusterQueue.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub cluster_queue: String,
     /// Stop policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,12 +70,15 @@ pub struct LocalQueueStatus {
     pub conditions: Vec<Condition>,
     /// Pending workloads.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub pending_workloads: i32,
     /// Reserving workloads.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub reserving_workloads: i32,
     /// Admitted workloads.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub admitted_workloads: i32,
     /// Reservations per flavor.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -118,5 +122,6 @@ pub struct TopologyInfo {
     pub name: String,
     /// Level node labels.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub levels: Vec<String>,
 }

@@ -75,6 +75,7 @@ fn default_count() -> i32 {
 pub struct WorkloadSpec {
     /// Pod sets.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub pod_sets: Vec<PodSet>,
     /// LocalQueue name.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -107,6 +108,7 @@ pub struct PodSet {
     pub name: String,
     /// Pod template.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub template: PodTemplateSpec,
     /// Number of pods.
     #[serde(default = "default_count")]
@@ -160,6 +162,7 @@ pub struct Admission {
     pub cluster_queue: String,
     /// Assignments.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub pod_set_assignments: Vec<PodSetAssignment>,
 }
 
@@ -193,9 +196,11 @@ pub struct PodSetAssignment {
 pub struct TopologyAssignment {
     /// Level node labels.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub levels: Vec<String>,
     /// Domains with their pod counts.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub domains: Vec<TopologyDomainAssignment>,
 }
 
@@ -205,9 +210,11 @@ pub struct TopologyAssignment {
 pub struct TopologyDomainAssignment {
     /// Value per level.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub values: Vec<String>,
     /// Pods in the domain.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub count: i32,
 }
 

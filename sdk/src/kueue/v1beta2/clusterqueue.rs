@@ -151,6 +151,7 @@ pub struct AdmissionChecksStrategy {
 pub struct AdmissionCheckStrategyRule {
     /// AdmissionCheck name.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub name: String,
     /// Flavors the check applies to; empty means all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -173,6 +174,7 @@ pub enum QueueingStrategy {
 pub struct ConcurrentAdmissionPolicy {
     /// How admitted workloads migrate between flavors.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub migration: ConcurrentAdmissionMigration,
 }
 
@@ -221,12 +223,15 @@ pub struct ClusterQueueStatus {
     pub flavors_usage: Vec<FlavorUsage>,
     /// Number of pending workloads.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub pending_workloads: i32,
     /// Number of workloads holding a quota reservation.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub reserving_workloads: i32,
     /// Number of admitted, unfinished workloads.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub admitted_workloads: i32,
     /// Fair-sharing status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -239,6 +244,7 @@ pub struct ClusterQueueStatus {
 pub struct FlavorUsage {
     /// Flavor name.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub name: String,
     /// Usage per resource.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -251,12 +257,15 @@ pub struct FlavorUsage {
 pub struct ResourceUsage {
     /// Resource name.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub name: String,
     /// Total used.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub total: Quantity,
     /// Part of the total borrowed from the cohort.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub borrowed: Quantity,
 }
 

@@ -37,6 +37,7 @@ pub fn fair_sharing_weight(fs: Option<&FairSharing>) -> Quantity {
 pub struct FairSharingStatus {
     /// Dominant resource share divided by weight (MaxInt64 when weight is 0 and borrowing).
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub weighted_share: i64,
 }
 
@@ -99,6 +100,7 @@ pub struct FlavorQuotas {
 pub struct ResourceQuota {
     /// Resource name.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub name: String,
     /// Quota owned by the queue.
     pub nominal_quota: Quantity,

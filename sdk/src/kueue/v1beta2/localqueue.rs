@@ -48,6 +48,7 @@ use super::common::{FairSharing, StopPolicy, fair_sharing_weight};
 pub struct LocalQueueSpec {
     /// The backing ClusterQueue (immutable).
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub cluster_queue: String,
     /// Whether the queue is stopped; Kueue's default is None.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -79,12 +80,15 @@ pub struct LocalQueueStatus {
     pub conditions: Vec<Condition>,
     /// Number of pending workloads.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub pending_workloads: i32,
     /// Number of workloads holding a quota reservation.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub reserving_workloads: i32,
     /// Number of admitted, unfinished workloads.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub admitted_workloads: i32,
     /// Quota reserved by this queue's workloads, per flavor.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -103,6 +107,7 @@ pub struct LocalQueueStatus {
 pub struct LocalQueueFairSharingStatus {
     /// Weighted share.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub weighted_share: i64,
     /// Admission fair sharing usage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -115,6 +120,7 @@ pub struct LocalQueueFairSharingStatus {
 pub struct LocalQueueAdmissionFairSharingStatus {
     /// Consumed resources.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub consumed_resources: BTreeMap<String, Quantity>,
     /// When the consumption was last updated.
     pub last_update: Time,
@@ -137,8 +143,10 @@ pub struct LocalQueueFlavorUsage {
 pub struct LocalQueueResourceUsage {
     /// Resource name.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub name: String,
     /// Total used.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub total: Quantity,
 }

@@ -31,5 +31,6 @@ pub struct TopologySpec {
 pub struct TopologyLevel {
     /// Node label whose value names the domain at this level.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub node_label: String,
 }

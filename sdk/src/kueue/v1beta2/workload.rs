@@ -77,6 +77,7 @@ fn is_zero(v: &i32) -> bool {
 pub struct WorkloadSpec {
     /// Pod sets (1 to 18), keyed by name.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub pod_sets: Vec<PodSet>,
     /// LocalQueue name in the workload's namespace.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -175,6 +176,7 @@ pub struct PodSet {
     pub name: String,
     /// Pod template (metadata limited to labels and annotations).
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub template: PodTemplateSpec,
     /// Number of pods; Kueue's default is 1.
     #[serde(default = "default_count")]
@@ -263,6 +265,7 @@ pub struct Admission {
     pub cluster_queue: String,
     /// One assignment per pod set.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub pod_set_assignments: Vec<PodSetAssignment>,
 }
 
@@ -336,6 +339,7 @@ pub struct TopologyAssignmentSlice {
     pub values_per_level: Vec<TopologyAssignmentSliceLevelValues>,
     /// Pod counts per domain.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub pod_counts: TopologyAssignmentSlicePodCounts,
 }
 
@@ -437,9 +441,11 @@ pub struct WorkloadSchedulingStatsEviction {
     pub reason: String,
     /// Underlying cause (may be empty).
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub underlying_cause: String,
     /// Number of evictions.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub count: i32,
 }
 
@@ -469,6 +475,7 @@ pub struct RequeueState {
 pub struct AdmissionCheckState {
     /// AdmissionCheck name.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub name: String,
     /// Check state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -478,6 +485,7 @@ pub struct AdmissionCheckState {
     pub last_transition_time: Option<Time>,
     /// Human-readable message.
     #[serde(default)]
+    #[schemars(transform = crate::kueue::schema::no_default)]
     pub message: String,
     /// Delay before a retry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
