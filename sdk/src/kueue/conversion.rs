@@ -423,29 +423,143 @@ fn apply_merge_patch(target: &mut Value, patch: &Value) {
     }
 }
 
-/// Encodes per-domain values as one compressed slice (common prefix/suffix, shared pod count when uniform).
+/// Most domains one slice may hold (Kueue's limit).
+const MAX_DOMAINS_PER_SLICE: usize = 100_000;
+/// Most slices a hostname-prefix encoding may produce before a coarser prefix is tried (Kueue's limit).
+const MAX_SLICES: usize = 1_000;
+/// Node label of the hostname level.
+const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+
+/// Encodes a per-domain assignment in v1beta2's compressed form, choosing the same encoding as Kueue v0.19 with its
+/// default (beta) TASAssignmentsEncodingByHostnamePrefix: domains whose hostnames share a dash-terminated prefix are
+/// grouped into slices, unless one single slice serializes shorter.
 pub fn compress_topology_assignment(
     ta: &v1beta1::TopologyAssignment,
 ) -> v1beta2::TopologyAssignment {
-    let mut out = v1beta2::TopologyAssignment {
-        levels: ta.levels.clone(),
-        slices: Vec::new(),
-    };
-    if ta.domains.is_empty() {
-        return out;
+    let by_prefix = encode_by_hostname_prefix(ta);
+    if by_prefix.slices.len() <= 1 || ta.domains.len() > MAX_DOMAINS_PER_SLICE {
+        return by_prefix;
     }
-    let values_per_level = (0..ta.levels.len())
+    let single = encode_single_slice(ta);
+    match (serde_json::to_vec(&single), serde_json::to_vec(&by_prefix)) {
+        (Ok(a), Ok(b)) if a.len() < b.len() => single,
+        _ => by_prefix,
+    }
+}
+
+fn encode_single_slice(ta: &v1beta1::TopologyAssignment) -> v1beta2::TopologyAssignment {
+    v1beta2::TopologyAssignment {
+        levels: ta.levels.clone(),
+        slices: if ta.domains.is_empty() {
+            Vec::new()
+        } else {
+            vec![compact_slice(ta.levels.len(), &ta.domains)]
+        },
+    }
+}
+
+fn encode_by_hostname_prefix(ta: &v1beta1::TopologyAssignment) -> v1beta2::TopologyAssignment {
+    let keys =
+        if ta.domains.len() > 1 && ta.levels.last().map(String::as_str) == Some(HOSTNAME_LABEL) {
+            hostname_prefix_keys(ta.levels.len() - 1, &ta.domains)
+        } else {
+            None
+        };
+    let mut slices = Vec::new();
+    let mut start = 0;
+    for len in run_lengths(keys.as_deref(), ta.domains.len()) {
+        for chunk in ta.domains[start..start + len].chunks(MAX_DOMAINS_PER_SLICE) {
+            slices.push(compact_slice(ta.levels.len(), chunk));
+        }
+        start += len;
+    }
+    v1beta2::TopologyAssignment {
+        levels: ta.levels.clone(),
+        slices,
+    }
+}
+
+/// Lengths of the runs of equal consecutive keys; one run of everything without keys.
+fn run_lengths(keys: Option<&[&str]>, n: usize) -> Vec<usize> {
+    let Some(keys) = keys else {
+        return if n == 0 { Vec::new() } else { vec![n] };
+    };
+    let mut runs = Vec::new();
+    let mut start = 0;
+    for i in 1..keys.len() {
+        if keys[i] != keys[start] {
+            runs.push(i - start);
+            start = i;
+        }
+    }
+    if !keys.is_empty() {
+        runs.push(keys.len() - start);
+    }
+    runs
+}
+
+fn value_at(d: &v1beta1::TopologyDomainAssignment, level: usize) -> &str {
+    d.values.get(level).map_or("", String::as_str)
+}
+
+/// Per domain, the longest dash-terminated hostname prefix shared with another domain, limited to the deepest
+/// prefix depth that keeps the slice count within [`MAX_SLICES`]; None when no depth qualifies.
+fn hostname_prefix_keys(
+    level: usize,
+    domains: &[v1beta1::TopologyDomainAssignment],
+) -> Option<Vec<&str>> {
+    let candidates: Vec<Vec<&str>> = domains
+        .iter()
+        .map(|d| {
+            let h = value_at(d, level);
+            h.bytes()
+                .enumerate()
+                .filter(|&(i, b)| b == b'-' && i + 1 < h.len())
+                .map(|(i, _)| &h[..=i])
+                .collect()
+        })
+        .collect();
+    let mut counts: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for c in candidates.iter().flatten() {
+        *counts.entry(c).or_default() += 1;
+    }
+    let max_depth = candidates.iter().map(Vec::len).max().unwrap_or(0);
+    for depth in (1..=max_depth).rev() {
+        let keys: Vec<&str> = candidates
+            .iter()
+            .map(|c| {
+                c[..c.len().min(depth)]
+                    .iter()
+                    .rev()
+                    .find(|p| counts.get(*p).copied().unwrap_or(0) >= 2)
+                    .copied()
+                    .unwrap_or("")
+            })
+            .collect();
+        let slices: usize = run_lengths(Some(&keys), keys.len())
+            .into_iter()
+            .map(|len| len.div_ceil(MAX_DOMAINS_PER_SLICE))
+            .sum();
+        if slices <= MAX_SLICES {
+            return Some(keys);
+        }
+    }
+    None
+}
+
+/// One slice for `domains`: per level a shared value or prefix/roots/suffix, and shared or per-domain pod counts.
+fn compact_slice(
+    levels: usize,
+    domains: &[v1beta1::TopologyDomainAssignment],
+) -> v1beta2::TopologyAssignmentSlice {
+    let values_per_level = (0..levels)
         .map(|level| {
-            let values: Vec<&str> = ta
-                .domains
-                .iter()
-                .map(|d| d.values.get(level).map_or("", String::as_str))
-                .collect();
+            let values: Vec<&str> = domains.iter().map(|d| value_at(d, level)).collect();
             compress_level(&values)
         })
         .collect();
-    let first = ta.domains[0].count;
-    let pod_counts = if ta.domains.iter().all(|d| d.count == first) {
+    let first = domains.first().map_or(0, |d| d.count);
+    let pod_counts = if domains.iter().all(|d| d.count == first) {
         v1beta2::TopologyAssignmentSlicePodCounts {
             universal: Some(first),
             individual: Vec::new(),
@@ -453,15 +567,14 @@ pub fn compress_topology_assignment(
     } else {
         v1beta2::TopologyAssignmentSlicePodCounts {
             universal: None,
-            individual: ta.domains.iter().map(|d| d.count).collect(),
+            individual: domains.iter().map(|d| d.count).collect(),
         }
     };
-    out.slices.push(v1beta2::TopologyAssignmentSlice {
-        domain_count: i32::try_from(ta.domains.len()).unwrap_or(i32::MAX),
+    v1beta2::TopologyAssignmentSlice {
+        domain_count: i32::try_from(domains.len()).unwrap_or(i32::MAX),
         values_per_level,
         pod_counts,
-    });
-    out
+    }
 }
 
 fn compress_level(values: &[&str]) -> v1beta2::TopologyAssignmentSliceLevelValues {
@@ -838,6 +951,105 @@ mod tests {
         assert_eq!(ta["slices"][0]["domainCount"], 2);
         assert_eq!(ta["slices"][0]["podCounts"]["individual"], json!([3, 1]));
         assert_eq!(down(v2), v1);
+    }
+
+    fn domains(hosts: &[&str]) -> v1beta1::TopologyAssignment {
+        v1beta1::TopologyAssignment {
+            levels: vec!["kubernetes.io/hostname".into()],
+            domains: hosts
+                .iter()
+                .map(|h| v1beta1::TopologyDomainAssignment {
+                    values: vec![(*h).into()],
+                    count: 1,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn hostname_prefix_runs_become_slices_when_shorter() {
+        let hosts: Vec<String> = (1..=10)
+            .map(|i| format!("gpu-rack-alpha-node-{i}"))
+            .chain((1..=10).map(|i| format!("cpu-rack-beta-node-{i}")))
+            .collect();
+        let hosts: Vec<&str> = hosts.iter().map(String::as_str).collect();
+        let ta = domains(&hosts);
+        let v2 = compress_topology_assignment(&ta);
+        assert_eq!(v2.slices.len(), 2);
+        let prefixes: Vec<Option<&str>> = v2
+            .slices
+            .iter()
+            .map(|s| {
+                s.values_per_level[0]
+                    .individual
+                    .as_ref()
+                    .and_then(|i| i.prefix.as_deref())
+            })
+            .collect();
+        assert_eq!(
+            prefixes,
+            [Some("gpu-rack-alpha-node-"), Some("cpu-rack-beta-node-")]
+        );
+        assert_eq!(expand_topology_assignment(&v2), Ok(ta));
+    }
+
+    #[test]
+    fn single_slice_wins_when_shorter() {
+        let ta = domains(&["pool-a-1", "pool-a-2", "pool-b-1", "pool-b-2"]);
+        let v2 = compress_topology_assignment(&ta);
+        assert_eq!(v2.slices.len(), 1);
+        let ind = v2.slices[0].values_per_level[0]
+            .individual
+            .clone()
+            .unwrap_or_default();
+        assert_eq!(ind.prefix.as_deref(), Some("pool-"));
+        assert_eq!(ind.roots, ["a-1", "a-2", "b-1", "b-2"]);
+        assert_eq!(expand_topology_assignment(&v2), Ok(ta));
+    }
+
+    /// Kueue v0.19.2's own vectors: half the hosts `pool-a-node-NNNNN`, half `pool-b-node-NNNNN`.
+    #[test]
+    fn encoding_choice_matches_kueue_vectors() {
+        for (n, want_slices) in [(1, 1), (4, 1), (20, 2)] {
+            let hosts: Vec<String> = (0..n)
+                .map(|i| {
+                    let half = n / 2;
+                    if i >= half {
+                        format!("pool-b-node-{:05}", i - half)
+                    } else {
+                        format!("pool-a-node-{i:05}")
+                    }
+                })
+                .collect();
+            let hosts: Vec<&str> = hosts.iter().map(String::as_str).collect();
+            let ta = domains(&hosts);
+            let v2 = compress_topology_assignment(&ta);
+            assert_eq!(v2.slices.len(), want_slices, "{n} domains");
+            assert_eq!(expand_topology_assignment(&v2), Ok(ta));
+        }
+        let ta = domains(&[
+            "gke-c-pool-a-hash1-aa",
+            "gke-c-pool-a-hash1-bb",
+            "gke-c-pool-b-hash2-cc",
+            "gke-c-pool-b-hash2-dd",
+        ]);
+        assert_eq!(
+            hostname_prefix_keys(0, &ta.domains),
+            Some(vec![
+                "gke-c-pool-a-hash1-",
+                "gke-c-pool-a-hash1-",
+                "gke-c-pool-b-hash2-",
+                "gke-c-pool-b-hash2-"
+            ])
+        );
+        assert_eq!(
+            hostname_prefix_keys(0, &domains(&["node-a", "host-b"]).domains),
+            Some(vec!["", ""])
+        );
+        assert_eq!(
+            hostname_prefix_keys(0, &domains(&["nodea", "hostb"]).domains),
+            None
+        );
     }
 
     #[test]
