@@ -1,7 +1,32 @@
 //! Sluice SDK: the shared contract of Sluice's crates.
 //!
-//! * [`kueue`]: Kueue's `kueue.x-k8s.io` API (v1beta2 and v1beta1), decoding, conversion, CRDs and well-known names.
+//! * [`kueue`]: Kueue's `kueue.x-k8s.io` API as of Kueue v0.19.2.
+//!   * [`kueue::v1beta2`] (storage version) and [`kueue::v1beta1`] (deprecated) types, with accessors that apply
+//!     Kueue's defaults (e.g. [`kueue::v1beta2::ClusterQueueSpec::queueing_strategy`]).
+//!   * [`kueue::decode::decode`]: any Kueue document of either version -> [`kueue::decode::KueueObject`] (v1beta2),
+//!     with errors naming kind, object and JSON path; [`kueue::decode::KueueObject::encode_v1beta1`] for the way
+//!     back.
+//!   * [`kueue::conversion`]: lossless v1beta1 <-> v1beta2 conversion.
+//!   * [`kueue::crds`]: CRDs for all kinds, both versions.
+//!   * [`kueue::labels`]: well-known label, annotation, finalizer, condition and reason strings.
 //! * [`quantity`]: exact integer values of Kubernetes quantities in the units Kueue's scheduler uses.
+//!
+//! ```
+//! use sluice_sdk::kueue::decode::{decode, KueueObject};
+//! use sluice_sdk::kueue::v1beta2::QueueingStrategy;
+//! use sluice_sdk::quantity::resource_value;
+//!
+//! let doc = serde_json::json!({
+//!     "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+//!     "spec": {"cohort": "eng", "resourceGroups": [{"coveredResources": ["cpu"],
+//!         "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": "1500m"}]}]}]}
+//! });
+//! let Ok(KueueObject::ClusterQueue(cq)) = decode(doc) else { panic!("not a ClusterQueue") };
+//! assert_eq!(cq.spec.cohort(), Some("eng"));
+//! assert_eq!(cq.spec.queueing_strategy(), QueueingStrategy::BestEffortFIFO);
+//! let quota = &cq.spec.resource_groups[0].flavors[0].resources[0].nominal_quota;
+//! assert_eq!(resource_value("cpu", quota), Ok(1500));
+//! ```
 
 pub mod kueue;
 pub mod quantity;
