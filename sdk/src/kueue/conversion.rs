@@ -3,19 +3,21 @@
 //! The field mapping follows Kueue's `apis/kueue/v1beta1/*_conversion.go` (renames such as `cohort` ->
 //! `cohortName`, the priority class reference, the compressed topology assignment). Where one version has data the
 //! other cannot hold (e.g. v1beta2 `preemptionGates`, v1beta1 `pendingWorkloadsStatus`), the converter keeps it in an
-//! annotation on the converted object ([`V1BETA1_FIELDS_ANNOTATION`], [`V1BETA2_FIELDS_ANNOTATION`]) as a JSON merge
-//! patch, and re-applies it when converting back, so that round trips are lossless. Kueue itself drops such data.
+//! annotation on the converted object ([`V1BETA1_FIELDS_ANNOTATION`], [`V1BETA2_FIELDS_ANNOTATION`]) and re-applies
+//! it when converting back, so that round trips are lossless (Kueue itself drops such data). Each remembered field
+//! is restored only while the converted object still holds what the conversion produced there, so edits made in
+//! the other version win over stale remembered values.
 
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use thiserror::Error;
 
 use super::{v1beta1, v1beta2};
 
-/// Annotation holding v1beta1 data that a v1beta2 object cannot represent (a JSON merge patch).
+/// Annotation holding v1beta1 data that a v1beta2 object cannot represent (JSON list of remembered fields).
 pub const V1BETA1_FIELDS_ANNOTATION: &str = "conversion.sluice.dev/v1beta1-fields";
-/// Annotation holding v1beta2 data that a v1beta1 object cannot represent (a JSON merge patch).
+/// Annotation holding v1beta2 data that a v1beta1 object cannot represent (JSON list of remembered fields).
 pub const V1BETA2_FIELDS_ANNOTATION: &str = "conversion.sluice.dev/v1beta2-fields";
 
 /// A version of the `kueue.x-k8s.io` group.
@@ -120,26 +122,30 @@ pub fn convert_value(doc: Value, to: Version) -> Result<Value, ConversionError> 
     let restore = take_annotation(&mut input, to.stash_annotation());
     let _stale = take_annotation(&mut input, from.stash_annotation());
     let restore = match restore {
-        Some(s) => {
-            Some(
-                serde_json::from_str::<Value>(&s).map_err(|e| ConversionError::Invalid {
-                    kind: kind.clone(),
-                    name: name_of(&input),
-                    reason: format!("annotation {} is not JSON: {e}", to.stash_annotation()),
-                })?,
-            )
-        }
+        Some(s) => Some(serde_json::from_str::<Vec<StashEntry>>(&s).map_err(|e| {
+            ConversionError::Invalid {
+                kind: kind.clone(),
+                name: name_of(&input),
+                reason: format!("annotation {} is malformed: {e}", to.stash_annotation()),
+            }
+        })?),
         None => None,
     };
 
     let mut out = convert_plain(&kind, input.clone(), to)?;
-    if let Some(patch) = restore {
-        apply_merge_patch(&mut out, &patch);
+    for entry in restore.iter().flatten() {
+        entry.apply(&mut out);
     }
     // Whatever the plain reverse conversion cannot reproduce is stashed for the way back.
     let back = convert_plain(&kind, out.clone(), from)?;
-    if let Some(patch) = merge_patch_diff(&back, &input) {
-        let text = patch.to_string();
+    let mut stash = Vec::new();
+    diff(&back, &input, &mut Vec::new(), &mut stash);
+    if !stash.is_empty() {
+        let text = serde_json::to_string(&stash).map_err(|e| ConversionError::Invalid {
+            kind: kind.clone(),
+            name: name_of(&input),
+            reason: e.to_string(),
+        })?;
         set_annotation(&mut out, from.stash_annotation(), text);
     }
     Ok(out)
@@ -375,51 +381,110 @@ fn set_annotation(doc: &mut Value, key: &str, value: String) {
     }
 }
 
-/// The RFC 7386 merge patch that turns `from` into `to`, or None when they are equal.
-fn merge_patch_diff(from: &Value, to: &Value) -> Option<Value> {
-    match (from, to) {
-        (Value::Object(f), Value::Object(t)) => {
-            let mut patch = Map::new();
-            for (k, tv) in t {
-                match f.get(k) {
-                    Some(fv) if fv == tv => {}
-                    Some(fv @ Value::Object(_)) if tv.is_object() => {
-                        if let Some(p) = merge_patch_diff(fv, tv) {
-                            patch.insert(k.clone(), p);
-                        }
-                    }
-                    _ => {
-                        patch.insert(k.clone(), tv.clone());
-                    }
+/// A remembered field: at `path` (object keys as strings, array indexes as numbers) the original object had
+/// `value` (None: no field) where plain conversion back yields `was` (None: no field).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+struct StashEntry {
+    path: Vec<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    value: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    was: Option<Value>,
+}
+
+impl StashEntry {
+    /// Restores the remembered value if the field still holds what plain conversion produced.
+    fn apply(&self, doc: &mut Value) {
+        let Some((last, parent_path)) = self.path.split_last() else {
+            return;
+        };
+        if lookup(doc, &self.path) != self.was.as_ref() {
+            return;
+        }
+        let Some(parent) = lookup_mut(doc, parent_path) else {
+            return;
+        };
+        match (parent, last, &self.value) {
+            (Value::Object(m), Value::String(k), Some(v)) => {
+                m.insert(k.clone(), v.clone());
+            }
+            (Value::Object(m), Value::String(k), None) => {
+                m.remove(k);
+            }
+            (Value::Array(a), Value::Number(n), Some(v)) => {
+                if let Some(slot) = n
+                    .as_u64()
+                    .and_then(|i| usize::try_from(i).ok())
+                    .and_then(|i| a.get_mut(i))
+                {
+                    *slot = v.clone();
                 }
             }
-            for k in f.keys().filter(|k| !t.contains_key(*k)) {
-                patch.insert(k.clone(), Value::Null);
-            }
-            (!patch.is_empty()).then_some(Value::Object(patch))
+            _ => {}
         }
-        _ if from == to => None,
-        _ => Some(to.clone()),
     }
 }
 
-/// Applies an RFC 7386 merge patch.
-fn apply_merge_patch(target: &mut Value, patch: &Value) {
-    let Value::Object(p) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = Value::Object(Map::new());
+fn step<'a>(v: &'a Value, seg: &Value) -> Option<&'a Value> {
+    match (v, seg) {
+        (Value::Object(m), Value::String(k)) => m.get(k),
+        (Value::Array(a), Value::Number(n)) => a.get(usize::try_from(n.as_u64()?).ok()?),
+        _ => None,
     }
-    if let Value::Object(t) = target {
-        for (k, v) in p {
-            if v.is_null() {
-                t.remove(k);
-            } else {
-                apply_merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+}
+
+fn lookup<'a>(v: &'a Value, path: &[Value]) -> Option<&'a Value> {
+    path.iter().try_fold(v, step)
+}
+
+fn lookup_mut<'a>(v: &'a mut Value, path: &[Value]) -> Option<&'a mut Value> {
+    path.iter().try_fold(v, |cur, seg| match (cur, seg) {
+        (Value::Object(m), Value::String(k)) => m.get_mut(k),
+        (Value::Array(a), Value::Number(n)) => a.get_mut(usize::try_from(n.as_u64()?).ok()?),
+        _ => None,
+    })
+}
+
+/// Records where `back` differs from `orig`, descending into objects and equal-length arrays so that each entry is
+/// as narrow as possible.
+fn diff(back: &Value, orig: &Value, path: &mut Vec<Value>, out: &mut Vec<StashEntry>) {
+    match (back, orig) {
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, ov) in o {
+                path.push(Value::String(k.clone()));
+                match b.get(k) {
+                    Some(bv) => diff(bv, ov, path, out),
+                    None => out.push(StashEntry {
+                        path: path.clone(),
+                        value: Some(ov.clone()),
+                        was: None,
+                    }),
+                }
+                path.pop();
+            }
+            for (k, bv) in b.iter().filter(|(k, _)| !o.contains_key(*k)) {
+                let mut p = path.clone();
+                p.push(Value::String(k.clone()));
+                out.push(StashEntry {
+                    path: p,
+                    value: None,
+                    was: Some(bv.clone()),
+                });
             }
         }
+        (Value::Array(b), Value::Array(o)) if b.len() == o.len() => {
+            for (i, (bv, ov)) in b.iter().zip(o).enumerate() {
+                path.push(Value::from(i));
+                diff(bv, ov, path, out);
+                path.pop();
+            }
+        }
+        _ if back == orig => {}
+        _ => out.push(StashEntry {
+            path: path.clone(),
+            value: Some(orig.clone()),
+            was: Some(back.clone()),
+        }),
     }
 }
 
@@ -1050,6 +1115,57 @@ mod tests {
             hostname_prefix_keys(0, &domains(&["nodea", "hostb"]).domains),
             None
         );
+    }
+
+    #[test]
+    fn edits_in_the_other_version_win_over_remembered_fields() {
+        let v2 = json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "w", "namespace": "ns"},
+            "spec": {"podSets": [
+                {"name": "a", "count": 4, "template": {}, "topologyRequest": {"required": "rack",
+                    "podsetSliceRequiredTopologyConstraints": [{"topology": "host", "size": 2}]}},
+                {"name": "b", "count": 1, "template": {}}],
+                "preemptionGates": [{"name": "g"}]}
+        });
+        let mut v1 = down(v2.clone());
+        assert!(
+            v1["spec"]["podSets"][0]["topologyRequest"]
+                .get("podsetSliceRequiredTopologyConstraints")
+                .is_none()
+        );
+        // A v1beta1 client scales pod set b and removes the topology request of pod set a.
+        v1["spec"]["podSets"][1]["count"] = json!(3);
+        if let Some(ps) = v1["spec"]["podSets"][0].as_object_mut() {
+            ps.remove("topologyRequest");
+        }
+        let back = up(v1);
+        assert_eq!(back["spec"]["podSets"][1]["count"], 3);
+        assert!(
+            back["spec"]["podSets"][0].get("topologyRequest").is_none(),
+            "{back}"
+        );
+        assert_eq!(back["spec"]["preemptionGates"], json!([{"name": "g"}]));
+
+        let v1 = json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+            "spec": {"flavorFungibility": {"whenCanBorrow": "Borrow"}}
+        });
+        let mut v2 = up(v1);
+        v2["spec"]["flavorFungibility"]["whenCanBorrow"] = json!("TryNextFlavor");
+        assert_eq!(
+            down(v2)["spec"]["flavorFungibility"]["whenCanBorrow"],
+            "TryNextFlavor"
+        );
+    }
+
+    #[test]
+    fn malformed_stash_is_an_error() {
+        let doc = json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort",
+            "metadata": {"name": "c", "annotations": {"conversion.sluice.dev/v1beta1-fields": "{oops"}}
+        });
+        let e = convert_value(doc, Version::V1beta1);
+        assert!(matches!(e, Err(ConversionError::Invalid { .. })), "{e:?}");
     }
 
     #[test]
