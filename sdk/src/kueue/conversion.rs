@@ -1159,6 +1159,50 @@ mod tests {
     }
 
     #[test]
+    fn local_queue_v1beta1_only_status_survives() {
+        let v1 = json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": "ns"},
+            "spec": {"clusterQueue": "cq"},
+            "status": {"pendingWorkloads": 0, "reservingWorkloads": 0, "admittedWorkloads": 0,
+                       "flavors": [{"name": "f", "resources": ["cpu"], "topology": {"name": "t", "levels": ["h"]}}],
+                       "fairSharing": {"weightedShare": 5, "admissionFairSharingStatus": {
+                           "consumedResources": {"cpu": "2"}, "lastUpdate": "2025-01-01T00:00:00Z"}}}
+        });
+        let v2 = up(v1.clone());
+        assert!(v2["status"].get("flavors").is_none());
+        assert_eq!(
+            v2["status"]["fairSharing"]["admissionFairSharingStatus"]["consumedResources"]["cpu"],
+            "2"
+        );
+        assert_eq!(down(v2), v1);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn topology_assignment_round_trips(
+            hosts in proptest::collection::vec(("[ab]{0,2}", "[-xé]{0,3}", "[0-9]{0,2}"), 0..40),
+            counts in proptest::collection::vec(0i32..4, 40),
+            rack in proptest::bool::ANY,
+        ) {
+            let mut levels = vec!["kubernetes.io/hostname".to_owned()];
+            if rack {
+                levels.insert(0, "rack".to_owned());
+            }
+            let domains = hosts
+                .iter()
+                .zip(&counts)
+                .map(|((a, b, c), n)| {
+                    let host = format!("{a}{b}{c}");
+                    let values = if rack { vec![format!("r{a}"), host] } else { vec![host] };
+                    v1beta1::TopologyDomainAssignment { values, count: *n }
+                })
+                .collect();
+            let ta = v1beta1::TopologyAssignment { levels, domains };
+            proptest::prop_assert_eq!(expand_topology_assignment(&compress_topology_assignment(&ta)), Ok(ta));
+        }
+    }
+
+    #[test]
     fn malformed_stash_is_an_error() {
         let doc = json!({
             "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort",
