@@ -616,7 +616,6 @@ impl Engine {
 
     fn validate_workload(&self, w: &Workload) -> Result<(), EngineError> {
         let name = format!("{}/{}", w.namespace, w.name);
-        let mut with_min = 0;
         for (i, ps) in w.pod_sets.iter().enumerate() {
             if ps.count < 0 {
                 return Err(EngineError::invalid(
@@ -627,7 +626,6 @@ impl Engine {
                 ));
             }
             if let Some(m) = ps.min_count {
-                with_min += 1;
                 if m < 1 || m > ps.count {
                     return Err(EngineError::invalid(
                         "Workload",
@@ -645,14 +643,6 @@ impl Engine {
                     "must be >= 0",
                 ));
             }
-        }
-        if with_min > 1 {
-            return Err(EngineError::invalid(
-                "Workload",
-                &name,
-                "spec.podSets",
-                "at most one pod set can use minCount",
-            ));
         }
         Ok(())
     }
