@@ -625,15 +625,15 @@ impl Engine {
                     "must be >= 0",
                 ));
             }
-            if let Some(m) = ps.min_count {
-                if m < 1 || m > ps.count {
-                    return Err(EngineError::invalid(
-                        "Workload",
-                        &name,
-                        format!("spec.podSets[{i}].minCount"),
-                        "must be between 1 and count",
-                    ));
-                }
+            if let Some(m) = ps.min_count
+                && (m < 1 || m > ps.count)
+            {
+                return Err(EngineError::invalid(
+                    "Workload",
+                    &name,
+                    format!("spec.podSets[{i}].minCount"),
+                    "must be between 1 and count",
+                ));
             }
             if let Some((r, _)) = ps.requests.iter().find(|(_, q)| **q < 0) {
                 return Err(EngineError::invalid(
