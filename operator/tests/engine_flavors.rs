@@ -157,11 +157,8 @@ fn pods_resource_is_counted_when_covered() {
     );
     env.schedule();
     env.schedule();
-    assert_eq!(
-        env.assert_pending("ns/four", "ExceedsMaxQuota")
-            .contains("for pods in flavor default"),
-        true
-    );
+    let msg = env.assert_pending("ns/four", "ExceedsMaxQuota");
+    assert!(msg.contains("for pods in flavor default"), "{msg}");
     let a = env.assert_admitted("ns/three");
     assert_eq!(a.pod_set_assignments[0].resource_usage["pods"], 3);
 }
