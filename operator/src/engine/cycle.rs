@@ -143,6 +143,17 @@ impl Engine {
             });
         }
 
+        for e in &entries {
+            tracing::trace!(
+                workload = e.wl,
+                cluster_queue = %self.tree.node(e.cq).name,
+                borrowing = e.assignment.borrowing,
+                priority = e.priority,
+                mode = ?e.assignment.mode(),
+                targets = e.targets.len(),
+                "nominated"
+            );
+        }
         let mut reserved: Vec<(NodeId, Vec<(Fr, i64)>)> = Vec::new();
         let mut preempted: HashSet<u32> = HashSet::new();
         if self.fair_sharing() {

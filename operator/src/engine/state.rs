@@ -569,6 +569,8 @@ impl Engine {
                 let mut inactive = None;
                 if let Some(c) = self.cq_mut(n) {
                     c.heap.insert(key);
+                    // The queue's content changed: its head deserves another look.
+                    c.tried = None;
                     if !c.active {
                         inactive = Some(c.spec.name.clone());
                     }

@@ -259,6 +259,17 @@ impl Engine {
         }
         let mut fresh = self.tree.clone();
         fresh.rebuild();
+        // Quota held by evicting workloads may be promised to the workloads that preempted them
+        // (Kueue admits against the usage those victims will free), so limits are checked on
+        // committed usage only.
+        let mut committed = self.tree.clone();
+        for w in self.wls.iter().flatten() {
+            if let (Phase::Evicting, Some(adm)) = (w.phase, &w.adm) {
+                for &(fr, v) in &adm.usage {
+                    committed.add_usage(adm.cq, fr, -v);
+                }
+            }
+        }
         for (n, node) in self.tree.nodes.iter().enumerate() {
             if !node.alive {
                 continue;
@@ -271,28 +282,19 @@ impl Engine {
                         node.name
                     ));
                 }
-                let used = self.tree.usage(id, fr);
-                if self.tree.parent(id).is_none() && used > self.tree.subtree(id, fr) && !node.is_cq
-                {
+                let used = committed.usage(id, fr);
+                let has_parent = self.tree.parent(id).is_some();
+                if !has_parent && used > self.tree.subtree(id, fr) {
                     return Err(format!(
-                        "cohort {} uses {used} of fr#{fr} beyond its quota",
+                        "{} uses {used} of fr#{fr} beyond its quota",
                         node.name
                     ));
                 }
-                if let (true, Some(bl)) = (
-                    self.tree.parent(id).is_some(),
-                    self.tree.quota(id, fr).borrowing_limit,
-                ) && used > self.tree.subtree(id, fr) + bl
+                if let (true, Some(bl)) = (has_parent, self.tree.quota(id, fr).borrowing_limit)
+                    && used > self.tree.subtree(id, fr) + bl
                 {
                     return Err(format!(
                         "{} exceeds its borrowing limit for fr#{fr}",
-                        node.name
-                    ));
-                }
-                if node.is_cq && self.tree.parent(id).is_none() && used > self.tree.subtree(id, fr)
-                {
-                    return Err(format!(
-                        "ClusterQueue {} uses {used} of fr#{fr} beyond its quota",
                         node.name
                     ));
                 }
