@@ -1,1 +1,3 @@
-//! Sluice operator.
+//! Sluice operator: scheduling engine.
+
+pub mod engine;

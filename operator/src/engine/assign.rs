@@ -1,0 +1,598 @@
+//! Flavor assignment (Kueue's flavorassigner) and partial admission (podset_reducer).
+
+use std::collections::BTreeMap;
+
+use super::matching::flavor_mismatch;
+use super::preempt::{Preemptor, Sim, Target};
+use super::quota::{Fr, NodeId};
+use super::{Admission, FlavorPreference, FungibilityPolicy, PodSetAssignment, fmt_quantity};
+
+/// Kueue's FlavorAssignmentMode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Mode {
+    NoFit,
+    Preempt,
+    Fit,
+}
+
+/// Kueue's granular preemption mode, worst to best.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum PMode {
+    NoFit,
+    NoCandidates,
+    Preempt,
+    Reclaim,
+    Fit,
+}
+
+impl PMode {
+    fn mode(self) -> Mode {
+        match self {
+            PMode::NoFit => Mode::NoFit,
+            PMode::Fit => Mode::Fit,
+            _ => Mode::Preempt,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Granular {
+    p: PMode,
+    borrow: i32,
+}
+
+pub(crate) const NO_MATCHING_FLAVOR: &str = "NoMatchingFlavor";
+pub(crate) const EXCEEDS_MAX_QUOTA: &str = "ExceedsMaxQuota";
+pub(crate) const WAITING_FOR_QUOTA: &str = "WaitingForQuota";
+
+fn severity(reason: &str) -> u8 {
+    match reason {
+        NO_MATCHING_FLAVOR => 4,
+        EXCEEDS_MAX_QUOTA => 3,
+        WAITING_FOR_QUOTA => 2,
+        "TopologyPlacementFailed" => 1,
+        _ => 0,
+    }
+}
+
+fn most_severe(a: &'static str, b: &'static str) -> &'static str {
+    if severity(a) >= severity(b) { a } else { b }
+}
+
+/// Flavor chosen for one resource of a pod set.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct FlavorChoice {
+    pub flavor: u32,
+    pub mode: Mode,
+    pub borrow: i32,
+}
+
+/// Assignment of one pod set.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PsAssign {
+    pub ps: usize,
+    pub count: i32,
+    /// Total requests for `count` pods by interned resource.
+    pub requests: Vec<(u32, i64)>,
+    pub flavors: BTreeMap<u32, FlavorChoice>,
+    pub reasons: Vec<String>,
+    pub failed: bool,
+    /// NoFit flavor attempts: (resource group, reason).
+    pub nofit_attempts: Vec<(i64, &'static str)>,
+}
+
+impl PsAssign {
+    fn mode(&self) -> Mode {
+        if self.reasons.is_empty() && !self.failed {
+            return Mode::Fit;
+        }
+        if self.failed || self.flavors.is_empty() {
+            return Mode::NoFit;
+        }
+        self.flavors
+            .values()
+            .map(|c| c.mode)
+            .min()
+            .unwrap_or(Mode::Fit)
+    }
+}
+
+/// A workload's flavor assignment.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Assignment {
+    pub podsets: Vec<PsAssign>,
+    pub borrowing: i32,
+    pub usage: BTreeMap<Fr, i64>,
+    pub no_fit_reason: &'static str,
+    /// Overrides the computed mode (used to mark recomputed assignments).
+    pub forced_mode: Option<Mode>,
+}
+
+impl Assignment {
+    pub(crate) fn mode(&self) -> Mode {
+        if let Some(m) = self.forced_mode {
+            return m;
+        }
+        self.podsets
+            .iter()
+            .map(PsAssign::mode)
+            .min()
+            .unwrap_or(Mode::NoFit)
+    }
+
+    pub(crate) fn usage_vec(&self) -> Vec<(Fr, i64)> {
+        self.usage.iter().map(|(&fr, &v)| (fr, v)).collect()
+    }
+
+    /// Kueue's Assignment.Message().
+    pub(crate) fn message(&self, sim: &Sim<'_>, wl: u32) -> String {
+        let Some(w) = sim.wl(wl) else {
+            return String::new();
+        };
+        let mut parts = Vec::new();
+        for ps in &self.podsets {
+            if ps.reasons.is_empty() && !ps.failed {
+                continue;
+            }
+            let mut reasons = ps.reasons.clone();
+            reasons.sort();
+            let name = w
+                .spec
+                .pod_sets
+                .get(ps.ps)
+                .map(|p| p.name.as_str())
+                .unwrap_or("");
+            parts.push(format!(
+                "couldn't assign flavors to pod set {}: {}",
+                name,
+                reasons.join(", ")
+            ));
+        }
+        parts.join("; ")
+    }
+
+    /// Flavor-resources whose assignment needs preemption.
+    pub(crate) fn frs_need_preemption(&self, sim: &Sim<'_>) -> Vec<Fr> {
+        let mut out = Vec::new();
+        for ps in &self.podsets {
+            for (&r, c) in &ps.flavors {
+                if c.mode == Mode::Preempt
+                    && let Some(fr) = sim.ids.find_fr(c.flavor, r)
+                    && !out.contains(&fr)
+                {
+                    out.push(fr);
+                }
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
+    pub(crate) fn to_admission(&self, sim: &Sim<'_>, cq: NodeId, wl: u32) -> Admission {
+        let w = sim.wl(wl);
+        let mut psas = Vec::with_capacity(self.podsets.len());
+        for ps in &self.podsets {
+            let mut flavors = BTreeMap::new();
+            let mut usage = BTreeMap::new();
+            for (&r, c) in &ps.flavors {
+                let rname = sim.ids.resource_name(r).to_string();
+                flavors.insert(rname.clone(), sim.ids.flavor_name(c.flavor).to_string());
+                let q = ps
+                    .requests
+                    .iter()
+                    .find(|(x, _)| *x == r)
+                    .map(|(_, q)| *q)
+                    .unwrap_or(0);
+                usage.insert(rname, q);
+            }
+            let name = w
+                .and_then(|w| w.spec.pod_sets.get(ps.ps))
+                .map(|p| p.name.clone())
+                .unwrap_or_default();
+            psas.push(PodSetAssignment {
+                name,
+                flavors,
+                resource_usage: usage,
+                count: ps.count,
+            });
+        }
+        Admission {
+            cluster_queue: sim.tree.node(cq).name.clone(),
+            pod_set_assignments: psas,
+        }
+    }
+
+    fn resolve_no_fit_reason(&mut self) {
+        if self.mode() != Mode::NoFit {
+            return;
+        }
+        let mut overall = "";
+        for ps in &self.podsets {
+            if ps.mode() != Mode::NoFit {
+                continue;
+            }
+            if ps.nofit_attempts.is_empty() {
+                overall = most_severe(overall, NO_MATCHING_FLAVOR);
+                continue;
+            }
+            let mut per_rg: BTreeMap<i64, &'static str> = BTreeMap::new();
+            for &(rg, r) in &ps.nofit_attempts {
+                let e = per_rg.entry(rg).or_insert(r);
+                if severity(r) < severity(e) {
+                    *e = r;
+                }
+            }
+            let ps_reason = per_rg.values().fold("", |acc, r| most_severe(acc, r));
+            overall = most_severe(overall, ps_reason);
+        }
+        self.no_fit_reason = overall;
+    }
+}
+
+fn is_preferred(a: Granular, b: Granular, pref: Option<FlavorPreference>) -> bool {
+    if a.p == PMode::NoFit {
+        return false;
+    }
+    if b.p == PMode::NoFit {
+        return true;
+    }
+    let a_nc = a.p == PMode::NoCandidates;
+    let b_nc = b.p == PMode::NoCandidates;
+    if a_nc != b_nc {
+        return !a_nc;
+    }
+    match pref {
+        Some(FlavorPreference::PreemptionOverBorrowing) => {
+            if a.borrow != b.borrow {
+                a.borrow < b.borrow
+            } else {
+                a.p > b.p
+            }
+        }
+        _ => {
+            if a.p != b.p {
+                a.p > b.p
+            } else {
+                a.borrow < b.borrow
+            }
+        }
+    }
+}
+
+fn should_try_next(
+    m: Granular,
+    when_borrow: FungibilityPolicy,
+    when_preempt: FungibilityPolicy,
+) -> bool {
+    if matches!(m.p, PMode::NoFit | PMode::NoCandidates) {
+        return true;
+    }
+    if matches!(m.p, PMode::Preempt | PMode::Reclaim)
+        && when_preempt == FungibilityPolicy::TryNextFlavor
+    {
+        return true;
+    }
+    m.borrow != 0 && when_borrow == FungibilityPolicy::TryNextFlavor
+}
+
+type Status = Option<(String, &'static str)>;
+/// Requests of one pod set: (index, count, total requests by resource).
+type PodSetRequests = (usize, i32, Vec<(u32, i64)>);
+/// Outcome of a flavor search: chosen flavors, reasons, NoFit attempts.
+type FlavorSearch = (
+    BTreeMap<u32, FlavorChoice>,
+    Vec<String>,
+    Vec<(i64, &'static str)>,
+);
+
+impl Sim<'_> {
+    /// Assigns flavors to every pod set, with `counts` overriding pod counts (partial admission).
+    pub(crate) fn assign(&mut self, pre: &Preemptor, counts: Option<&[i32]>) -> Assignment {
+        let mut a = Assignment::default();
+        let Some(w) = self.wl(pre.wl) else { return a };
+        let Some(cqd) = self.cq(pre.cq) else { return a };
+        let covers_pods = cqd.rg_of_resource.contains_key(&self.pods_resource);
+        let pod_sets: Vec<PodSetRequests> = w
+            .spec
+            .pod_sets
+            .iter()
+            .enumerate()
+            .map(|(i, ps)| {
+                let count = counts.and_then(|c| c.get(i).copied()).unwrap_or(ps.count);
+                let mut reqs: Vec<(u32, i64)> = w.reqs[i]
+                    .iter()
+                    .map(|&(r, q)| (r, q.saturating_mul(i64::from(count))))
+                    .collect();
+                if covers_pods {
+                    reqs.retain(|(r, _)| *r != self.pods_resource);
+                    reqs.push((self.pods_resource, i64::from(count)));
+                    reqs.sort_by(|x, y| {
+                        self.ids.resource_name(x.0).cmp(self.ids.resource_name(y.0))
+                    });
+                }
+                (i, count, reqs)
+            })
+            .collect();
+        for (psi, count, requests) in pod_sets {
+            let mut psa = PsAssign {
+                ps: psi,
+                count,
+                requests: requests.clone(),
+                ..PsAssign::default()
+            };
+            for &(res, qty) in &requests {
+                let rg_idx = self
+                    .cq(pre.cq)
+                    .and_then(|c| c.rg_of_resource.get(&res).copied());
+                let Some(rg_idx) = rg_idx else {
+                    if qty == 0 {
+                        continue;
+                    }
+                    psa.reasons = vec![format!(
+                        "resource {} unavailable in ClusterQueue",
+                        self.ids.resource_name(res)
+                    )];
+                    psa.flavors.clear();
+                    psa.failed = true;
+                    psa.nofit_attempts
+                        .push((-1 - i64::from(res), NO_MATCHING_FLAVOR));
+                    break;
+                };
+                if psa.flavors.contains_key(&res) {
+                    continue;
+                }
+                let (flavors, reasons, attempts) =
+                    self.find_flavor(pre, psi, &requests, rg_idx, &a.usage);
+                psa.nofit_attempts.extend(attempts);
+                if flavors.is_empty() {
+                    psa.reasons = reasons;
+                    psa.flavors.clear();
+                    psa.failed = true;
+                    break;
+                }
+                psa.flavors.extend(flavors);
+                psa.reasons.extend(reasons);
+            }
+            for (&r, c) in &psa.flavors {
+                a.borrowing = a.borrowing.max(c.borrow);
+                if let Some(fr) = self.ids.find_fr(c.flavor, r) {
+                    let q = psa
+                        .requests
+                        .iter()
+                        .find(|(x, _)| *x == r)
+                        .map(|(_, q)| *q)
+                        .unwrap_or(0);
+                    *a.usage.entry(fr).or_default() += q;
+                }
+            }
+            let failed = psa.failed;
+            a.podsets.push(psa);
+            if failed {
+                break;
+            }
+        }
+        a.resolve_no_fit_reason();
+        a
+    }
+
+    fn find_flavor(
+        &mut self,
+        pre: &Preemptor,
+        psi: usize,
+        requests: &[(u32, i64)],
+        rg_idx: usize,
+        usage: &BTreeMap<Fr, i64>,
+    ) -> FlavorSearch {
+        let Some(cqd) = self.cq(pre.cq) else {
+            return Default::default();
+        };
+        let rg = cqd.rgs[rg_idx].clone();
+        let fung = cqd.spec.flavor_fungibility.clone();
+        let reqs: Vec<(u32, i64)> = requests
+            .iter()
+            .copied()
+            .filter(|(r, _)| rg.covered.contains(r))
+            .collect();
+        let mut reasons = Vec::new();
+        let mut attempts = Vec::new();
+        let mut best: BTreeMap<u32, FlavorChoice> = BTreeMap::new();
+        let mut best_mode = Granular {
+            p: PMode::NoFit,
+            borrow: i32::MAX,
+        };
+        let rg_key = rg_idx as i64;
+        for &f in &rg.flavors {
+            let mismatch = match self.flavors.get(f as usize).and_then(|x| x.as_ref()) {
+                None => Some(format!("flavor {} not found", self.ids.flavor_name(f))),
+                Some(flavor) => self
+                    .wl(pre.wl)
+                    .and_then(|w| w.spec.pod_sets.get(psi))
+                    .and_then(|ps| flavor_mismatch(flavor, ps)),
+            };
+            if let Some(msg) = mismatch {
+                reasons.push(msg);
+                attempts.push((rg_key, NO_MATCHING_FLAVOR));
+                continue;
+            }
+            let mut rep = Granular {
+                p: PMode::Fit,
+                borrow: 0,
+            };
+            let mut assignments = BTreeMap::new();
+            let mut nofit_reason = "";
+            for &(r, val) in &reqs {
+                let Some(fr) = self.ids.find_fr(f, r) else {
+                    continue;
+                };
+                let assumed = usage.get(&fr).copied().unwrap_or(0);
+                let (pm, borrow, status) = self.fits_resource_quota(pre, fr, assumed, val);
+                if let Some((msg, reason)) = status {
+                    reasons.push(msg);
+                    nofit_reason = most_severe(nofit_reason, reason);
+                }
+                let mode = Granular { p: pm, borrow };
+                if is_preferred(rep, mode, fung.preference) {
+                    rep = mode;
+                }
+                if rep.p == PMode::NoFit {
+                    continue;
+                }
+                assignments.insert(
+                    r,
+                    FlavorChoice {
+                        flavor: f,
+                        mode: pm.mode(),
+                        borrow,
+                    },
+                );
+            }
+            if rep.p == PMode::NoFit {
+                attempts.push((rg_key, nofit_reason));
+            }
+            if !should_try_next(rep, fung.when_can_borrow, fung.when_can_preempt) {
+                best = assignments;
+                best_mode = rep;
+                break;
+            }
+            if is_preferred(rep, best_mode, fung.preference) {
+                best = assignments;
+                best_mode = rep;
+            }
+        }
+        if best_mode.p == PMode::Fit {
+            return (best, Vec::new(), attempts);
+        }
+        (best, reasons, attempts)
+    }
+
+    fn fits_resource_quota(
+        &mut self,
+        pre: &Preemptor,
+        fr: Fr,
+        assumed: i64,
+        req: i64,
+    ) -> (PMode, i32, Status) {
+        let cq = pre.cq;
+        let avail = self.tree.available(cq, fr);
+        let max_cap = self.tree.potential_available(cq, fr);
+        let val = assumed + req;
+        let (f, r) = self.ids.fr_parts(fr);
+        let rname = self.ids.resource_name(r).to_string();
+        let fname = self.ids.flavor_name(f).to_string();
+        if val > max_cap {
+            let msg = format!(
+                "insufficient quota for {rname} in flavor {fname}, previously considered podsets requests ({}) + current podset request ({}) > maximum capacity ({})",
+                fmt_quantity(&rname, assumed),
+                fmt_quantity(&rname, req),
+                fmt_quantity(&rname, max_cap)
+            );
+            return (PMode::NoFit, 0, Some((msg, EXCEEDS_MAX_QUOTA)));
+        }
+        let (borrow, may_reclaim) = self.tree.lowest_subtree_that_fits(cq, fr, val);
+        if val <= avail {
+            return (PMode::Fit, borrow, None);
+        }
+        let msg = format!(
+            "insufficient unused quota for {rname} in flavor {fname}, {} more needed",
+            fmt_quantity(&rname, val - avail)
+        );
+        let nominal = self.tree.quota(cq, fr).nominal;
+        if nominal >= val || may_reclaim || self.can_preempt_while_borrowing(cq) {
+            let (p, b) = self.simulate_preemption(pre, fr, val);
+            return (p, b, Some((msg, "")));
+        }
+        (PMode::NoFit, borrow, Some((msg, WAITING_FOR_QUOTA)))
+    }
+
+    /// Kueue's preemption oracle for one flavor-resource.
+    fn simulate_preemption(&mut self, pre: &Preemptor, fr: Fr, val: i64) -> (PMode, i32) {
+        let targets = self.get_targets(pre, &[fr], &[(fr, val)]);
+        if targets.is_empty() {
+            return (
+                PMode::NoCandidates,
+                self.tree.lowest_subtree_that_fits(pre.cq, fr, val).0,
+            );
+        }
+        let victims: Vec<u32> = targets.iter().map(|t| t.wl).collect();
+        self.remove_workloads(&victims);
+        let borrow = self.tree.lowest_subtree_that_fits(pre.cq, fr, val).0;
+        self.add_workloads(&victims);
+        if targets.iter().any(|t| t.cq == pre.cq) {
+            (PMode::Preempt, borrow)
+        } else {
+            (PMode::Reclaim, borrow)
+        }
+    }
+
+    /// Full assignment, preemption targets, and partial admission when neither fits.
+    pub(crate) fn get_assignments(
+        &mut self,
+        pre: &Preemptor,
+        partial: bool,
+    ) -> (Assignment, Vec<Target>) {
+        let full = self.assign(pre, None);
+        match full.mode() {
+            Mode::Fit => return (full, Vec::new()),
+            Mode::Preempt => {
+                let targets = self.targets_for(pre, &full);
+                if !targets.is_empty() {
+                    return (full, targets);
+                }
+            }
+            Mode::NoFit => {}
+        }
+        if !partial {
+            return (full, Vec::new());
+        }
+        let Some(w) = self.wl(pre.wl) else {
+            return (full, Vec::new());
+        };
+        let full_counts: Vec<i32> = w.spec.pod_sets.iter().map(|p| p.count).collect();
+        let deltas: Vec<i32> = w
+            .spec
+            .pod_sets
+            .iter()
+            .map(|p| p.count - p.min_count.unwrap_or(p.count))
+            .collect();
+        let total: i32 = deltas.iter().sum();
+        if total <= 0 {
+            return (full, Vec::new());
+        }
+        let mut last_good: Option<(i32, Assignment, Vec<Target>)> = None;
+        let (mut lo, mut hi) = (0i32, total + 1);
+        while lo < hi {
+            let h = lo + (hi - lo) / 2;
+            let counts: Vec<i32> = full_counts
+                .iter()
+                .zip(&deltas)
+                .map(|(&c, &d)| c - (i64::from(d) * i64::from(h) / i64::from(total)) as i32)
+                .collect();
+            let a = self.assign(pre, Some(&counts));
+            let found = match a.mode() {
+                Mode::Fit => Some((a, Vec::new())),
+                Mode::Preempt => {
+                    let t = self.targets_for(pre, &a);
+                    if t.is_empty() { None } else { Some((a, t)) }
+                }
+                Mode::NoFit => None,
+            };
+            match found {
+                Some((a, t)) => {
+                    last_good = Some((h, a, t));
+                    hi = h;
+                }
+                None => lo = h + 1,
+            }
+        }
+        match last_good {
+            Some((idx, a, t)) if idx == lo => (a, t),
+            _ => (full, Vec::new()),
+        }
+    }
+
+    fn targets_for(&mut self, pre: &Preemptor, a: &Assignment) -> Vec<Target> {
+        let frs = a.frs_need_preemption(self);
+        let usage = a.usage_vec();
+        self.get_targets(pre, &frs, &usage)
+    }
+}

@@ -1,0 +1,442 @@
+//! One Kueue scheduling cycle: heads, nomination, ordering, admission/preemption, requeueing.
+
+use std::collections::{BTreeMap, HashSet};
+
+use super::assign::{Assignment, Mode, WAITING_FOR_QUOTA};
+use super::fairness::OrderKey;
+use super::preempt::{Preemptor, Sim, Target, human_reason};
+use super::quota::{Fr, NodeId};
+use super::{Decision, Engine, Phase, QueueingStrategy, ReclaimPolicy, Time};
+
+const WAITING_FOR_PREEMPTED: &str = "WaitingForPreemptedWorkloads";
+
+/// How a non-admitted head goes back to its queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Requeue {
+    /// Back to the heap (retried next cycle).
+    Immediate,
+    /// To the inadmissible list in BestEffortFIFO (heap in StrictFIFO).
+    NoFit,
+    /// Inadmissible regardless of strategy.
+    Mismatch,
+}
+
+struct Entry {
+    wl: u32,
+    cq: NodeId,
+    priority: i32,
+    timestamp: Time,
+    assignment: Assignment,
+    targets: Vec<Target>,
+    generation: u64,
+}
+
+impl Engine {
+    pub(crate) fn sim(&mut self) -> Sim<'_> {
+        Sim {
+            tree: &mut self.tree,
+            cqs: &self.cqs,
+            wls: &self.wls,
+            flavors: &self.flavors,
+            ids: &self.ids,
+            policy: self.policy.as_ref(),
+            fair: self.config.fair_sharing.as_ref(),
+            pods_resource: self.pods_resource,
+            now: self.now,
+        }
+    }
+
+    /// The head a cycle would pop from a ClusterQueue.
+    pub(crate) fn head_of(&self, n: NodeId) -> Option<u32> {
+        let c = self.cq(n)?;
+        if let Some(s) = c.sticky
+            && let Some(k) = self.wl(s).and_then(|w| w.qkey.as_ref())
+            && c.heap.contains(k)
+        {
+            return Some(s);
+        }
+        c.heap.first().map(|k| k.wl)
+    }
+
+    /// Whether a cycle could change anything: some active ClusterQueue has a head that was not
+    /// already tried against the current state of its quota tree.
+    pub fn has_work(&self) -> bool {
+        (0..self.cqs.len() as NodeId).any(|n| self.cq_has_work(n))
+    }
+
+    fn cq_has_work(&self, n: NodeId) -> bool {
+        let Some(c) = self.cq(n) else { return false };
+        if !c.active || !self.tree.node(n).alive {
+            return false;
+        }
+        let Some(head) = self.head_of(n) else {
+            return false;
+        };
+        let generation = self.tree.node(self.tree.root(n)).generation;
+        c.tried != Some((head, generation))
+    }
+
+    fn namespace_matches(&self, wl: u32, cq: NodeId) -> bool {
+        let (Some(w), Some(c)) = (self.wl(wl), self.cq(cq)) else {
+            return false;
+        };
+        match &c.spec.namespace_selector {
+            None => false,
+            Some(sel) => {
+                let empty = BTreeMap::new();
+                sel.matches(self.namespaces.get(&w.spec.namespace).unwrap_or(&empty))
+            }
+        }
+    }
+
+    /// Runs exactly one scheduling cycle at time `now`.
+    pub fn schedule(&mut self, now: Time) -> Vec<Decision> {
+        self.now = self.now.max(now);
+        let mut heads = Vec::new();
+        for n in 0..self.cqs.len() as NodeId {
+            let Some(c) = self.cq(n) else { continue };
+            if !c.active || !self.tree.node(n).alive {
+                continue;
+            }
+            if let Some(h) = self.head_of(n) {
+                let generation = self.tree.node(self.tree.root(n)).generation;
+                if let (Some(key), Some(c)) =
+                    (self.wl(h).and_then(|w| w.qkey.clone()), self.cq_mut(n))
+                {
+                    c.heap.remove(&key);
+                }
+                heads.push((h, n, generation));
+            }
+        }
+        let mut requeues: Vec<(u32, NodeId, Requeue)> = Vec::new();
+        let mut entries = Vec::new();
+        let partial = self.config.partial_admission;
+        for (wl, cq, generation) in heads {
+            if let Some(c) = self.cq_mut(cq) {
+                c.tried = Some((wl, generation));
+            }
+            if !self.namespace_matches(wl, cq) {
+                self.set_pending(
+                    wl,
+                    "Inadmissible",
+                    "workload namespace doesn't match ClusterQueue selector".into(),
+                );
+                requeues.push((wl, cq, Requeue::Mismatch));
+                continue;
+            }
+            let Some(w) = self.wl(wl) else { continue };
+            let pre = Preemptor {
+                wl,
+                cq,
+                priority: w.spec.priority,
+                timestamp: w.spec.creation_time,
+            };
+            let (assignment, targets) = self.sim().get_assignments(&pre, partial);
+            entries.push(Entry {
+                wl,
+                cq,
+                priority: pre.priority,
+                timestamp: pre.timestamp,
+                assignment,
+                targets,
+                generation,
+            });
+        }
+
+        for e in &entries {
+            tracing::trace!(
+                workload = e.wl,
+                cluster_queue = %self.tree.node(e.cq).name,
+                borrowing = e.assignment.borrowing,
+                priority = e.priority,
+                mode = ?e.assignment.mode(),
+                targets = e.targets.len(),
+                "nominated"
+            );
+        }
+        let mut reserved: Vec<(NodeId, Vec<(Fr, i64)>)> = Vec::new();
+        let mut preempted: HashSet<u32> = HashSet::new();
+        if self.fair_sharing() {
+            let mut remaining: Vec<Entry> = entries;
+            while !remaining.is_empty() {
+                let idx = self.fair_pick(&remaining);
+                let e = remaining.swap_remove(idx);
+                self.process(e, now, &mut reserved, &mut preempted, &mut requeues);
+            }
+        } else {
+            entries.sort_by(|a, b| {
+                a.assignment
+                    .borrowing
+                    .cmp(&b.assignment.borrowing)
+                    .then(b.priority.cmp(&a.priority))
+                    .then(a.timestamp.cmp(&b.timestamp))
+            });
+            for e in entries {
+                self.process(e, now, &mut reserved, &mut preempted, &mut requeues);
+            }
+        }
+        for (cq, usage) in reserved {
+            self.sim().add_usage(cq, &usage, -1);
+        }
+        for (wl, cq, how) in requeues {
+            self.requeue(wl, cq, how);
+        }
+        std::mem::take(&mut self.out)
+    }
+
+    fn requeue(&mut self, wl: u32, cq: NodeId, how: Requeue) {
+        let Some(key) = self.wl(wl).and_then(|w| w.qkey.clone()) else {
+            return;
+        };
+        let Some(c) = self.cq_mut(cq) else { return };
+        let to_heap = match how {
+            Requeue::Immediate => true,
+            Requeue::NoFit => c.spec.queueing_strategy == QueueingStrategy::StrictFIFO,
+            Requeue::Mismatch => false,
+        };
+        if to_heap {
+            c.heap.insert(key);
+        } else {
+            c.inadmissible.insert(key);
+        }
+    }
+
+    fn process(
+        &mut self,
+        e: Entry,
+        now: Time,
+        reserved: &mut Vec<(NodeId, Vec<(Fr, i64)>)>,
+        preempted: &mut HashSet<u32>,
+        requeues: &mut Vec<(u32, NodeId, Requeue)>,
+    ) {
+        let mode = e.assignment.mode();
+        let message = e.assignment.message(&self.sim(), e.wl);
+        if mode == Mode::NoFit {
+            let reason = if e.assignment.no_fit_reason.is_empty() {
+                "Pending"
+            } else {
+                e.assignment.no_fit_reason
+            };
+            self.set_pending(e.wl, reason, message);
+            requeues.push((e.wl, e.cq, Requeue::NoFit));
+            return;
+        }
+        if mode == Mode::Preempt && e.targets.is_empty() {
+            self.set_pending(e.wl, WAITING_FOR_QUOTA, message);
+            requeues.push((e.wl, e.cq, Requeue::NoFit));
+            let reclaim_any = self
+                .cq(e.cq)
+                .is_some_and(|c| c.spec.preemption.reclaim_within_cohort == ReclaimPolicy::Any);
+            if !reclaim_any {
+                let usage = self.capacity_to_reserve(&e);
+                self.sim().add_usage(e.cq, &usage, 1);
+                reserved.push((e.cq, usage));
+            }
+            return;
+        }
+        if e.targets.iter().any(|t| preempted.contains(&t.wl)) {
+            self.set_pending(
+                e.wl,
+                WAITING_FOR_QUOTA,
+                "Workload has overlapping preemption targets with another workload".into(),
+            );
+            requeues.push((e.wl, e.cq, Requeue::Immediate));
+            return;
+        }
+        let usage = e.assignment.usage_vec();
+        let fits = {
+            let mut removed: Vec<u32> = preempted.iter().copied().collect();
+            removed.extend(
+                e.targets
+                    .iter()
+                    .map(|t| t.wl)
+                    .filter(|w| !preempted.contains(w)),
+            );
+            removed.sort_unstable();
+            let mut sim = self.sim();
+            sim.remove_workloads(&removed);
+            let fits = usage
+                .iter()
+                .all(|&(fr, v)| v <= sim.tree.available(e.cq, fr));
+            sim.add_workloads(&removed);
+            fits
+        };
+        if !fits {
+            self.set_pending(
+                e.wl,
+                WAITING_FOR_QUOTA,
+                "Workload no longer fits after processing another workload".into(),
+            );
+            requeues.push((e.wl, e.cq, Requeue::Immediate));
+            return;
+        }
+        preempted.extend(e.targets.iter().map(|t| t.wl));
+        if mode == Mode::Preempt {
+            self.sim().add_usage(e.cq, &usage, 1);
+            reserved.push((e.cq, usage));
+            self.issue_preemptions(&e, now);
+            let n = e.targets.len();
+            self.set_pending(
+                e.wl,
+                WAITING_FOR_PREEMPTED,
+                format!("{message}. Pending the preemption of {n} workload(s)"),
+            );
+            if let Some(c) = self.cq_mut(e.cq)
+                && c.spec.queueing_strategy == QueueingStrategy::BestEffortFIFO
+            {
+                c.sticky = Some(e.wl);
+            }
+            requeues.push((e.wl, e.cq, Requeue::Immediate));
+            return;
+        }
+        let admission = e.assignment.to_admission(&self.sim(), e.cq, e.wl);
+        self.dequeue(e.wl);
+        self.reserve(e.wl, e.cq, admission.clone(), now);
+        if let Some(c) = self.cq_mut(e.cq)
+            && c.tried.is_some_and(|(w, g)| w == e.wl && g == e.generation)
+        {
+            c.tried = None;
+        }
+        if let Some(w) = self.wl(e.wl) {
+            let key = w.key.clone();
+            self.out.push(Decision::Admit {
+                workload: key,
+                admission,
+                time: now,
+            });
+        }
+    }
+
+    /// Kueue's quotaResourcesToReserve for a preempting entry that found no targets.
+    fn capacity_to_reserve(&self, e: &Entry) -> Vec<(Fr, i64)> {
+        e.assignment
+            .usage
+            .iter()
+            .map(|(&fr, &u)| {
+                let q = self.tree.quota(e.cq, fr);
+                let used = self.tree.usage(e.cq, fr);
+                let v = if e.assignment.borrowing > 0 {
+                    match q.borrowing_limit {
+                        None => u,
+                        Some(bl) => u.min(q.nominal + bl - used),
+                    }
+                } else {
+                    u.min(q.nominal - used).max(0)
+                };
+                (fr, v)
+            })
+            .collect()
+    }
+
+    fn cq_path(&self, cq: NodeId) -> String {
+        let mut parts = vec![self.tree.node(cq).name.clone()];
+        for a in self.tree.ancestors(cq) {
+            parts.push(self.tree.node(a).name.clone());
+        }
+        parts.reverse();
+        format!("/{}", parts.join("/"))
+    }
+
+    fn issue_preemptions(&mut self, e: &Entry, now: Time) {
+        let Some(w) = self.wl(e.wl) else { return };
+        let uid = if w.spec.uid.is_empty() {
+            "UNKNOWN".to_string()
+        } else {
+            w.spec.uid.clone()
+        };
+        let preemptor = w.key.clone();
+        let preemptor_path = self.cq_path(e.cq);
+        for t in &e.targets {
+            let already = self.wl(t.wl).is_none_or(|v| v.phase != Phase::Admitted);
+            if already {
+                continue;
+            }
+            let message = format!(
+                "Preempted to accommodate a workload (UID: {uid}, JobUID: UNKNOWN) due to {}; preemptor path: {preemptor_path}; preemptee path: {}",
+                human_reason(t.reason),
+                self.cq_path(t.cq)
+            );
+            self.evict(
+                t.wl,
+                "Preempted",
+                Some(t.reason.to_string()),
+                Some(preemptor.clone()),
+                message,
+                now,
+            );
+        }
+    }
+
+    /// Fair-sharing tournament: picks the next entry to process.
+    fn fair_pick(&mut self, entries: &[Entry]) -> usize {
+        let Some(first) = (0..entries.len()).min_by_key(|&i| entries[i].cq) else {
+            return 0;
+        };
+        let cq = entries[first].cq;
+        if self.tree.parent(cq).is_none() {
+            return first;
+        }
+        let root = self.tree.root(cq);
+        // Per (cohort, entry): the share of the cohort's child on the entry's path, with the entry added.
+        let mut keys: BTreeMap<(NodeId, usize), OrderKey> = BTreeMap::new();
+        let mut in_tree: Vec<usize> = Vec::new();
+        for (i, e) in entries.iter().enumerate() {
+            if self.tree.root(e.cq) != root || self.tree.parent(e.cq).is_none() {
+                continue;
+            }
+            in_tree.push(i);
+            let usage = e.assignment.usage_vec();
+            let mut sim = self.sim();
+            sim.add_usage(e.cq, &usage, 1);
+            let mut child = e.cq;
+            for anc in sim.tree.ancestors(e.cq) {
+                let share = sim.share(child);
+                let borrowing_on_requested = usage.iter().any(|&(fr, v)| {
+                    v > 0 && sim.tree.usage(child, fr) > sim.tree.subtree(child, fr)
+                });
+                keys.insert(
+                    (anc, i),
+                    OrderKey {
+                        borrowing_on_requested,
+                        share,
+                        priority: e.priority,
+                        timestamp: e.timestamp,
+                    },
+                );
+                child = anc;
+            }
+            sim.add_usage(e.cq, &usage, -1);
+        }
+        let by_cq: BTreeMap<NodeId, usize> = in_tree.iter().map(|&i| (entries[i].cq, i)).collect();
+        self.tournament(root, &by_cq, &keys).unwrap_or(first)
+    }
+
+    fn tournament(
+        &self,
+        cohort: NodeId,
+        by_cq: &BTreeMap<NodeId, usize>,
+        keys: &BTreeMap<(NodeId, usize), OrderKey>,
+    ) -> Option<usize> {
+        let node = self.tree.node(cohort);
+        let mut cands: Vec<usize> = Vec::new();
+        for &c in &node.child_cohorts {
+            if let Some(w) = self.tournament(c, by_cq, keys) {
+                cands.push(w);
+            }
+        }
+        for c in &node.child_cqs {
+            if let Some(&i) = by_cq.get(c) {
+                cands.push(i);
+            }
+        }
+        let mut best = *cands.first()?;
+        for &cur in &cands[1..] {
+            if let (Some(a), Some(b)) = (keys.get(&(cohort, cur)), keys.get(&(cohort, best)))
+                && self.policy.order(a, b) == std::cmp::Ordering::Less
+            {
+                best = cur;
+            }
+        }
+        Some(best)
+    }
+}

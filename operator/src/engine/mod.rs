@@ -1,0 +1,259 @@
+//! Sluice's scheduling engine: a pure, deterministic, event-driven implementation of Kueue v0.19's
+//! admission semantics (quota tree, queues, scheduling cycle, flavor assignment, preemption,
+//! fair sharing, partial admission). No I/O, no clocks: time is passed in.
+
+mod assign;
+mod cycle;
+mod error;
+mod fairness;
+mod matching;
+mod preempt;
+mod quota;
+mod state;
+mod status;
+mod types;
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+pub use error::EngineError;
+pub use fairness::{DrsPolicy, FairnessPolicy, OrderKey, ResourceBorrowing, Share, ShareInput};
+pub use types::*;
+
+use quota::{Fr, NodeId, Tree};
+
+/// Interned names: flavors, resources and flavor-resource pairs.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Interner {
+    flavor_ids: HashMap<String, u32>,
+    flavor_names: Vec<String>,
+    resource_ids: HashMap<String, u32>,
+    resource_names: Vec<String>,
+    fr_ids: HashMap<(u32, u32), Fr>,
+    fr_parts: Vec<(u32, u32)>,
+}
+
+impl Interner {
+    pub(crate) fn flavor(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.flavor_ids.get(name) {
+            return id;
+        }
+        let id = self.flavor_names.len() as u32;
+        self.flavor_names.push(name.to_string());
+        self.flavor_ids.insert(name.to_string(), id);
+        id
+    }
+
+    pub(crate) fn resource(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.resource_ids.get(name) {
+            return id;
+        }
+        let id = self.resource_names.len() as u32;
+        self.resource_names.push(name.to_string());
+        self.resource_ids.insert(name.to_string(), id);
+        id
+    }
+
+    pub(crate) fn fr(&mut self, flavor: u32, resource: u32) -> Fr {
+        if let Some(&id) = self.fr_ids.get(&(flavor, resource)) {
+            return id;
+        }
+        let id = self.fr_parts.len() as Fr;
+        self.fr_parts.push((flavor, resource));
+        self.fr_ids.insert((flavor, resource), id);
+        id
+    }
+
+    pub(crate) fn find_fr(&self, flavor: u32, resource: u32) -> Option<Fr> {
+        self.fr_ids.get(&(flavor, resource)).copied()
+    }
+
+    pub(crate) fn find_flavor(&self, name: &str) -> Option<u32> {
+        self.flavor_ids.get(name).copied()
+    }
+
+    pub(crate) fn flavor_name(&self, id: u32) -> &str {
+        &self.flavor_names[id as usize]
+    }
+
+    pub(crate) fn resource_name(&self, id: u32) -> &str {
+        &self.resource_names[id as usize]
+    }
+
+    pub(crate) fn fr_parts(&self, fr: Fr) -> (u32, u32) {
+        self.fr_parts[fr as usize]
+    }
+}
+
+/// Interned resource group of a ClusterQueue.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Rg {
+    pub covered: Vec<u32>,
+    pub flavors: Vec<u32>,
+}
+
+/// Ordering key of a pending workload in its ClusterQueue: priority desc, timestamp, UID.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct QKey {
+    pub priority: Reverse<i32>,
+    pub timestamp: Time,
+    pub uid: String,
+    pub wl: u32,
+}
+
+/// A ClusterQueue: spec, interned groups, queue and admitted set.
+#[derive(Clone, Debug)]
+pub(crate) struct CqData {
+    pub spec: ClusterQueue,
+    pub rgs: Vec<Rg>,
+    pub rg_of_resource: HashMap<u32, usize>,
+    pub active: bool,
+    pub inactive_reason: String,
+    pub heap: BTreeSet<QKey>,
+    pub inadmissible: BTreeSet<QKey>,
+    /// A preemptor waiting for its victims stays at the head (BestEffortFIFO).
+    pub sticky: Option<u32>,
+    /// Head tried without success and the tree generation at the time: nothing to do until it changes.
+    pub tried: Option<(u32, u64)>,
+    /// Workloads holding quota here (admitted or evicting).
+    pub admitted: BTreeSet<u32>,
+}
+
+/// A LocalQueue and the workloads that name it.
+#[derive(Clone, Debug)]
+pub(crate) struct LqData {
+    /// None once the LocalQueue is deleted while workloads still name it.
+    pub spec: Option<LocalQueue>,
+    pub workloads: BTreeSet<u32>,
+}
+
+/// Lifecycle of a workload inside the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Pending,
+    Admitted,
+    Evicting,
+    Finished,
+}
+
+/// A workload's quota reservation.
+#[derive(Clone, Debug)]
+pub(crate) struct Adm {
+    pub cq: NodeId,
+    pub admission: Admission,
+    pub usage: Vec<(Fr, i64)>,
+    pub reserved_at: Time,
+}
+
+/// Engine record of a workload.
+#[derive(Clone, Debug)]
+pub(crate) struct Wl {
+    pub spec: Workload,
+    pub key: WorkloadKey,
+    /// Per pod set, per-pod requests by interned resource, in resource-name order.
+    pub reqs: Vec<Vec<(u32, i64)>>,
+    pub phase: Phase,
+    /// ClusterQueue whose queue holds it while pending.
+    pub queued_in: Option<NodeId>,
+    pub qkey: Option<QKey>,
+    pub pending: Option<(String, String)>,
+    pub adm: Option<Adm>,
+}
+
+impl Wl {
+    pub(crate) fn qkey(&self, idx: u32) -> QKey {
+        QKey {
+            priority: Reverse(self.spec.priority),
+            timestamp: self.spec.creation_time,
+            uid: self.spec.uid.clone(),
+            wl: idx,
+        }
+    }
+}
+
+/// The scheduling engine. See the module docs.
+#[derive(Clone, Debug)]
+pub struct Engine {
+    pub(crate) config: EngineConfig,
+    pub(crate) policy: Arc<dyn FairnessPolicy>,
+    pub(crate) ids: Interner,
+    pub(crate) flavors: Vec<Option<Flavor>>,
+    pub(crate) tree: Tree,
+    pub(crate) cqs: Vec<Option<CqData>>,
+    pub(crate) cq_by_name: HashMap<String, NodeId>,
+    pub(crate) cohort_by_name: HashMap<String, NodeId>,
+    pub(crate) lqs: BTreeMap<(String, String), LqData>,
+    pub(crate) namespaces: HashMap<String, BTreeMap<String, String>>,
+    pub(crate) wls: Vec<Option<Wl>>,
+    pub(crate) wl_by_key: HashMap<WorkloadKey, u32>,
+    pub(crate) free_wls: Vec<u32>,
+    pub(crate) out: Vec<Decision>,
+    pub(crate) pods_resource: u32,
+    /// Latest time seen (for evictions caused by events).
+    pub(crate) now: Time,
+}
+
+impl Engine {
+    /// Creates an engine with the built-in DRS fairness policy.
+    pub fn new(config: EngineConfig) -> Self {
+        Self::with_fairness_policy(config, Arc::new(DrsPolicy))
+    }
+
+    /// Creates an engine with a custom fairness policy (used only when fair sharing is enabled).
+    pub fn with_fairness_policy(config: EngineConfig, policy: Arc<dyn FairnessPolicy>) -> Self {
+        let mut ids = Interner::default();
+        let pods_resource = ids.resource("pods");
+        Self {
+            config,
+            policy,
+            ids,
+            flavors: Vec::new(),
+            tree: Tree::default(),
+            cqs: Vec::new(),
+            cq_by_name: HashMap::new(),
+            cohort_by_name: HashMap::new(),
+            lqs: BTreeMap::new(),
+            namespaces: HashMap::new(),
+            wls: Vec::new(),
+            wl_by_key: HashMap::new(),
+            free_wls: Vec::new(),
+            out: Vec::new(),
+            pods_resource,
+            now: 0,
+        }
+    }
+
+    pub(crate) fn cq(&self, n: NodeId) -> Option<&CqData> {
+        self.cqs.get(n as usize).and_then(|c| c.as_ref())
+    }
+
+    pub(crate) fn cq_mut(&mut self, n: NodeId) -> Option<&mut CqData> {
+        self.cqs.get_mut(n as usize).and_then(|c| c.as_mut())
+    }
+
+    pub(crate) fn wl(&self, i: u32) -> Option<&Wl> {
+        self.wls.get(i as usize).and_then(|w| w.as_ref())
+    }
+
+    pub(crate) fn wl_mut(&mut self, i: u32) -> Option<&mut Wl> {
+        self.wls.get_mut(i as usize).and_then(|w| w.as_mut())
+    }
+
+    pub(crate) fn fair_sharing(&self) -> bool {
+        self.config.fair_sharing.is_some()
+    }
+}
+
+/// Formats a quantity the way Kueue prints it in messages (cpu in cores or millicores).
+pub(crate) fn fmt_quantity(resource: &str, v: i64) -> String {
+    if resource == "cpu" {
+        if v % 1000 == 0 {
+            (v / 1000).to_string()
+        } else {
+            format!("{v}m")
+        }
+    } else {
+        v.to_string()
+    }
+}

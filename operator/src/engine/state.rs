@@ -1,0 +1,886 @@
+//! Applying events: object upserts/deletes, queue placement, quota charging and release.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use super::quota::{NodeId, Quota};
+use super::{
+    Adm, Admission, ClusterQueue, Cohort, CqData, Decision, Engine, EngineError, Event, Flavor,
+    LocalQueue, LqData, Phase, ResourceGroup, Rg, StopPolicy, Time, Wl, Workload, WorkloadKey,
+};
+
+const INADMISSIBLE: &str = "Inadmissible";
+
+impl Engine {
+    /// Applies one event; returns the decisions it causes (evictions, pending reasons).
+    pub fn apply(&mut self, event: Event) -> Result<Vec<Decision>, EngineError> {
+        match event {
+            Event::UpsertFlavor(f) => self.upsert_flavor(f),
+            Event::DeleteFlavor(name) => {
+                if let Some(id) = self.ids.find_flavor(&name)
+                    && let Some(slot) = self.flavors.get_mut(id as usize)
+                {
+                    *slot = None;
+                }
+                self.refresh_cq_states();
+                self.requeue_all_inadmissible();
+            }
+            Event::UpsertClusterQueue(cq) => self.upsert_cq(cq)?,
+            Event::DeleteClusterQueue(name) => self.delete_cq(&name),
+            Event::UpsertCohort(c) => self.upsert_cohort(c)?,
+            Event::DeleteCohort(name) => {
+                if let Some(&n) = self.cohort_by_name.get(&name) {
+                    let node = self.tree.node_mut(n);
+                    node.explicit = false;
+                    node.quotas.clear();
+                    node.parent_name = None;
+                    node.weight = 1.0;
+                    self.structure_changed();
+                }
+            }
+            Event::UpsertLocalQueue(lq) => self.upsert_lq(lq),
+            Event::DeleteLocalQueue { namespace, name } => {
+                let key = (namespace, name);
+                if let Some(l) = self.lqs.get_mut(&key) {
+                    l.spec = None;
+                }
+                self.reroute_lq(&key);
+            }
+            Event::UpsertNamespace(ns) => {
+                self.namespaces.insert(ns.name, ns.labels);
+                self.requeue_all_inadmissible();
+            }
+            Event::DeleteNamespace(name) => {
+                self.namespaces.remove(&name);
+                self.requeue_all_inadmissible();
+            }
+            Event::UpsertWorkload {
+                workload,
+                admission,
+            } => self.upsert_workload(workload, admission)?,
+            Event::DeleteWorkload(key) => self.delete_workload(&key),
+            Event::FinishWorkload(key) => {
+                if let Some(&i) = self.wl_by_key.get(&key) {
+                    self.release(i);
+                    self.dequeue(i);
+                    if let Some(w) = self.wl_mut(i) {
+                        w.phase = Phase::Finished;
+                        w.pending = None;
+                    }
+                }
+            }
+            Event::EvictionComplete { workload, time } => {
+                self.now = self.now.max(time);
+                if let Some(&i) = self.wl_by_key.get(&workload)
+                    && self
+                        .wl(i)
+                        .is_some_and(|w| matches!(w.phase, Phase::Evicting | Phase::Admitted))
+                {
+                    self.release(i);
+                    if let Some(w) = self.wl_mut(i) {
+                        w.phase = Phase::Pending;
+                        w.pending = None;
+                    }
+                    self.place(i);
+                }
+            }
+        }
+        Ok(std::mem::take(&mut self.out))
+    }
+
+    fn upsert_flavor(&mut self, f: Flavor) {
+        let id = self.ids.flavor(&f.name) as usize;
+        if self.flavors.len() <= id {
+            self.flavors.resize(id + 1, None);
+        }
+        self.flavors[id] = Some(f);
+        self.refresh_cq_states();
+        self.requeue_all_inadmissible();
+    }
+
+    /// Validates resource groups and interns them into per-flavor-resource quotas.
+    fn intern_groups(
+        &mut self,
+        kind: &'static str,
+        name: &str,
+        groups: &[ResourceGroup],
+        has_parent: bool,
+    ) -> Result<(Vec<Rg>, Vec<Option<Quota>>), EngineError> {
+        let mut rgs = Vec::with_capacity(groups.len());
+        let mut quotas: Vec<Option<Quota>> = Vec::new();
+        let mut seen_res = HashSet::new();
+        let mut seen_flavors = HashSet::new();
+        for (gi, g) in groups.iter().enumerate() {
+            let mut rg = Rg::default();
+            for r in &g.covered_resources {
+                if !seen_res.insert(r.clone()) {
+                    return Err(EngineError::invalid(
+                        kind,
+                        name,
+                        format!("spec.resourceGroups[{gi}].coveredResources"),
+                        format!("resource {r} is covered by more than one resource group"),
+                    ));
+                }
+                rg.covered.push(self.ids.resource(r));
+            }
+            for (fi, fq) in g.flavors.iter().enumerate() {
+                let field = format!("spec.resourceGroups[{gi}].flavors[{fi}].resources");
+                let names: Vec<&str> = fq.resources.iter().map(|r| r.name.as_str()).collect();
+                let covered: Vec<&str> = g.covered_resources.iter().map(String::as_str).collect();
+                if names != covered {
+                    return Err(EngineError::invalid(
+                        kind,
+                        name,
+                        field,
+                        format!(
+                            "flavor {} lists {:?}, must match coveredResources {:?}",
+                            fq.flavor, names, covered
+                        ),
+                    ));
+                }
+                if !seen_flavors.insert(fq.flavor.clone()) {
+                    return Err(EngineError::invalid(
+                        kind,
+                        name,
+                        format!("spec.resourceGroups[{gi}].flavors[{fi}].name"),
+                        format!(
+                            "flavor {} appears in more than one resource group",
+                            fq.flavor
+                        ),
+                    ));
+                }
+                let f = self.ids.flavor(&fq.flavor);
+                rg.flavors.push(f);
+                for (ri, rq) in fq.resources.iter().enumerate() {
+                    let rfield = format!("spec.resourceGroups[{gi}].flavors[{fi}].resources[{ri}]");
+                    if rq.nominal < 0 {
+                        return Err(EngineError::invalid(
+                            kind,
+                            name,
+                            format!("{rfield}.nominalQuota"),
+                            "must be >= 0",
+                        ));
+                    }
+                    if !has_parent && (rq.borrowing_limit.is_some() || rq.lending_limit.is_some()) {
+                        return Err(EngineError::invalid(
+                            kind,
+                            name,
+                            format!("{rfield}.borrowingLimit"),
+                            "borrowingLimit and lendingLimit must be nil without a cohort/parent",
+                        ));
+                    }
+                    if rq.borrowing_limit.is_some_and(|b| b < 0) {
+                        return Err(EngineError::invalid(
+                            kind,
+                            name,
+                            format!("{rfield}.borrowingLimit"),
+                            "must be >= 0",
+                        ));
+                    }
+                    if rq.lending_limit.is_some_and(|l| l < 0 || l > rq.nominal) {
+                        return Err(EngineError::invalid(
+                            kind,
+                            name,
+                            format!("{rfield}.lendingLimit"),
+                            "must be between 0 and nominalQuota",
+                        ));
+                    }
+                    let r = self.ids.resource(&rq.name);
+                    let fr = self.ids.fr(f, r) as usize;
+                    if quotas.len() <= fr {
+                        quotas.resize(fr + 1, None);
+                    }
+                    quotas[fr] = Some(Quota {
+                        nominal: rq.nominal,
+                        borrowing_limit: rq.borrowing_limit,
+                        lending_limit: rq.lending_limit,
+                    });
+                }
+            }
+            rgs.push(rg);
+        }
+        Ok((rgs, quotas))
+    }
+
+    fn upsert_cq(&mut self, spec: ClusterQueue) -> Result<(), EngineError> {
+        let name = spec.name.clone();
+        if !(spec.fair_weight >= 0.0 && spec.fair_weight.is_finite()) {
+            return Err(EngineError::invalid(
+                "ClusterQueue",
+                &name,
+                "spec.fairSharing.weight",
+                "must be >= 0",
+            ));
+        }
+        let (rgs, quotas) = self.intern_groups(
+            "ClusterQueue",
+            &name,
+            &spec.resource_groups,
+            spec.cohort.is_some(),
+        )?;
+        let mut rg_of_resource = HashMap::new();
+        for (i, rg) in rgs.iter().enumerate() {
+            for &r in &rg.covered {
+                rg_of_resource.insert(r, i);
+            }
+        }
+        let n = match self.cq_by_name.get(&name) {
+            Some(&n) => n,
+            None => {
+                let n = self.tree.add_node(&name, true);
+                self.cq_by_name.insert(name.clone(), n);
+                n
+            }
+        };
+        let was_alive = self.tree.node(n).alive;
+        let node = self.tree.node_mut(n);
+        node.alive = true;
+        node.parent_name = spec.cohort.clone();
+        node.quotas = quotas;
+        node.weight = spec.fair_weight;
+        if self.cqs.len() <= n as usize {
+            self.cqs.resize(n as usize + 1, None);
+        }
+        let drain = spec.stop_policy == StopPolicy::HoldAndDrain;
+        match &mut self.cqs[n as usize] {
+            Some(c) => {
+                c.spec = spec;
+                c.rgs = rgs;
+                c.rg_of_resource = rg_of_resource;
+                c.tried = None;
+            }
+            slot @ None => {
+                *slot = Some(CqData {
+                    spec,
+                    rgs,
+                    rg_of_resource,
+                    active: false,
+                    inactive_reason: String::new(),
+                    heap: BTreeSet::new(),
+                    inadmissible: BTreeSet::new(),
+                    sticky: None,
+                    tried: None,
+                    admitted: BTreeSet::new(),
+                });
+            }
+        }
+        self.structure_changed();
+        if !was_alive {
+            let lq_keys: Vec<_> = self
+                .lqs
+                .iter()
+                .filter(|(_, l)| l.spec.as_ref().is_some_and(|s| s.cluster_queue == name))
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in lq_keys {
+                self.reroute_lq(&k);
+            }
+        }
+        self.requeue_inadmissible_of(n);
+        if drain {
+            let admitted: Vec<u32> = self
+                .cq(n)
+                .map(|c| c.admitted.iter().copied().collect())
+                .unwrap_or_default();
+            for i in admitted {
+                self.evict(
+                    i,
+                    "ClusterQueueStopped",
+                    None,
+                    None,
+                    "The ClusterQueue is stopped".into(),
+                    self.now,
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn delete_cq(&mut self, name: &str) {
+        let Some(&n) = self.cq_by_name.get(name) else {
+            return;
+        };
+        self.tree.node_mut(n).alive = false;
+        let queued: Vec<u32> = match self.cq_mut(n) {
+            Some(c) => {
+                let q = c
+                    .heap
+                    .iter()
+                    .chain(c.inadmissible.iter())
+                    .map(|k| k.wl)
+                    .collect();
+                c.heap.clear();
+                c.inadmissible.clear();
+                c.sticky = None;
+                q
+            }
+            None => Vec::new(),
+        };
+        for i in queued {
+            if let Some(w) = self.wl_mut(i) {
+                w.queued_in = None;
+                w.qkey = None;
+            }
+        }
+        self.structure_changed();
+        let lq_keys: Vec<_> = self
+            .lqs
+            .iter()
+            .filter(|(_, l)| l.spec.as_ref().is_some_and(|s| s.cluster_queue == name))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in lq_keys {
+            self.reroute_lq(&k);
+        }
+    }
+
+    fn upsert_cohort(&mut self, spec: Cohort) -> Result<(), EngineError> {
+        let name = spec.name.clone();
+        if !(spec.fair_weight >= 0.0 && spec.fair_weight.is_finite()) {
+            return Err(EngineError::invalid(
+                "Cohort",
+                &name,
+                "spec.fairSharing.weight",
+                "must be >= 0",
+            ));
+        }
+        if spec.parent.as_deref() == Some(name.as_str()) {
+            return Err(EngineError::invalid(
+                "Cohort",
+                &name,
+                "spec.parentName",
+                "cannot be the cohort itself",
+            ));
+        }
+        let (_, quotas) = self.intern_groups(
+            "Cohort",
+            &name,
+            &spec.resource_groups,
+            spec.parent.is_some(),
+        )?;
+        let n = self.cohort_node(&name);
+        let node = self.tree.node_mut(n);
+        node.explicit = true;
+        node.parent_name = spec.parent;
+        node.quotas = quotas;
+        node.weight = spec.fair_weight;
+        self.structure_changed();
+        Ok(())
+    }
+
+    fn cohort_node(&mut self, name: &str) -> NodeId {
+        if let Some(&n) = self.cohort_by_name.get(name) {
+            return n;
+        }
+        let n = self.tree.add_node(name, false);
+        self.cohort_by_name.insert(name.to_string(), n);
+        n
+    }
+
+    /// Relinks the cohort forest, detects cycles and recomputes quotas and usage.
+    pub(crate) fn structure_changed(&mut self) {
+        let count = self.tree.nodes.len();
+        for node in &mut self.tree.nodes {
+            node.parent = None;
+            node.child_cohorts.clear();
+            node.child_cqs.clear();
+            node.cycle = false;
+            if !node.is_cq {
+                node.alive = node.explicit;
+            }
+        }
+        for n in 0..count as NodeId {
+            let node = self.tree.node(n);
+            let linked = if node.is_cq {
+                node.alive
+            } else {
+                node.explicit
+            };
+            if !linked {
+                continue;
+            }
+            if let Some(pname) = node.parent_name.clone() {
+                let p = self.cohort_node(&pname);
+                self.tree.node_mut(p).alive = true;
+                self.tree.node_mut(n).parent = Some(p);
+            }
+        }
+        for n in 0..self.tree.nodes.len() as NodeId {
+            if let Some(p) = self.tree.node(n).parent {
+                if self.tree.node(n).is_cq {
+                    self.tree.node_mut(p).child_cqs.push(n);
+                } else {
+                    self.tree.node_mut(p).child_cohorts.push(n);
+                }
+            }
+        }
+        // A node is disabled when walking its parents revisits a node.
+        let total = self.tree.nodes.len();
+        let mut in_cycle = vec![false; total];
+        for (n, flag) in in_cycle.iter_mut().enumerate() {
+            let mut seen = HashSet::new();
+            let mut cur = n as NodeId;
+            seen.insert(cur);
+            while let Some(p) = self.tree.node(cur).parent {
+                if !seen.insert(p) {
+                    *flag = true;
+                    break;
+                }
+                cur = p;
+            }
+        }
+        for (n, c) in in_cycle.into_iter().enumerate() {
+            self.tree.nodes[n].cycle = c;
+        }
+        self.tree.rebuild();
+        for c in self.cqs.iter_mut().flatten() {
+            c.tried = None;
+        }
+        self.refresh_cq_states();
+        self.requeue_all_inadmissible();
+    }
+
+    /// Recomputes each ClusterQueue's Active state; reports newly blocked pending workloads.
+    pub(crate) fn refresh_cq_states(&mut self) {
+        for n in 0..self.cqs.len() as NodeId {
+            let Some(c) = self.cq(n) else { continue };
+            let node = self.tree.node(n);
+            let reason = if !node.alive {
+                "Terminating"
+            } else if c.spec.stop_policy != StopPolicy::None {
+                "Stopped"
+            } else if node.cycle {
+                "CohortHasCycle"
+            } else if c
+                .rgs
+                .iter()
+                .flat_map(|rg| rg.flavors.iter())
+                .any(|&f| self.flavors.get(f as usize).is_none_or(|x| x.is_none()))
+            {
+                "FlavorNotFound"
+            } else {
+                ""
+            };
+            let active = reason.is_empty();
+            let was_active = c.active;
+            let queued: Vec<u32> = if was_active && !active {
+                c.heap
+                    .iter()
+                    .chain(c.inadmissible.iter())
+                    .map(|k| k.wl)
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let name = c.spec.name.clone();
+            if let Some(c) = self.cq_mut(n) {
+                c.active = active;
+                c.inactive_reason = reason.to_string();
+            }
+            for i in queued {
+                self.set_pending(i, INADMISSIBLE, format!("ClusterQueue {name} is inactive"));
+            }
+            if active && !was_active {
+                self.requeue_inadmissible_of(n);
+            }
+        }
+    }
+
+    fn upsert_lq(&mut self, spec: LocalQueue) {
+        let key = (spec.namespace.clone(), spec.name.clone());
+        let drain = spec.stop_policy == StopPolicy::HoldAndDrain;
+        let entry = self.lqs.entry(key.clone()).or_insert_with(|| LqData {
+            spec: None,
+            workloads: BTreeSet::new(),
+        });
+        entry.spec = Some(spec);
+        self.reroute_lq(&key);
+        if drain {
+            let members: Vec<u32> = self
+                .lqs
+                .get(&key)
+                .map(|l| l.workloads.iter().copied().collect())
+                .unwrap_or_default();
+            for i in members {
+                if self.wl(i).is_some_and(|w| w.phase == Phase::Admitted) {
+                    self.evict(
+                        i,
+                        "LocalQueueStopped",
+                        None,
+                        None,
+                        "The LocalQueue is stopped".into(),
+                        self.now,
+                    );
+                }
+            }
+        }
+    }
+
+    fn reroute_lq(&mut self, key: &(String, String)) {
+        let members: Vec<u32> = self
+            .lqs
+            .get(key)
+            .map(|l| l.workloads.iter().copied().collect())
+            .unwrap_or_default();
+        for i in members {
+            if self.wl(i).is_some_and(|w| w.phase == Phase::Pending) {
+                self.place(i);
+            }
+        }
+    }
+
+    /// Where a pending workload should queue, or why it can't.
+    fn route(&self, w: &Wl) -> Result<NodeId, (&'static str, String)> {
+        let q = &w.spec.queue_name;
+        let lq = self
+            .lqs
+            .get(&(w.spec.namespace.clone(), q.clone()))
+            .and_then(|l| l.spec.as_ref())
+            .ok_or_else(|| (INADMISSIBLE, format!("LocalQueue {q} doesn't exist")))?;
+        if lq.stop_policy != StopPolicy::None {
+            return Err((INADMISSIBLE, format!("LocalQueue {q} is inactive")));
+        }
+        match self.cq_by_name.get(&lq.cluster_queue) {
+            Some(&n) if self.tree.node(n).alive => Ok(n),
+            _ => Err((
+                INADMISSIBLE,
+                format!("ClusterQueue {} doesn't exist", lq.cluster_queue),
+            )),
+        }
+    }
+
+    /// (Re)places a pending workload in its ClusterQueue's queue, or records why it can't queue.
+    pub(crate) fn place(&mut self, i: u32) {
+        self.dequeue(i);
+        let Some(w) = self.wl(i) else { return };
+        if w.phase != Phase::Pending {
+            return;
+        }
+        if !w.spec.active {
+            self.set_pending(i, "Deactivated", "The workload is deactivated".into());
+            return;
+        }
+        match self.route(w) {
+            Ok(n) => {
+                let key = w.qkey(i);
+                if let Some(w) = self.wl_mut(i) {
+                    w.queued_in = Some(n);
+                    w.qkey = Some(key.clone());
+                }
+                let mut inactive = None;
+                if let Some(c) = self.cq_mut(n) {
+                    c.heap.insert(key);
+                    // The queue's content changed: its head deserves another look.
+                    c.tried = None;
+                    if !c.active {
+                        inactive = Some(c.spec.name.clone());
+                    }
+                }
+                if let Some(name) = inactive {
+                    self.set_pending(i, INADMISSIBLE, format!("ClusterQueue {name} is inactive"));
+                }
+            }
+            Err((reason, msg)) => self.set_pending(i, reason, msg),
+        }
+    }
+
+    /// Removes a workload from whatever queue holds it.
+    pub(crate) fn dequeue(&mut self, i: u32) {
+        let Some(w) = self.wl_mut(i) else { return };
+        let (Some(n), Some(key)) = (w.queued_in.take(), w.qkey.take()) else {
+            return;
+        };
+        if let Some(c) = self.cq_mut(n) {
+            c.heap.remove(&key);
+            c.inadmissible.remove(&key);
+            if c.sticky == Some(i) {
+                c.sticky = None;
+            }
+        }
+    }
+
+    /// Records a pending reason; emits a decision only when it changes.
+    pub(crate) fn set_pending(&mut self, i: u32, reason: &str, message: String) {
+        let Some(w) = self.wl_mut(i) else { return };
+        if w.pending
+            .as_ref()
+            .is_some_and(|(r, m)| r == reason && *m == message)
+        {
+            return;
+        }
+        w.pending = Some((reason.to_string(), message.clone()));
+        let key = w.key.clone();
+        self.out.push(Decision::Pending {
+            workload: key,
+            reason: reason.to_string(),
+            message,
+        });
+    }
+
+    fn validate_workload(&self, w: &Workload) -> Result<(), EngineError> {
+        let name = format!("{}/{}", w.namespace, w.name);
+        for (i, ps) in w.pod_sets.iter().enumerate() {
+            if ps.count < 0 {
+                return Err(EngineError::invalid(
+                    "Workload",
+                    &name,
+                    format!("spec.podSets[{i}].count"),
+                    "must be >= 0",
+                ));
+            }
+            if let Some(m) = ps.min_count
+                && (m < 1 || m > ps.count)
+            {
+                return Err(EngineError::invalid(
+                    "Workload",
+                    &name,
+                    format!("spec.podSets[{i}].minCount"),
+                    "must be between 1 and count",
+                ));
+            }
+            if let Some((r, _)) = ps.requests.iter().find(|(_, q)| **q < 0) {
+                return Err(EngineError::invalid(
+                    "Workload",
+                    &name,
+                    format!("spec.podSets[{i}].requests[{r}]"),
+                    "must be >= 0",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn upsert_workload(
+        &mut self,
+        spec: Workload,
+        admission: Option<Admission>,
+    ) -> Result<(), EngineError> {
+        self.validate_workload(&spec)?;
+        let key = spec.key();
+        let restore_cq = match &admission {
+            Some(a) => match self.cq_by_name.get(&a.cluster_queue) {
+                Some(&n) => Some(n),
+                None => {
+                    return Err(EngineError::invalid(
+                        "Workload",
+                        &key.to_string(),
+                        "status.admission.clusterQueue",
+                        format!("ClusterQueue {} doesn't exist", a.cluster_queue),
+                    ));
+                }
+            },
+            None => None,
+        };
+        let reqs: Vec<Vec<(u32, i64)>> = spec
+            .pod_sets
+            .iter()
+            .map(|ps| {
+                ps.requests
+                    .iter()
+                    .map(|(r, q)| (self.ids.resource(r), *q))
+                    .collect()
+            })
+            .collect();
+        let lq_key = (spec.namespace.clone(), spec.queue_name.clone());
+        let i = match self.wl_by_key.get(&key) {
+            Some(&i) => {
+                let old_lq = self
+                    .wl(i)
+                    .map(|w| (w.spec.namespace.clone(), w.spec.queue_name.clone()));
+                if let Some(old) = old_lq
+                    && old != lq_key
+                    && let Some(l) = self.lqs.get_mut(&old)
+                {
+                    l.workloads.remove(&i);
+                }
+                self.dequeue(i);
+                if let Some(w) = self.wl_mut(i) {
+                    w.spec = spec;
+                    w.reqs = reqs;
+                    if w.phase == Phase::Finished {
+                        return Ok(());
+                    }
+                }
+                i
+            }
+            None => {
+                let w = Wl {
+                    spec,
+                    key: key.clone(),
+                    reqs,
+                    phase: Phase::Pending,
+                    queued_in: None,
+                    qkey: None,
+                    pending: None,
+                    adm: None,
+                };
+                let i = match self.free_wls.pop() {
+                    Some(i) => {
+                        self.wls[i as usize] = Some(w);
+                        i
+                    }
+                    None => {
+                        self.wls.push(Some(w));
+                        (self.wls.len() - 1) as u32
+                    }
+                };
+                self.wl_by_key.insert(key, i);
+                i
+            }
+        };
+        self.lqs
+            .entry(lq_key)
+            .or_insert_with(|| LqData {
+                spec: None,
+                workloads: BTreeSet::new(),
+            })
+            .workloads
+            .insert(i);
+        let holds_quota = self.wl(i).is_some_and(|w| w.adm.is_some());
+        if let (Some(a), Some(n), false) = (admission, restore_cq, holds_quota) {
+            let creation = self.wl(i).map(|w| w.spec.creation_time).unwrap_or_default();
+            self.reserve(i, n, a, creation);
+        }
+        let (phase, active) = match self.wl(i) {
+            Some(w) => (w.phase, w.spec.active),
+            None => return Ok(()),
+        };
+        match phase {
+            Phase::Pending => self.place(i),
+            Phase::Admitted if !active => {
+                self.evict(
+                    i,
+                    "Deactivated",
+                    None,
+                    None,
+                    "The workload is deactivated".into(),
+                    self.now,
+                );
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn delete_workload(&mut self, key: &WorkloadKey) {
+        let Some(i) = self.wl_by_key.remove(key) else {
+            return;
+        };
+        self.release(i);
+        self.dequeue(i);
+        if let Some(w) = self.wl(i) {
+            let lq_key = (w.spec.namespace.clone(), w.spec.queue_name.clone());
+            if let Some(l) = self.lqs.get_mut(&lq_key) {
+                l.workloads.remove(&i);
+                if l.spec.is_none() && l.workloads.is_empty() {
+                    self.lqs.remove(&lq_key);
+                }
+            }
+        }
+        self.wls[i as usize] = None;
+        self.free_wls.push(i);
+    }
+
+    /// Charges an admission's usage to the quota tree and records it.
+    pub(crate) fn reserve(&mut self, i: u32, n: NodeId, admission: Admission, time: Time) {
+        let mut usage: BTreeMap<u32, i64> = BTreeMap::new();
+        for psa in &admission.pod_set_assignments {
+            for (res, flavor) in &psa.flavors {
+                let f = self.ids.flavor(flavor);
+                let r = self.ids.resource(res);
+                let fr = self.ids.fr(f, r);
+                *usage.entry(fr).or_default() += psa.resource_usage.get(res).copied().unwrap_or(0);
+            }
+        }
+        let usage: Vec<_> = usage.into_iter().collect();
+        for &(fr, v) in &usage {
+            self.tree.add_usage(n, fr, v);
+        }
+        self.tree.bump(n);
+        if let Some(c) = self.cq_mut(n) {
+            c.admitted.insert(i);
+            if c.sticky == Some(i) {
+                c.sticky = None;
+            }
+        }
+        if let Some(w) = self.wl_mut(i) {
+            w.phase = Phase::Admitted;
+            w.pending = None;
+            w.adm = Some(Adm {
+                cq: n,
+                admission,
+                usage,
+                reserved_at: time,
+            });
+        }
+    }
+
+    /// Releases a workload's quota and gives inadmissible workloads in its tree another chance.
+    pub(crate) fn release(&mut self, i: u32) {
+        let Some(adm) = self.wl_mut(i).and_then(|w| w.adm.take()) else {
+            return;
+        };
+        for &(fr, v) in &adm.usage {
+            self.tree.add_usage(adm.cq, fr, -v);
+        }
+        self.tree.bump(adm.cq);
+        if let Some(c) = self.cq_mut(adm.cq) {
+            c.admitted.remove(&i);
+        }
+        let root = self.tree.root(adm.cq);
+        self.requeue_inadmissible_tree(root);
+    }
+
+    /// Marks an admitted workload as evicting (its quota stays held) and emits the decision.
+    pub(crate) fn evict(
+        &mut self,
+        i: u32,
+        reason: &str,
+        preemption_reason: Option<String>,
+        preemptor: Option<WorkloadKey>,
+        message: String,
+        time: Time,
+    ) {
+        let Some(w) = self.wl_mut(i) else { return };
+        if w.phase != Phase::Admitted {
+            return;
+        }
+        w.phase = Phase::Evicting;
+        let key = w.key.clone();
+        self.out.push(Decision::Evict {
+            workload: key,
+            reason: reason.to_string(),
+            preemption_reason,
+            preemptor,
+            message,
+            time,
+        });
+    }
+
+    pub(crate) fn requeue_inadmissible_of(&mut self, n: NodeId) {
+        if let Some(c) = self.cq_mut(n) {
+            let moved = std::mem::take(&mut c.inadmissible);
+            c.heap.extend(moved);
+            c.tried = None;
+        }
+    }
+
+    fn requeue_all_inadmissible(&mut self) {
+        for n in 0..self.cqs.len() as NodeId {
+            self.requeue_inadmissible_of(n);
+        }
+    }
+
+    /// Moves inadmissible workloads of every ClusterQueue under `root` back to their heaps.
+    pub(crate) fn requeue_inadmissible_tree(&mut self, root: NodeId) {
+        let mut stack = vec![root];
+        while let Some(n) = stack.pop() {
+            let node = self.tree.node(n);
+            if node.is_cq {
+                self.requeue_inadmissible_of(n);
+            } else if !node.cycle {
+                stack.extend(node.child_cohorts.iter().copied());
+                stack.extend(node.child_cqs.iter().copied());
+            }
+        }
+    }
+}

@@ -1,0 +1,693 @@
+//! Public, plain-data model of the engine: objects, events, decisions and status views.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Milliseconds since the Unix epoch (virtual or real).
+pub type Time = i64;
+/// cpu in milli-units, everything else in base units (bytes, GPUs, pods).
+pub type Quantity = i64;
+/// Resource name to quantity.
+pub type ResourceList = BTreeMap<String, Quantity>;
+
+/// Engine-wide settings (Kueue's Configuration subset that affects admission).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineConfig {
+    /// Fair sharing is enabled when set.
+    pub fair_sharing: Option<FairSharingConfig>,
+    /// Kueue's PartialAdmission feature gate (on by default).
+    pub partial_admission: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            fair_sharing: None,
+            partial_admission: true,
+        }
+    }
+}
+
+/// Fair sharing settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FairSharingConfig {
+    /// Preemption strategies, tried in order.
+    pub preemption_strategies: Vec<FairSharingStrategy>,
+}
+
+impl Default for FairSharingConfig {
+    fn default() -> Self {
+        Self {
+            preemption_strategies: vec![
+                FairSharingStrategy::LessThanOrEqualToFinalShare,
+                FairSharingStrategy::LessThanInitialShare,
+            ],
+        }
+    }
+}
+
+/// Fair-sharing preemption strategy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FairSharingStrategy {
+    /// Preemptor share after admission <= target share after removal.
+    LessThanOrEqualToFinalShare,
+    /// Preemptor share after admission < target share before removal.
+    LessThanInitialShare,
+}
+
+/// A ResourceFlavor.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Flavor {
+    /// Object name.
+    pub name: String,
+    /// Node labels the flavor stands for.
+    pub node_labels: BTreeMap<String, String>,
+    /// Taints pods must tolerate.
+    pub node_taints: Vec<Taint>,
+    /// Tolerations injected into pods on admission (they also tolerate the flavor's taints).
+    pub tolerations: Vec<Toleration>,
+    /// Topology name for TAS flavors (recorded, not evaluated).
+    pub topology_name: Option<String>,
+}
+
+/// Taint effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaintEffect {
+    /// NoSchedule.
+    NoSchedule,
+    /// PreferNoSchedule (never blocks a flavor).
+    PreferNoSchedule,
+    /// NoExecute.
+    NoExecute,
+}
+
+/// A node taint.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Taint {
+    /// Key.
+    pub key: String,
+    /// Value.
+    pub value: Option<String>,
+    /// Effect.
+    pub effect: TaintEffect,
+}
+
+/// Toleration operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TolerationOperator {
+    /// Key and value must match.
+    #[default]
+    Equal,
+    /// Key must exist (any value).
+    Exists,
+}
+
+/// A pod toleration.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Toleration {
+    /// Key (None with Exists tolerates everything).
+    pub key: Option<String>,
+    /// Operator.
+    pub operator: TolerationOperator,
+    /// Value.
+    pub value: Option<String>,
+    /// Effect (None = all effects).
+    pub effect: Option<TaintEffect>,
+}
+
+/// Quota of one resource in one flavor.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct ResourceQuota {
+    /// Resource name.
+    pub name: String,
+    /// Nominal quota.
+    pub nominal: Quantity,
+    /// Max borrowed beyond nominal (None = unlimited).
+    pub borrowing_limit: Option<Quantity>,
+    /// Max lent to the cohort (None = all).
+    pub lending_limit: Option<Quantity>,
+}
+
+/// Quotas of one flavor in a resource group.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct FlavorQuotas {
+    /// Flavor name.
+    pub flavor: String,
+    /// One entry per covered resource, in coveredResources order.
+    pub resources: Vec<ResourceQuota>,
+}
+
+/// A resource group.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct ResourceGroup {
+    /// Resources covered by the group.
+    pub covered_resources: Vec<String>,
+    /// Flavors in preference order.
+    pub flavors: Vec<FlavorQuotas>,
+}
+
+/// Queueing strategy of a ClusterQueue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum QueueingStrategy {
+    /// The head blocks the queue.
+    StrictFIFO,
+    /// Inadmissible heads are set aside.
+    #[default]
+    BestEffortFIFO,
+}
+
+/// Stop policy of a queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum StopPolicy {
+    /// Running.
+    #[default]
+    None,
+    /// No new admissions.
+    Hold,
+    /// No new admissions and admitted workloads are evicted.
+    HoldAndDrain,
+}
+
+/// Flavor fungibility policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FungibilityPolicy {
+    /// Stop at the current flavor.
+    MayStopSearch,
+    /// Keep looking for a better flavor.
+    TryNextFlavor,
+}
+
+/// Preference between borrowing and preemption.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlavorPreference {
+    /// Prefer borrowing.
+    BorrowingOverPreemption,
+    /// Prefer preemption.
+    PreemptionOverBorrowing,
+}
+
+/// Flavor fungibility settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlavorFungibility {
+    /// What to do when a flavor fits by borrowing.
+    pub when_can_borrow: FungibilityPolicy,
+    /// What to do when a flavor fits by preempting.
+    pub when_can_preempt: FungibilityPolicy,
+    /// Preference when trying all flavors.
+    pub preference: Option<FlavorPreference>,
+}
+
+impl Default for FlavorFungibility {
+    fn default() -> Self {
+        Self {
+            when_can_borrow: FungibilityPolicy::MayStopSearch,
+            when_can_preempt: FungibilityPolicy::TryNextFlavor,
+            preference: None,
+        }
+    }
+}
+
+/// reclaimWithinCohort policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ReclaimPolicy {
+    /// Never.
+    #[default]
+    Never,
+    /// Only lower priority.
+    LowerPriority,
+    /// Any priority.
+    Any,
+}
+
+/// withinClusterQueue policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum WithinCqPolicy {
+    /// Never.
+    #[default]
+    Never,
+    /// Only lower priority.
+    LowerPriority,
+    /// Lower priority, or equal priority and newer.
+    LowerOrNewerEqualPriority,
+}
+
+/// borrowWithinCohort policy kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum BorrowWithinCohortPolicy {
+    /// Never.
+    #[default]
+    Never,
+    /// Lower priority.
+    LowerPriority,
+}
+
+/// borrowWithinCohort settings.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct BorrowWithinCohort {
+    /// Policy.
+    pub policy: BorrowWithinCohortPolicy,
+    /// Only workloads with priority <= threshold may be preempted while borrowing.
+    pub max_priority_threshold: Option<i32>,
+}
+
+/// Preemption settings of a ClusterQueue.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct PreemptionPolicy {
+    /// reclaimWithinCohort.
+    pub reclaim_within_cohort: ReclaimPolicy,
+    /// withinClusterQueue.
+    pub within_cluster_queue: WithinCqPolicy,
+    /// borrowWithinCohort.
+    pub borrow_within_cohort: BorrowWithinCohort,
+}
+
+/// A ClusterQueue.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterQueue {
+    /// Object name.
+    pub name: String,
+    /// Cohort name.
+    pub cohort: Option<String>,
+    /// Resource groups.
+    pub resource_groups: Vec<ResourceGroup>,
+    /// Queueing strategy.
+    pub queueing_strategy: QueueingStrategy,
+    /// Namespace selector: None = no namespace, empty = all.
+    pub namespace_selector: Option<LabelSelector>,
+    /// Flavor fungibility.
+    pub flavor_fungibility: FlavorFungibility,
+    /// Preemption policy.
+    pub preemption: PreemptionPolicy,
+    /// Stop policy.
+    pub stop_policy: StopPolicy,
+    /// Fair sharing weight.
+    pub fair_weight: f64,
+    /// Admission checks (admission is reported as Admit; Admitted=True needs none).
+    pub admission_checks: Vec<String>,
+}
+
+impl Default for ClusterQueue {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            cohort: None,
+            resource_groups: Vec::new(),
+            queueing_strategy: QueueingStrategy::BestEffortFIFO,
+            namespace_selector: Some(LabelSelector::default()),
+            flavor_fungibility: FlavorFungibility::default(),
+            preemption: PreemptionPolicy::default(),
+            stop_policy: StopPolicy::None,
+            fair_weight: 1.0,
+            admission_checks: Vec::new(),
+        }
+    }
+}
+
+/// A Cohort object.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cohort {
+    /// Object name.
+    pub name: String,
+    /// Parent cohort.
+    pub parent: Option<String>,
+    /// Extra shared quota.
+    pub resource_groups: Vec<ResourceGroup>,
+    /// Fair sharing weight.
+    pub fair_weight: f64,
+}
+
+impl Default for Cohort {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            parent: None,
+            resource_groups: Vec::new(),
+            fair_weight: 1.0,
+        }
+    }
+}
+
+/// Label selector operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LabelSelectorOperator {
+    /// Value in set.
+    In,
+    /// Value not in set (or key absent).
+    NotIn,
+    /// Key present.
+    Exists,
+    /// Key absent.
+    DoesNotExist,
+}
+
+/// One label selector requirement.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LabelSelectorRequirement {
+    /// Key.
+    pub key: String,
+    /// Operator.
+    pub operator: LabelSelectorOperator,
+    /// Values.
+    pub values: Vec<String>,
+}
+
+/// Kubernetes label selector.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct LabelSelector {
+    /// Exact matches.
+    pub match_labels: BTreeMap<String, String>,
+    /// Expressions (ANDed).
+    pub match_expressions: Vec<LabelSelectorRequirement>,
+}
+
+impl LabelSelector {
+    /// Whether the labels satisfy the selector (empty selector matches everything).
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.match_labels
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+            && self.match_expressions.iter().all(|r| {
+                let val = labels.get(&r.key);
+                match r.operator {
+                    LabelSelectorOperator::In => val.is_some_and(|v| r.values.contains(v)),
+                    LabelSelectorOperator::NotIn => val.is_none_or(|v| !r.values.contains(v)),
+                    LabelSelectorOperator::Exists => val.is_some(),
+                    LabelSelectorOperator::DoesNotExist => val.is_none(),
+                }
+            })
+    }
+}
+
+/// A LocalQueue.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct LocalQueue {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Target ClusterQueue.
+    pub cluster_queue: String,
+    /// Stop policy.
+    pub stop_policy: StopPolicy,
+}
+
+/// A Namespace.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Namespace {
+    /// Name.
+    pub name: String,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Node selector operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeSelectorOperator {
+    /// Value in set.
+    In,
+    /// Value not in set.
+    NotIn,
+    /// Key exists.
+    Exists,
+    /// Key absent.
+    DoesNotExist,
+    /// Integer value greater than.
+    Gt,
+    /// Integer value less than.
+    Lt,
+}
+
+/// One node selector requirement.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeSelectorRequirement {
+    /// Key.
+    pub key: String,
+    /// Operator.
+    pub operator: NodeSelectorOperator,
+    /// Values.
+    pub values: Vec<String>,
+}
+
+/// One node selector term (AND of requirements).
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct NodeSelectorTerm {
+    /// Requirements.
+    pub match_expressions: Vec<NodeSelectorRequirement>,
+}
+
+/// A pod set of a workload.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct PodSet {
+    /// Name.
+    pub name: String,
+    /// Pod count.
+    pub count: i32,
+    /// Minimum count for partial admission.
+    pub min_count: Option<i32>,
+    /// Per-pod requests.
+    pub requests: ResourceList,
+    /// Pod nodeSelector.
+    pub node_selector: BTreeMap<String, String>,
+    /// Required node affinity (OR of terms).
+    pub required_affinity: Vec<NodeSelectorTerm>,
+    /// Pod tolerations.
+    pub tolerations: Vec<Toleration>,
+}
+
+/// A Workload.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Workload {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// UID.
+    pub uid: String,
+    /// LocalQueue name.
+    pub queue_name: String,
+    /// Priority.
+    pub priority: i32,
+    /// Creation time.
+    pub creation_time: Time,
+    /// spec.active.
+    pub active: bool,
+    /// Pod sets.
+    pub pod_sets: Vec<PodSet>,
+}
+
+impl Workload {
+    /// The workload's key.
+    pub fn key(&self) -> WorkloadKey {
+        WorkloadKey {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+        }
+    }
+}
+
+/// Namespaced name of a workload.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct WorkloadKey {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl WorkloadKey {
+    /// Builds a key.
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl fmt::Display for WorkloadKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Assignment of one pod set.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct PodSetAssignment {
+    /// Pod set name.
+    pub name: String,
+    /// resource -> flavor.
+    pub flavors: BTreeMap<String, String>,
+    /// Total usage for `count` pods.
+    pub resource_usage: ResourceList,
+    /// Admitted pod count.
+    pub count: i32,
+}
+
+/// Admission of a workload.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Admission {
+    /// ClusterQueue name.
+    pub cluster_queue: String,
+    /// One per pod set.
+    pub pod_set_assignments: Vec<PodSetAssignment>,
+}
+
+/// An outcome the caller must apply to the cluster.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decision {
+    /// Quota reserved (Kueue: QuotaReserved=True, and Admitted=True when the CQ has no admission checks).
+    Admit {
+        /// Workload.
+        workload: WorkloadKey,
+        /// Admission.
+        admission: Admission,
+        /// Decision time.
+        time: Time,
+    },
+    /// Workload stays pending with a Kueue QuotaReserved=False reason and message.
+    Pending {
+        /// Workload.
+        workload: WorkloadKey,
+        /// Reason.
+        reason: String,
+        /// Message.
+        message: String,
+    },
+    /// Evict an admitted workload.
+    Evict {
+        /// Workload.
+        workload: WorkloadKey,
+        /// Evicted reason.
+        reason: String,
+        /// Preempted reason, for preemptions.
+        preemption_reason: Option<String>,
+        /// Preempting workload, for preemptions.
+        preemptor: Option<WorkloadKey>,
+        /// Message.
+        message: String,
+        /// Decision time.
+        time: Time,
+    },
+}
+
+/// Input to the engine.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// Create or update a ResourceFlavor.
+    UpsertFlavor(Flavor),
+    /// Delete a ResourceFlavor.
+    DeleteFlavor(String),
+    /// Create or update a ClusterQueue.
+    UpsertClusterQueue(ClusterQueue),
+    /// Delete a ClusterQueue.
+    DeleteClusterQueue(String),
+    /// Create or update a Cohort.
+    UpsertCohort(Cohort),
+    /// Delete a Cohort.
+    DeleteCohort(String),
+    /// Create or update a LocalQueue.
+    UpsertLocalQueue(LocalQueue),
+    /// Delete a LocalQueue.
+    DeleteLocalQueue {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+    /// Create or update a Namespace.
+    UpsertNamespace(Namespace),
+    /// Delete a Namespace.
+    DeleteNamespace(String),
+    /// A pending workload (queued), or with `admission` an already-admitted one (restores usage).
+    UpsertWorkload {
+        /// Workload.
+        workload: Workload,
+        /// Existing admission.
+        admission: Option<Admission>,
+    },
+    /// Delete a workload.
+    DeleteWorkload(WorkloadKey),
+    /// The workload finished: release its quota.
+    FinishWorkload(WorkloadKey),
+    /// An evicted workload's pods are gone: release its quota and requeue it.
+    EvictionComplete {
+        /// Workload.
+        workload: WorkloadKey,
+        /// Requeue time.
+        time: Time,
+    },
+}
+
+/// Engine view of a workload.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WorkloadState {
+    /// Waiting for quota.
+    Pending {
+        /// Reason.
+        reason: String,
+        /// Message.
+        message: String,
+    },
+    /// Holding quota.
+    Admitted(Admission),
+    /// Evicted, quota still held until EvictionComplete.
+    Evicting,
+    /// Finished.
+    Finished,
+}
+
+/// Usage of one resource in one flavor.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct ResourceUsage {
+    /// Resource name.
+    pub name: String,
+    /// Total usage.
+    pub total: Quantity,
+    /// Usage above nominal quota.
+    pub borrowed: Quantity,
+}
+
+/// Usage of one flavor.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct FlavorUsage {
+    /// Flavor name.
+    pub name: String,
+    /// Per resource, in the CQ's covered-resource order.
+    pub resources: Vec<ResourceUsage>,
+}
+
+/// ClusterQueue status data.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct ClusterQueueUsage {
+    /// flavorsReservation: quota held by reserving workloads (admitted and evicting).
+    pub flavors_reservation: Vec<FlavorUsage>,
+    /// flavorsUsage: quota held by admitted (not evicting) workloads.
+    pub flavors_usage: Vec<FlavorUsage>,
+    /// Pending workloads.
+    pub pending_workloads: i32,
+    /// Workloads holding quota.
+    pub reserving_workloads: i32,
+    /// Admitted workloads.
+    pub admitted_workloads: i32,
+    /// fairSharing.weightedShare (i64::MAX for weight 0 while borrowing).
+    pub weighted_share: i64,
+    /// Whether the ClusterQueue is active.
+    pub active: bool,
+    /// Why the ClusterQueue is inactive (empty when active).
+    pub inactive_reason: String,
+}
+
+/// LocalQueue status data.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct LocalQueueUsage {
+    /// flavorsReservation.
+    pub flavors_reservation: Vec<FlavorUsage>,
+    /// flavorsUsage.
+    pub flavors_usage: Vec<FlavorUsage>,
+    /// Pending workloads.
+    pub pending_workloads: i32,
+    /// Workloads holding quota.
+    pub reserving_workloads: i32,
+    /// Admitted workloads.
+    pub admitted_workloads: i32,
+}
