@@ -1,3 +1,9 @@
-//! Sluice operator: scheduling engine.
+//! Sluice's operator: the scheduling engine, the simulator and the `sluice` binary's subcommands.
 
+pub mod bench;
 pub mod engine;
+pub mod ingest;
+pub mod jobs;
+pub mod manifest;
+pub mod sim;
+pub mod status;

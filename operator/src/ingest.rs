@@ -1,0 +1,652 @@
+//! Kueue API objects in, engine model out: the one place that reads Kueue's types for the engine.
+//!
+//! Quantities become integers in the scheduler's units, defaults are applied, and anything the engine cannot use
+//! becomes an [`IngestError`] naming the object and the field.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use sluice_sdk::kueue::v1beta2 as api;
+use sluice_sdk::quantity::{format_resource_value, resource_value};
+
+use crate::engine;
+
+/// An object the engine cannot take, with the field at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{object}: {field}: {message}")]
+pub struct IngestError {
+    /// "Kind name" or "Kind namespace/name".
+    pub object: String,
+    /// JSON path of the field.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+fn err(object: &str, field: impl Into<String>, message: impl ToString) -> IngestError {
+    IngestError {
+        object: object.to_string(),
+        field: field.into(),
+        message: message.to_string(),
+    }
+}
+
+fn name_of(kind: &str, meta: &meta::ObjectMeta) -> Result<String, IngestError> {
+    meta.name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| err(kind, "metadata.name", "required"))
+}
+
+/// Milliseconds since the epoch of a Kubernetes timestamp.
+pub fn time_of(t: &meta::Time) -> engine::Time {
+    t.0.as_millisecond()
+}
+
+fn weight(
+    object: &str,
+    field: &str,
+    q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+) -> Result<f64, IngestError> {
+    let milli = resource_value("cpu", q).map_err(|e| err(object, field, e))?;
+    if milli < 0 {
+        return Err(err(object, field, "must not be negative"));
+    }
+    Ok(milli as f64 / 1000.0)
+}
+
+/// ResourceFlavor -> engine flavor.
+pub fn flavor(rf: &api::ResourceFlavor) -> Result<engine::Flavor, IngestError> {
+    let name = name_of("ResourceFlavor", &rf.metadata)?;
+    let object = format!("ResourceFlavor {name}");
+    let node_taints = rf
+        .spec
+        .node_taints
+        .iter()
+        .enumerate()
+        .map(|(i, t)| taint(&object, &format!("spec.nodeTaints[{i}]"), t))
+        .collect::<Result<_, _>>()?;
+    let tolerations = rf
+        .spec
+        .tolerations
+        .iter()
+        .enumerate()
+        .map(|(i, t)| toleration(&object, &format!("spec.tolerations[{i}]"), t))
+        .collect::<Result<_, _>>()?;
+    Ok(engine::Flavor {
+        name,
+        node_labels: rf.spec.node_labels.clone(),
+        node_taints,
+        tolerations,
+        topology_name: rf.spec.topology_name.clone(),
+    })
+}
+
+fn taint_effect(
+    object: &str,
+    field: &str,
+    effect: &str,
+) -> Result<engine::TaintEffect, IngestError> {
+    match effect {
+        "NoSchedule" => Ok(engine::TaintEffect::NoSchedule),
+        "PreferNoSchedule" => Ok(engine::TaintEffect::PreferNoSchedule),
+        "NoExecute" => Ok(engine::TaintEffect::NoExecute),
+        other => Err(err(
+            object,
+            field,
+            format!("unknown effect {other:?} (NoSchedule, PreferNoSchedule, NoExecute)"),
+        )),
+    }
+}
+
+fn taint(object: &str, field: &str, t: &core::Taint) -> Result<engine::Taint, IngestError> {
+    Ok(engine::Taint {
+        key: t.key.clone(),
+        value: t.value.clone().filter(|v| !v.is_empty()),
+        effect: taint_effect(object, &format!("{field}.effect"), &t.effect)?,
+    })
+}
+
+fn toleration(
+    object: &str,
+    field: &str,
+    t: &core::Toleration,
+) -> Result<engine::Toleration, IngestError> {
+    let operator = match t.operator.as_deref() {
+        None | Some("Equal") | Some("") => engine::TolerationOperator::Equal,
+        Some("Exists") => engine::TolerationOperator::Exists,
+        Some(other) => {
+            return Err(err(
+                object,
+                format!("{field}.operator"),
+                format!("unknown operator {other:?} (Equal, Exists)"),
+            ));
+        }
+    };
+    let effect = match t.effect.as_deref().filter(|e| !e.is_empty()) {
+        None => None,
+        Some(e) => Some(taint_effect(object, &format!("{field}.effect"), e)?),
+    };
+    Ok(engine::Toleration {
+        key: t.key.clone().filter(|k| !k.is_empty()),
+        operator,
+        value: t.value.clone().filter(|v| !v.is_empty()),
+        effect,
+    })
+}
+
+fn resource_groups(
+    object: &str,
+    groups: &[api::ResourceGroup],
+) -> Result<Vec<engine::ResourceGroup>, IngestError> {
+    groups
+        .iter()
+        .enumerate()
+        .map(|(g, rg)| {
+            let flavors = rg
+                .flavors
+                .iter()
+                .enumerate()
+                .map(|(f, fq)| {
+                    let resources = fq
+                        .resources
+                        .iter()
+                        .enumerate()
+                        .map(|(r, rq)| {
+                            let field =
+                                format!("spec.resourceGroups[{g}].flavors[{f}].resources[{r}]");
+                            let value = |what: &str, q| {
+                                resource_value(&rq.name, q)
+                                    .map_err(|e| err(object, format!("{field}.{what}"), e))
+                            };
+                            Ok(engine::ResourceQuota {
+                                name: rq.name.clone(),
+                                nominal: value("nominalQuota", &rq.nominal_quota)?,
+                                borrowing_limit: rq
+                                    .borrowing_limit
+                                    .as_ref()
+                                    .map(|q| value("borrowingLimit", q))
+                                    .transpose()?,
+                                lending_limit: rq
+                                    .lending_limit
+                                    .as_ref()
+                                    .map(|q| value("lendingLimit", q))
+                                    .transpose()?,
+                            })
+                        })
+                        .collect::<Result<_, IngestError>>()?;
+                    Ok(engine::FlavorQuotas {
+                        flavor: fq.name.clone(),
+                        resources,
+                    })
+                })
+                .collect::<Result<_, IngestError>>()?;
+            Ok(engine::ResourceGroup {
+                covered_resources: rg.covered_resources.clone(),
+                flavors,
+            })
+        })
+        .collect()
+}
+
+/// A Kubernetes LabelSelector -> engine selector.
+pub fn label_selector(
+    object: &str,
+    field: &str,
+    s: &meta::LabelSelector,
+) -> Result<engine::LabelSelector, IngestError> {
+    let match_expressions = s
+        .match_expressions
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, e)| {
+            let operator = match e.operator.as_str() {
+                "In" => engine::LabelSelectorOperator::In,
+                "NotIn" => engine::LabelSelectorOperator::NotIn,
+                "Exists" => engine::LabelSelectorOperator::Exists,
+                "DoesNotExist" => engine::LabelSelectorOperator::DoesNotExist,
+                other => {
+                    return Err(err(
+                        object,
+                        format!("{field}.matchExpressions[{i}].operator"),
+                        format!("unknown operator {other:?} (In, NotIn, Exists, DoesNotExist)"),
+                    ));
+                }
+            };
+            Ok(engine::LabelSelectorRequirement {
+                key: e.key.clone(),
+                operator,
+                values: e.values.clone().unwrap_or_default(),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(engine::LabelSelector {
+        match_labels: s.match_labels.clone().unwrap_or_default(),
+        match_expressions,
+    })
+}
+
+/// ClusterQueue -> engine ClusterQueue (Kueue's defaults applied).
+pub fn cluster_queue(cq: &api::ClusterQueue) -> Result<engine::ClusterQueue, IngestError> {
+    let name = name_of("ClusterQueue", &cq.metadata)?;
+    let object = format!("ClusterQueue {name}");
+    let spec = &cq.spec;
+    let fungibility = spec.flavor_fungibility();
+    let preemption = spec.preemption();
+    let bwc = preemption.borrow_within_cohort.clone().unwrap_or_default();
+    Ok(engine::ClusterQueue {
+        cohort: spec.cohort().map(str::to_string),
+        resource_groups: resource_groups(&object, &spec.resource_groups)?,
+        queueing_strategy: match spec.queueing_strategy() {
+            api::QueueingStrategy::StrictFIFO => engine::QueueingStrategy::StrictFIFO,
+            api::QueueingStrategy::BestEffortFIFO => engine::QueueingStrategy::BestEffortFIFO,
+        },
+        namespace_selector: spec
+            .namespace_selector
+            .as_ref()
+            .map(|s| label_selector(&object, "spec.namespaceSelector", s))
+            .transpose()?,
+        flavor_fungibility: engine::FlavorFungibility {
+            when_can_borrow: fungibility_policy(fungibility.when_can_borrow()),
+            when_can_preempt: fungibility_policy(fungibility.when_can_preempt()),
+            preference: fungibility.preference.map(|p| match p {
+                api::FlavorFungibilityPreference::BorrowingOverPreemption => {
+                    engine::FlavorPreference::BorrowingOverPreemption
+                }
+                api::FlavorFungibilityPreference::PreemptionOverBorrowing => {
+                    engine::FlavorPreference::PreemptionOverBorrowing
+                }
+            }),
+        },
+        preemption: engine::PreemptionPolicy {
+            reclaim_within_cohort: match preemption.reclaim_within_cohort() {
+                api::PreemptionPolicy::Never => engine::ReclaimPolicy::Never,
+                api::PreemptionPolicy::LowerPriority => engine::ReclaimPolicy::LowerPriority,
+                api::PreemptionPolicy::Any => engine::ReclaimPolicy::Any,
+                other => {
+                    return Err(err(
+                        &object,
+                        "spec.preemption.reclaimWithinCohort",
+                        format!("{other:?} is not allowed here"),
+                    ));
+                }
+            },
+            within_cluster_queue: match preemption.within_cluster_queue() {
+                api::PreemptionPolicy::Never => engine::WithinCqPolicy::Never,
+                api::PreemptionPolicy::LowerPriority => engine::WithinCqPolicy::LowerPriority,
+                api::PreemptionPolicy::LowerOrNewerEqualPriority => {
+                    engine::WithinCqPolicy::LowerOrNewerEqualPriority
+                }
+                other => {
+                    return Err(err(
+                        &object,
+                        "spec.preemption.withinClusterQueue",
+                        format!("{other:?} is not allowed here"),
+                    ));
+                }
+            },
+            borrow_within_cohort: engine::BorrowWithinCohort {
+                policy: match bwc.policy() {
+                    api::BorrowWithinCohortPolicy::Never => engine::BorrowWithinCohortPolicy::Never,
+                    api::BorrowWithinCohortPolicy::LowerPriority => {
+                        engine::BorrowWithinCohortPolicy::LowerPriority
+                    }
+                },
+                max_priority_threshold: bwc.max_priority_threshold,
+            },
+        },
+        stop_policy: stop_policy(spec.stop_policy()),
+        fair_weight: weight(
+            &object,
+            "spec.fairSharing.weight",
+            &spec.fair_sharing_weight(),
+        )?,
+        admission_checks: spec
+            .admission_checks_strategy
+            .iter()
+            .flat_map(|s| s.admission_checks.iter().map(|c| c.name.clone()))
+            .collect(),
+        name,
+    })
+}
+
+fn fungibility_policy(p: api::FlavorFungibilityPolicy) -> engine::FungibilityPolicy {
+    match p {
+        api::FlavorFungibilityPolicy::MayStopSearch => engine::FungibilityPolicy::MayStopSearch,
+        api::FlavorFungibilityPolicy::TryNextFlavor => engine::FungibilityPolicy::TryNextFlavor,
+    }
+}
+
+fn stop_policy(p: api::StopPolicy) -> engine::StopPolicy {
+    match p {
+        api::StopPolicy::None => engine::StopPolicy::None,
+        api::StopPolicy::Hold => engine::StopPolicy::Hold,
+        api::StopPolicy::HoldAndDrain => engine::StopPolicy::HoldAndDrain,
+    }
+}
+
+/// Cohort -> engine Cohort.
+pub fn cohort(c: &api::Cohort) -> Result<engine::Cohort, IngestError> {
+    let name = name_of("Cohort", &c.metadata)?;
+    let object = format!("Cohort {name}");
+    Ok(engine::Cohort {
+        parent: c.spec.parent().map(str::to_string),
+        resource_groups: resource_groups(&object, &c.spec.resource_groups)?,
+        fair_weight: weight(
+            &object,
+            "spec.fairSharing.weight",
+            &c.spec.fair_sharing_weight(),
+        )?,
+        name,
+    })
+}
+
+/// LocalQueue -> engine LocalQueue.
+pub fn local_queue(lq: &api::LocalQueue) -> Result<engine::LocalQueue, IngestError> {
+    let name = name_of("LocalQueue", &lq.metadata)?;
+    let namespace = lq
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    if lq.spec.cluster_queue.is_empty() {
+        return Err(err(
+            &format!("LocalQueue {namespace}/{name}"),
+            "spec.clusterQueue",
+            "required",
+        ));
+    }
+    Ok(engine::LocalQueue {
+        namespace,
+        name,
+        cluster_queue: lq.spec.cluster_queue.clone(),
+        stop_policy: stop_policy(lq.spec.stop_policy()),
+    })
+}
+
+/// Namespace -> engine Namespace (its labels feed namespaceSelectors).
+pub fn namespace(ns: &core::Namespace) -> Result<engine::Namespace, IngestError> {
+    Ok(engine::Namespace {
+        name: name_of("Namespace", &ns.metadata)?,
+        labels: ns.metadata.labels.clone().unwrap_or_default(),
+    })
+}
+
+/// Per-pod requests of a pod spec as Kueue computes them: containers (and sidecar init containers) add up, a
+/// regular init container counts when it asks for more, pod overhead is added. A limit stands in for a missing
+/// request, as the API server's defaulting does.
+pub fn pod_requests(
+    object: &str,
+    field: &str,
+    pod: &core::PodSpec,
+) -> Result<engine::ResourceList, IngestError> {
+    let container_requests =
+        |c: &core::Container, cfield: String| -> Result<engine::ResourceList, IngestError> {
+            let mut out = engine::ResourceList::new();
+            let res = c.resources.as_ref();
+            let limits = res.and_then(|r| r.limits.as_ref());
+            let requests = res.and_then(|r| r.requests.as_ref());
+            for (name, q) in limits.into_iter().flatten() {
+                let v = resource_value(name, q)
+                    .map_err(|e| err(object, format!("{cfield}.resources.limits[{name}]"), e))?;
+                out.insert(name.clone(), v);
+            }
+            for (name, q) in requests.into_iter().flatten() {
+                let v = resource_value(name, q)
+                    .map_err(|e| err(object, format!("{cfield}.resources.requests[{name}]"), e))?;
+                out.insert(name.clone(), v);
+            }
+            Ok(out)
+        };
+    let add = |into: &mut engine::ResourceList, from: &engine::ResourceList| {
+        for (k, v) in from {
+            *into.entry(k.clone()).or_default() += v;
+        }
+    };
+    let mut total = engine::ResourceList::new();
+    for (i, c) in pod.containers.iter().enumerate() {
+        add(
+            &mut total,
+            &container_requests(c, format!("{field}.containers[{i}]"))?,
+        );
+    }
+    let mut sidecars = engine::ResourceList::new();
+    let mut init_peak = engine::ResourceList::new();
+    for (i, c) in pod.init_containers.iter().flatten().enumerate() {
+        let r = container_requests(c, format!("{field}.initContainers[{i}]"))?;
+        if c.restart_policy.as_deref() == Some("Always") {
+            add(&mut sidecars, &r);
+        } else {
+            // A regular init container runs beside the sidecars started before it.
+            for (k, v) in &r {
+                let with_sidecars = v + sidecars.get(k).copied().unwrap_or(0);
+                let peak = init_peak.entry(k.clone()).or_default();
+                *peak = (*peak).max(with_sidecars);
+            }
+        }
+    }
+    add(&mut total, &sidecars);
+    for (k, v) in init_peak {
+        let e = total.entry(k).or_default();
+        *e = (*e).max(v);
+    }
+    for (name, q) in pod.overhead.iter().flatten() {
+        let v = resource_value(name, q)
+            .map_err(|e| err(object, format!("{field}.overhead[{name}]"), e))?;
+        *total.entry(name.clone()).or_default() += v;
+    }
+    total.retain(|_, v| *v != 0);
+    Ok(total)
+}
+
+fn node_selector_terms(
+    object: &str,
+    field: &str,
+    pod: &core::PodSpec,
+) -> Result<Vec<engine::NodeSelectorTerm>, IngestError> {
+    let Some(required) = pod
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+    else {
+        return Ok(Vec::new());
+    };
+    required
+        .node_selector_terms
+        .iter()
+        .enumerate()
+        .map(|(t, term)| {
+            let requirements = term
+                .match_expressions
+                .iter()
+                .flatten()
+                .enumerate()
+                .map(|(i, e)| {
+                    let operator = match e.operator.as_str() {
+                        "In" => engine::NodeSelectorOperator::In,
+                        "NotIn" => engine::NodeSelectorOperator::NotIn,
+                        "Exists" => engine::NodeSelectorOperator::Exists,
+                        "DoesNotExist" => engine::NodeSelectorOperator::DoesNotExist,
+                        "Gt" => engine::NodeSelectorOperator::Gt,
+                        "Lt" => engine::NodeSelectorOperator::Lt,
+                        other => {
+                            return Err(err(
+                                object,
+                                format!("{field}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{t}].matchExpressions[{i}].operator"),
+                                format!("unknown operator {other:?}"),
+                            ));
+                        }
+                    };
+                    Ok(engine::NodeSelectorRequirement {
+                        key: e.key.clone(),
+                        operator,
+                        values: e.values.clone().unwrap_or_default(),
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            Ok(engine::NodeSelectorTerm { match_expressions: requirements })
+        })
+        .collect()
+}
+
+/// Workload -> engine Workload, with its admission when it already holds quota.
+pub fn workload(
+    wl: &api::Workload,
+) -> Result<(engine::Workload, Option<engine::Admission>), IngestError> {
+    let name = name_of("Workload", &wl.metadata)?;
+    let namespace = wl
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let object = format!("Workload {namespace}/{name}");
+    if wl.spec.pod_sets.is_empty() {
+        return Err(err(
+            &object,
+            "spec.podSets",
+            "at least one pod set is required",
+        ));
+    }
+    if wl.spec.queue_name.is_empty() {
+        return Err(err(&object, "spec.queueName", "required"));
+    }
+    let mut pod_sets = Vec::with_capacity(wl.spec.pod_sets.len());
+    for (i, ps) in wl.spec.pod_sets.iter().enumerate() {
+        let field = format!("spec.podSets[{i}]");
+        if ps.count < 0 {
+            return Err(err(
+                &object,
+                format!("{field}.count"),
+                "must not be negative",
+            ));
+        }
+        if let Some(min) = ps.min_count
+            && (min < 1 || min > ps.count)
+        {
+            return Err(err(
+                &object,
+                format!("{field}.minCount"),
+                format!("must be between 1 and count ({})", ps.count),
+            ));
+        }
+        let pod = ps.template.spec.clone().unwrap_or_default();
+        let tfield = format!("{field}.template.spec");
+        pod_sets.push(engine::PodSet {
+            name: ps.name.clone(),
+            count: ps.count,
+            min_count: ps.min_count,
+            requests: pod_requests(&object, &tfield, &pod)?,
+            node_selector: pod.node_selector.clone().unwrap_or_default(),
+            required_affinity: node_selector_terms(&object, &tfield, &pod)?,
+            tolerations: pod
+                .tolerations
+                .iter()
+                .flatten()
+                .enumerate()
+                .map(|(t, tol)| toleration(&object, &format!("{tfield}.tolerations[{t}]"), tol))
+                .collect::<Result<_, _>>()?,
+        });
+    }
+    let creation_time = wl
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(time_of)
+        .unwrap_or(0);
+    let admission = wl
+        .status
+        .as_ref()
+        .and_then(|s| s.admission.as_ref())
+        .map(|a| admission(&object, a))
+        .transpose()?;
+    let out = engine::Workload {
+        uid: wl
+            .metadata
+            .uid
+            .clone()
+            .unwrap_or_else(|| format!("{namespace}/{name}")),
+        namespace,
+        name,
+        queue_name: wl.spec.queue_name.clone(),
+        priority: wl.spec.priority(),
+        creation_time,
+        active: wl.spec.is_active(),
+        pod_sets,
+    };
+    Ok((out, admission))
+}
+
+fn admission(object: &str, a: &api::Admission) -> Result<engine::Admission, IngestError> {
+    let pod_set_assignments = a
+        .pod_set_assignments
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let resource_usage = p
+                .resource_usage
+                .iter()
+                .map(|(r, q)| {
+                    resource_value(r, q).map(|v| (r.clone(), v)).map_err(|e| {
+                        err(
+                            object,
+                            format!("status.admission.podSetAssignments[{i}].resourceUsage[{r}]"),
+                            e,
+                        )
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            Ok(engine::PodSetAssignment {
+                name: p.name.clone(),
+                flavors: p.flavors.clone(),
+                resource_usage,
+                count: p.count.unwrap_or(0),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(engine::Admission {
+        cluster_queue: a.cluster_queue.clone(),
+        pod_set_assignments,
+    })
+}
+
+/// Engine admission -> Kueue's `status.admission`.
+pub fn api_admission(a: &engine::Admission) -> api::Admission {
+    api::Admission {
+        cluster_queue: a.cluster_queue.clone(),
+        pod_set_assignments: a
+            .pod_set_assignments
+            .iter()
+            .map(|p| api::PodSetAssignment {
+                name: p.name.clone(),
+                flavors: p.flavors.clone(),
+                resource_usage: p
+                    .resource_usage
+                    .iter()
+                    .map(|(r, v)| (r.clone(), format_resource_value(r, *v)))
+                    .collect(),
+                count: Some(p.count),
+                ..Default::default()
+            })
+            .collect(),
+    }
+}
+
+/// Flavor name -> GPUs of that flavor held by an admission (for reports).
+pub fn gpus_by_flavor(a: &engine::Admission, gpu_resource: &str) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    for p in &a.pod_set_assignments {
+        if let (Some(f), Some(v)) = (
+            p.flavors.get(gpu_resource),
+            p.resource_usage.get(gpu_resource),
+        ) {
+            *out.entry(f.clone()).or_default() += v;
+        }
+    }
+    out
+}

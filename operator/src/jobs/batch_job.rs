@@ -1,0 +1,456 @@
+//! The batch/v1 Job integration, as Kueue's: one pod set `main` whose count is min(parallelism, completions).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use sluice_sdk::kueue::labels;
+use sluice_sdk::kueue::v1beta2::{
+    DEFAULT_POD_SET_NAME, PodSet, PodSetTopologyRequest, Workload, WorkloadSpec,
+};
+
+use super::{JobError, JobIntegration, PodSetInfo, PriorityClasses, workload_name};
+
+/// Label Kubernetes sets on each pod of an Indexed Job with its completion index.
+const JOB_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+
+/// batch/v1 Job.
+pub struct BatchJob;
+
+fn error(job: &Job, field: &str, message: impl Into<String>) -> JobError {
+    JobError {
+        kind: BatchJob::KIND.to_string(),
+        namespace: job.metadata.namespace.clone().unwrap_or_default(),
+        name: job.metadata.name.clone().unwrap_or_default(),
+        field: field.to_string(),
+        message: message.into(),
+    }
+}
+
+fn annotation<'a>(job: &'a Job, key: &str) -> Option<&'a str> {
+    job.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+}
+
+fn label<'a>(job: &'a Job, key: &str) -> Option<&'a str> {
+    job.metadata
+        .labels
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+}
+
+impl BatchJob {
+    /// Pods the job runs at once: min(parallelism, completions); parallelism defaults to 1.
+    pub fn pods_count(job: &Job) -> i32 {
+        let spec = job.spec.as_ref();
+        let parallelism = spec.and_then(|s| s.parallelism).unwrap_or(1);
+        match spec.and_then(|s| s.completions) {
+            Some(c) if c < parallelism => c,
+            _ => parallelism,
+        }
+    }
+
+    /// The partial-admission minimum from `kueue.x-k8s.io/job-min-parallelism`.
+    pub fn min_count(job: &Job) -> Result<Option<i32>, JobError> {
+        let Some(v) = annotation(job, labels::JOB_MIN_PARALLELISM_ANNOTATION) else {
+            return Ok(None);
+        };
+        let field = format!(
+            "metadata.annotations[{}]",
+            labels::JOB_MIN_PARALLELISM_ANNOTATION
+        );
+        let n: i32 = v
+            .parse()
+            .map_err(|_| error(job, &field, format!("{v:?} is not an integer")))?;
+        let count = Self::pods_count(job);
+        if n <= 0 || n >= count {
+            return Err(error(
+                job,
+                &field,
+                format!("must be greater than 0 and less than the pod count {count}"),
+            ));
+        }
+        Ok(Some(n))
+    }
+
+    fn topology_request(job: &Job) -> Option<PodSetTopologyRequest> {
+        let ann = job
+            .spec
+            .as_ref()?
+            .template
+            .metadata
+            .as_ref()?
+            .annotations
+            .as_ref()?;
+        let required = ann
+            .get(labels::PODSET_REQUIRED_TOPOLOGY_ANNOTATION)
+            .cloned();
+        let preferred = ann
+            .get(labels::PODSET_PREFERRED_TOPOLOGY_ANNOTATION)
+            .cloned();
+        let unconstrained = ann
+            .get(labels::PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION)
+            .map(|v| v == "true");
+        if required.is_none() && preferred.is_none() && unconstrained.is_none() {
+            return None;
+        }
+        Some(PodSetTopologyRequest {
+            required,
+            preferred,
+            unconstrained,
+            pod_index_label: Some(JOB_COMPLETION_INDEX.to_string()),
+            ..Default::default()
+        })
+    }
+}
+
+impl JobIntegration for BatchJob {
+    type Job = Job;
+    const KIND: &'static str = "Job";
+    const GROUP: &'static str = "batch";
+    const API_VERSION: &'static str = "batch/v1";
+
+    fn queue_name(job: &Job) -> Option<String> {
+        label(job, labels::QUEUE_NAME_LABEL).map(str::to_string)
+    }
+
+    fn workload(job: &Job, priorities: &PriorityClasses) -> Result<Workload, JobError> {
+        let name = job
+            .metadata
+            .name
+            .clone()
+            .ok_or_else(|| error(job, "metadata.name", "required"))?;
+        let namespace = job
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_string());
+        let uid = job
+            .metadata
+            .uid
+            .clone()
+            .ok_or_else(|| error(job, "metadata.uid", "required"))?;
+        let queue = Self::queue_name(job).ok_or_else(|| {
+            error(
+                job,
+                &format!("metadata.labels[{}]", labels::QUEUE_NAME_LABEL),
+                "required",
+            )
+        })?;
+        let spec = job
+            .spec
+            .as_ref()
+            .ok_or_else(|| error(job, "spec", "required"))?;
+        let min_count = Self::min_count(job)?;
+        let pod_class = spec
+            .template
+            .spec
+            .as_ref()
+            .and_then(|s| s.priority_class_name.as_deref());
+        let priority = priorities
+            .resolve(label(job, labels::PRIORITY_CLASS_LABEL), pod_class)
+            .map_err(|m| error(job, "priority", m))?;
+        let max_exec = match label(job, labels::MAX_EXEC_TIME_SECONDS_LABEL) {
+            None => None,
+            Some(v) => Some(v.parse::<i32>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                error(
+                    job,
+                    &format!("metadata.labels[{}]", labels::MAX_EXEC_TIME_SECONDS_LABEL),
+                    format!("{v:?} is not a positive integer"),
+                )
+            })?),
+        };
+        let owner = OwnerReference {
+            api_version: Self::API_VERSION.to_string(),
+            kind: Self::KIND.to_string(),
+            name: name.clone(),
+            uid: uid.clone(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        };
+        let metadata = ObjectMeta {
+            name: Some(workload_name(Self::KIND, Self::GROUP, &name, &uid)),
+            namespace: Some(namespace),
+            labels: Some(BTreeMap::from([(
+                labels::JOB_UID_LABEL.to_string(),
+                uid.clone(),
+            )])),
+            owner_references: Some(vec![owner]),
+            finalizers: Some(vec![labels::RESOURCE_IN_USE_FINALIZER.to_string()]),
+            creation_timestamp: job.metadata.creation_timestamp.clone(),
+            ..Default::default()
+        };
+        let pod_set = PodSet {
+            name: DEFAULT_POD_SET_NAME.to_string(),
+            template: spec.template.clone(),
+            count: Self::pods_count(job),
+            min_count,
+            topology_request: Self::topology_request(job),
+        };
+        Ok(Workload {
+            metadata,
+            spec: WorkloadSpec {
+                pod_sets: vec![pod_set],
+                queue_name: queue,
+                priority_class_ref: priority.class_ref,
+                priority: Some(priority.value),
+                maximum_execution_time_seconds: max_exec,
+                ..Default::default()
+            },
+            status: None,
+        })
+    }
+
+    fn is_suspended(job: &Job) -> bool {
+        job.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false)
+    }
+
+    fn suspend(job: &mut Job) {
+        job.spec.get_or_insert_with(Default::default).suspend = Some(true);
+    }
+
+    fn run_with(job: &mut Job, infos: &[PodSetInfo]) -> Result<(), JobError> {
+        let [info] = infos else {
+            return Err(error(
+                job,
+                "status.admission.podSetAssignments",
+                format!("expected 1 pod set, got {}", infos.len()),
+            ));
+        };
+        // Whether partial admission applies depends on the annotation alone: after a partial admission the
+        // parallelism already equals the admitted count, which would no longer pass the submission-time check.
+        let partial = annotation(job, labels::JOB_MIN_PARALLELISM_ANNOTATION).is_some();
+        let sync_completions =
+            annotation(job, labels::JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION) == Some("true");
+        let mut template = job
+            .spec
+            .as_ref()
+            .map(|s| s.template.clone())
+            .unwrap_or_default();
+        info.merge_into(&mut template)
+            .map_err(|m| error(job, "spec.template", m))?;
+        let spec = job.spec.get_or_insert_with(Default::default);
+        spec.template = template;
+        spec.suspend = Some(false);
+        if partial {
+            spec.parallelism = Some(info.count);
+            if sync_completions {
+                spec.completions = Some(info.count);
+            }
+        }
+        Ok(())
+    }
+
+    fn restore(job: &mut Job, infos: &[PodSetInfo]) {
+        let Some(info) = infos.first() else { return };
+        let partial = annotation(job, labels::JOB_MIN_PARALLELISM_ANNOTATION).is_some();
+        let sync_completions =
+            annotation(job, labels::JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION) == Some("true");
+        let spec = job.spec.get_or_insert_with(Default::default);
+        if partial {
+            spec.parallelism = Some(info.count);
+            if sync_completions {
+                spec.completions = Some(info.count);
+            }
+        }
+        info.restore_into(&mut spec.template);
+    }
+
+    fn finished(job: &Job) -> Option<bool> {
+        let conditions = job.status.as_ref()?.conditions.as_ref()?;
+        conditions
+            .iter()
+            .find_map(|c| match (c.type_.as_str(), c.status.as_str()) {
+                ("Complete", "True") => Some(true),
+                ("Failed", "True") => Some(false),
+                _ => None,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_sdk::kueue::v1beta2::{Admission, PodSetAssignment, ResourceFlavor};
+
+    fn job(extra_annotations: &str) -> Job {
+        let yaml = format!(
+            r#"
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: train
+  namespace: team-a
+  uid: 11111111-2222-3333-4444-555555555555
+  labels:
+    kueue.x-k8s.io/queue-name: lq
+    kueue.x-k8s.io/priority-class: high
+  annotations: {{{extra_annotations}}}
+spec:
+  parallelism: 4
+  completions: 6
+  template:
+    metadata:
+      labels: {{app: train}}
+    spec:
+      nodeSelector: {{zone: a}}
+      containers:
+      - name: c
+        image: x
+        resources: {{requests: {{cpu: "2", nvidia.com/gpu: "1"}}}}
+"#
+        );
+        serde_yaml::from_str(&yaml).unwrap()
+    }
+
+    fn priorities() -> PriorityClasses {
+        let mut p = PriorityClasses::default();
+        let mut wpc = sluice_sdk::kueue::v1beta2::WorkloadPriorityClass::default();
+        wpc.metadata.name = Some("high".into());
+        wpc.spec.value = 500;
+        p.upsert_workload_class(&wpc);
+        p
+    }
+
+    #[test]
+    fn builds_the_workload_kueue_builds() {
+        let wl = BatchJob::workload(&job(""), &priorities()).unwrap();
+        assert!(
+            wl.metadata
+                .name
+                .as_deref()
+                .unwrap()
+                .starts_with("job-train-")
+        );
+        assert_eq!(wl.metadata.namespace.as_deref(), Some("team-a"));
+        let owner = &wl.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+            ("Job", "train", Some(true))
+        );
+        assert_eq!(wl.spec.queue_name, "lq");
+        assert_eq!(wl.spec.priority, Some(500));
+        assert_eq!(wl.spec.priority_class_ref.as_ref().unwrap().name, "high");
+        let ps = &wl.spec.pod_sets[0];
+        assert_eq!(
+            (ps.name.as_str(), ps.count, ps.min_count),
+            ("main", 4, None)
+        );
+    }
+
+    #[test]
+    fn min_parallelism_annotation_sets_min_count_and_is_validated() {
+        let wl = BatchJob::workload(
+            &job("kueue.x-k8s.io/job-min-parallelism: \"2\""),
+            &priorities(),
+        )
+        .unwrap();
+        assert_eq!(wl.spec.pod_sets[0].min_count, Some(2));
+        let err = BatchJob::workload(
+            &job("kueue.x-k8s.io/job-min-parallelism: \"4\""),
+            &priorities(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("job-min-parallelism"), "{err}");
+        let err = BatchJob::workload(&job("kueue.x-k8s.io/job-min-parallelism: x"), &priorities())
+            .unwrap_err();
+        assert!(err.to_string().contains("Job team-a/train"), "{err}");
+    }
+
+    #[test]
+    fn unknown_priority_class_is_an_error_naming_it() {
+        let err = BatchJob::workload(&job(""), &PriorityClasses::default()).unwrap_err();
+        assert!(err.to_string().contains("\"high\""), "{err}");
+    }
+
+    #[test]
+    fn run_with_injects_flavor_and_restore_undoes_it() {
+        let mut j = job("kueue.x-k8s.io/job-min-parallelism: \"2\"");
+        BatchJob::suspend(&mut j);
+        assert!(BatchJob::is_suspended(&j));
+        let mut flavor: ResourceFlavor = serde_yaml::from_str(
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: spot}\nspec:\n  nodeLabels: {capacity: spot}\n  tolerations: [{key: spot, operator: Exists, effect: NoSchedule}]\n",
+        )
+        .unwrap();
+        flavor.metadata.name = Some("spot".into());
+        let flavors = BTreeMap::from([("spot".to_string(), flavor)]);
+        let admission = Admission {
+            cluster_queue: "cq".into(),
+            pod_set_assignments: vec![PodSetAssignment {
+                name: "main".into(),
+                flavors: BTreeMap::from([
+                    ("cpu".into(), "spot".into()),
+                    ("nvidia.com/gpu".into(), "spot".into()),
+                ]),
+                count: Some(3),
+                ..Default::default()
+            }],
+        };
+        let infos = super::super::pod_set_infos(&admission, "lq", &flavors).unwrap();
+        let original = BatchJob::workload(&j, &priorities()).unwrap();
+        BatchJob::run_with(&mut j, &infos).unwrap();
+        let spec = j.spec.as_ref().unwrap();
+        assert_eq!(spec.suspend, Some(false));
+        assert_eq!(spec.parallelism, Some(3));
+        let pod = spec.template.spec.as_ref().unwrap();
+        let sel = pod.node_selector.as_ref().unwrap();
+        assert_eq!(
+            (sel["zone"].as_str(), sel["capacity"].as_str()),
+            ("a", "spot")
+        );
+        assert_eq!(pod.tolerations.as_ref().unwrap().len(), 1);
+        let lbl = spec
+            .template
+            .metadata
+            .as_ref()
+            .unwrap()
+            .labels
+            .as_ref()
+            .unwrap();
+        assert_eq!(lbl["kueue.x-k8s.io/podset"], "main");
+
+        BatchJob::suspend(&mut j);
+        let ps = &original.spec.pod_sets[0];
+        BatchJob::restore(
+            &mut j,
+            &[PodSetInfo::from_template(&ps.name, ps.count, &ps.template)],
+        );
+        let spec = j.spec.as_ref().unwrap();
+        assert_eq!((spec.suspend, spec.parallelism), (Some(true), Some(4)));
+        let pod = spec.template.spec.as_ref().unwrap();
+        assert_eq!(pod.node_selector.as_ref().unwrap().len(), 1);
+        assert!(pod.tolerations.is_none());
+
+        // Admitted again after the eviction: partial admission still applies.
+        BatchJob::run_with(&mut j, &infos).unwrap();
+        assert_eq!(j.spec.as_ref().unwrap().parallelism, Some(3));
+    }
+
+    #[test]
+    fn conflicting_node_selector_is_refused() {
+        let mut j = job("");
+        let info = PodSetInfo {
+            name: "main".into(),
+            count: 4,
+            node_selector: BTreeMap::from([("zone".to_string(), "b".to_string())]),
+            ..Default::default()
+        };
+        let err = BatchJob::run_with(&mut j, &[info]).unwrap_err();
+        assert!(err.to_string().contains("spec.nodeSelector[zone]"), "{err}");
+    }
+
+    #[test]
+    fn finished_reads_conditions() {
+        let mut j = job("");
+        assert_eq!(BatchJob::finished(&j), None);
+        j.status = serde_json::from_value(
+            serde_json::json!({"conditions": [{"type": "Complete", "status": "True"}]}),
+        )
+        .unwrap();
+        assert_eq!(BatchJob::finished(&j), Some(true));
+    }
+}

@@ -1,0 +1,133 @@
+//! What admission injects into a pod set: node selectors and tolerations of its flavors, Kueue's labels and the
+//! admitted count.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{PodTemplateSpec, Toleration};
+use sluice_sdk::kueue::labels;
+use sluice_sdk::kueue::v1beta2::{Admission, ResourceFlavor};
+
+/// The changes admission makes to one pod set's template.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PodSetInfo {
+    /// Pod set name.
+    pub name: String,
+    /// Pods admitted (less than the pod set's count under partial admission).
+    pub count: i32,
+    /// Labels to add to the pods.
+    pub labels: BTreeMap<String, String>,
+    /// Node selector entries to add.
+    pub node_selector: BTreeMap<String, String>,
+    /// Tolerations to add.
+    pub tolerations: Vec<Toleration>,
+}
+
+impl PodSetInfo {
+    /// The info that restores a template to what the Workload recorded before admission.
+    pub fn from_template(name: &str, count: i32, template: &PodTemplateSpec) -> Self {
+        PodSetInfo {
+            name: name.to_string(),
+            count,
+            labels: template
+                .metadata
+                .as_ref()
+                .and_then(|m| m.labels.clone())
+                .unwrap_or_default(),
+            node_selector: template
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_selector.clone())
+                .unwrap_or_default(),
+            tolerations: template
+                .spec
+                .as_ref()
+                .and_then(|s| s.tolerations.clone())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Adds this info to a pod template. A node selector or label already set to another value is an error
+    /// (message names the key), as Kueue refuses to silently override it.
+    pub fn merge_into(&self, template: &mut PodTemplateSpec) -> Result<(), String> {
+        let meta = template.metadata.get_or_insert_with(Default::default);
+        let tpl_labels = meta.labels.get_or_insert_with(Default::default);
+        merge_map(tpl_labels, &self.labels, "metadata.labels")?;
+        let spec = template.spec.get_or_insert_with(Default::default);
+        let selector = spec.node_selector.get_or_insert_with(Default::default);
+        merge_map(selector, &self.node_selector, "spec.nodeSelector")?;
+        let tolerations = spec.tolerations.get_or_insert_with(Default::default);
+        for t in &self.tolerations {
+            if !tolerations.contains(t) {
+                tolerations.push(t.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets the template's labels, node selector and tolerations back to this info's.
+    pub fn restore_into(&self, template: &mut PodTemplateSpec) {
+        let meta = template.metadata.get_or_insert_with(Default::default);
+        meta.labels = (!self.labels.is_empty()).then(|| self.labels.clone());
+        let spec = template.spec.get_or_insert_with(Default::default);
+        spec.node_selector = (!self.node_selector.is_empty()).then(|| self.node_selector.clone());
+        spec.tolerations = (!self.tolerations.is_empty()).then(|| self.tolerations.clone());
+    }
+}
+
+fn merge_map(
+    into: &mut BTreeMap<String, String>,
+    add: &BTreeMap<String, String>,
+    field: &str,
+) -> Result<(), String> {
+    for (k, v) in add {
+        match into.get(k) {
+            Some(old) if old != v => {
+                return Err(format!(
+                    "{field}[{k}]: already {old:?}, admission needs {v:?}"
+                ));
+            }
+            _ => {
+                into.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Builds the per-pod-set infos of an admission: the union of the node labels of every flavor assigned to the pod
+/// set (two flavors disagreeing on a label is an error), their tolerations, the `kueue.x-k8s.io/podset` label and
+/// the ClusterQueue/LocalQueue labels Kueue adds to pods.
+pub fn pod_set_infos(
+    admission: &Admission,
+    local_queue: &str,
+    flavors: &BTreeMap<String, ResourceFlavor>,
+) -> Result<Vec<PodSetInfo>, String> {
+    admission
+        .pod_set_assignments
+        .iter()
+        .enumerate()
+        .map(|(i, psa)| {
+            let mut info = PodSetInfo { name: psa.name.clone(), count: psa.count.unwrap_or(0), ..Default::default() };
+            info.labels.insert(labels::PODSET_LABEL.to_string(), psa.name.clone());
+            info.labels.insert(labels::CLUSTER_QUEUE_NAME_LABEL.to_string(), admission.cluster_queue.clone());
+            info.labels.insert(labels::LOCAL_QUEUE_NAME_LABEL.to_string(), local_queue.to_string());
+            let mut seen = std::collections::BTreeSet::new();
+            for flavor_name in psa.flavors.values() {
+                if !seen.insert(flavor_name) {
+                    continue;
+                }
+                let flavor = flavors.get(flavor_name).ok_or_else(|| {
+                    format!("status.admission.podSetAssignments[{i}].flavors: ResourceFlavor {flavor_name:?} not found")
+                })?;
+                merge_map(&mut info.node_selector, &flavor.spec.node_labels, "nodeLabels")
+                    .map_err(|e| format!("status.admission.podSetAssignments[{i}]: flavors disagree: {e}"))?;
+                for t in &flavor.spec.tolerations {
+                    if !info.tolerations.contains(t) {
+                        info.tolerations.push(t.clone());
+                    }
+                }
+            }
+            Ok(info)
+        })
+        .collect()
+}

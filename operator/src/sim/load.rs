@@ -1,0 +1,281 @@
+//! Turning manifest documents into the typed objects of a simulated cluster, with every reference checked.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use serde::de::DeserializeOwned;
+use sluice_sdk::kueue::decode::{KueueObject, decode};
+use sluice_sdk::kueue::v1beta2 as api;
+
+use crate::manifest::{Document, Origin};
+
+/// A document the simulator cannot use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{origin}: {object}: {message}")]
+pub struct LoadError {
+    /// Where the document came from.
+    pub origin: String,
+    /// "Kind name" of the object.
+    pub object: String,
+    /// What is wrong, naming the field.
+    pub message: String,
+}
+
+impl LoadError {
+    fn new(origin: &Origin, object: impl Into<String>, message: impl Into<String>) -> Self {
+        LoadError {
+            origin: origin.to_string(),
+            object: object.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// An object and the document it came from.
+#[derive(Clone, Debug)]
+pub struct Loaded<T> {
+    /// Where it came from.
+    pub origin: Origin,
+    /// The object.
+    pub object: T,
+}
+
+/// Namespace/name of a namespaced object.
+pub type NsName = (String, String);
+
+/// Every object of a simulated cluster, by kind.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterObjects {
+    /// ResourceFlavors by name.
+    pub flavors: BTreeMap<String, Loaded<api::ResourceFlavor>>,
+    /// ClusterQueues by name.
+    pub cluster_queues: BTreeMap<String, Loaded<api::ClusterQueue>>,
+    /// Cohorts by name.
+    pub cohorts: BTreeMap<String, Loaded<api::Cohort>>,
+    /// LocalQueues by namespace/name.
+    pub local_queues: BTreeMap<NsName, Loaded<api::LocalQueue>>,
+    /// Workloads by namespace/name, in document order of arrival.
+    pub workloads: BTreeMap<NsName, Loaded<api::Workload>>,
+    /// WorkloadPriorityClasses by name.
+    pub workload_priority_classes: BTreeMap<String, Loaded<api::WorkloadPriorityClass>>,
+    /// Topologies by name.
+    pub topologies: BTreeMap<String, Loaded<api::Topology>>,
+    /// AdmissionChecks by name.
+    pub admission_checks: BTreeMap<String, Loaded<api::AdmissionCheck>>,
+    /// Namespaces by name.
+    pub namespaces: BTreeMap<String, Loaded<Namespace>>,
+    /// Nodes by name.
+    pub nodes: BTreeMap<String, Loaded<Node>>,
+    /// PriorityClasses by name.
+    pub priority_classes: BTreeMap<String, Loaded<PriorityClass>>,
+    /// batch/v1 Jobs by namespace/name.
+    pub jobs: BTreeMap<NsName, Loaded<Job>>,
+    /// Document order of Workloads and Jobs ("Workload"/"Job", namespace, name), for FIFO tie-breaks.
+    pub submission_order: Vec<(&'static str, String, String)>,
+}
+
+fn typed<T: DeserializeOwned>(doc: &Document) -> Result<T, LoadError> {
+    serde_path_to_error::deserialize(doc.value.clone()).map_err(|e| {
+        let path = e.path().to_string();
+        LoadError::new(
+            &doc.origin,
+            doc.describe(),
+            format!("field `{path}`: {}", e.into_inner()),
+        )
+    })
+}
+
+fn insert<K: Ord + std::fmt::Debug, T>(
+    map: &mut BTreeMap<K, Loaded<T>>,
+    key: K,
+    origin: &Origin,
+    what: String,
+    object: T,
+) -> Result<(), LoadError> {
+    if let Some(prev) = map.get(&key) {
+        return Err(LoadError::new(
+            origin,
+            what,
+            format!("defined twice (first in {})", prev.origin),
+        ));
+    }
+    map.insert(
+        key,
+        Loaded {
+            origin: origin.clone(),
+            object,
+        },
+    );
+    Ok(())
+}
+
+fn required_name(doc: &Document) -> Result<String, LoadError> {
+    doc.name()
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| {
+            LoadError::new(
+                &doc.origin,
+                doc.describe(),
+                "field `metadata.name` is required",
+            )
+        })
+}
+
+impl ClusterObjects {
+    /// Sorts documents into kinds. Unknown kinds, bad fields and duplicates are errors naming the document.
+    pub fn from_documents(docs: &[Document]) -> Result<Self, LoadError> {
+        let mut out = ClusterObjects::default();
+        for doc in docs {
+            out.add(doc)?;
+        }
+        out.check_references()?;
+        Ok(out)
+    }
+
+    fn add(&mut self, doc: &Document) -> Result<(), LoadError> {
+        let name = required_name(doc)?;
+        let what = doc.describe();
+        let ns = || doc.namespace().unwrap_or("default").to_string();
+        let api_version = doc.api_version().unwrap_or_default();
+        if api_version.starts_with("kueue.x-k8s.io/") {
+            let obj = decode(doc.value.clone())
+                .map_err(|e| LoadError::new(&doc.origin, &what, e.to_string()))?;
+            let o = &doc.origin;
+            return match obj {
+                KueueObject::ResourceFlavor(x) => insert(&mut self.flavors, name, o, what, x),
+                KueueObject::ClusterQueue(x) => insert(&mut self.cluster_queues, name, o, what, x),
+                KueueObject::Cohort(x) => insert(&mut self.cohorts, name, o, what, x),
+                KueueObject::LocalQueue(mut x) => {
+                    x.metadata.namespace = Some(ns());
+                    insert(&mut self.local_queues, (ns(), name), o, what, x)
+                }
+                KueueObject::Workload(mut x) => {
+                    x.metadata.namespace = Some(ns());
+                    self.submission_order.push(("Workload", ns(), name.clone()));
+                    insert(&mut self.workloads, (ns(), name), o, what, x)
+                }
+                KueueObject::WorkloadPriorityClass(x) => {
+                    insert(&mut self.workload_priority_classes, name, o, what, x)
+                }
+                KueueObject::Topology(x) => insert(&mut self.topologies, name, o, what, x),
+                KueueObject::AdmissionCheck(x) => {
+                    insert(&mut self.admission_checks, name, o, what, x)
+                }
+            };
+        }
+        let o = &doc.origin;
+        match (api_version, doc.kind().unwrap_or_default()) {
+            ("v1", "Namespace") => insert(&mut self.namespaces, name, o, what, typed(doc)?),
+            ("v1", "Node") => insert(&mut self.nodes, name, o, what, typed(doc)?),
+            ("scheduling.k8s.io/v1", "PriorityClass") => {
+                insert(&mut self.priority_classes, name, o, what, typed(doc)?)
+            }
+            ("batch/v1", "Job") => {
+                let mut job: Job = typed(doc)?;
+                job.metadata.namespace = Some(ns());
+                self.submission_order.push(("Job", ns(), name.clone()));
+                insert(&mut self.jobs, (ns(), name), o, what, job)
+            }
+            (v, k) => Err(LoadError::new(
+                o,
+                what,
+                format!(
+                    "unsupported kind {k:?} in {v:?}: the simulator reads Kueue's kinds (kueue.x-k8s.io/v1beta2 or \
+                     v1beta1), v1 Namespace and Node, scheduling.k8s.io/v1 PriorityClass and batch/v1 Job"
+                ),
+            )),
+        }
+    }
+
+    /// Every reference must resolve: LocalQueue -> ClusterQueue, ClusterQueue -> ResourceFlavors, Workload/Job ->
+    /// LocalQueue, priority class labels -> classes. (Cohorts may be implicit, as in Kueue.)
+    fn check_references(&self) -> Result<(), LoadError> {
+        use sluice_sdk::kueue::labels::{PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL};
+        for ((ns, name), lq) in &self.local_queues {
+            let cq = &lq.object.spec.cluster_queue;
+            if !self.cluster_queues.contains_key(cq) {
+                return Err(LoadError::new(
+                    &lq.origin,
+                    format!("LocalQueue {ns}/{name}"),
+                    format!("field `spec.clusterQueue`: ClusterQueue {cq:?} is not defined"),
+                ));
+            }
+        }
+        for (name, cq) in &self.cluster_queues {
+            for (g, rg) in cq.object.spec.resource_groups.iter().enumerate() {
+                for (f, fq) in rg.flavors.iter().enumerate() {
+                    if !self.flavors.contains_key(&fq.name) {
+                        return Err(LoadError::new(
+                            &cq.origin,
+                            format!("ClusterQueue {name}"),
+                            format!(
+                                "field `spec.resourceGroups[{g}].flavors[{f}].name`: ResourceFlavor {:?} is not defined",
+                                fq.name
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        let check_queue = |origin: &Origin, what: String, ns: &str, queue: &str, field: &str| {
+            if self
+                .local_queues
+                .contains_key(&(ns.to_string(), queue.to_string()))
+            {
+                Ok(())
+            } else {
+                Err(LoadError::new(
+                    origin,
+                    what,
+                    format!(
+                        "field `{field}`: LocalQueue {queue:?} is not defined in namespace {ns:?}"
+                    ),
+                ))
+            }
+        };
+        for ((ns, name), wl) in &self.workloads {
+            check_queue(
+                &wl.origin,
+                format!("Workload {ns}/{name}"),
+                ns,
+                &wl.object.spec.queue_name,
+                "spec.queueName",
+            )?;
+        }
+        for ((ns, name), job) in &self.jobs {
+            let what = format!("Job {ns}/{name}");
+            let labels = job.object.metadata.labels.clone().unwrap_or_default();
+            let Some(queue) = labels.get(QUEUE_NAME_LABEL) else {
+                return Err(LoadError::new(
+                    &job.origin,
+                    what,
+                    format!(
+                        "label `{QUEUE_NAME_LABEL}` is required (Sluice queues only labelled Jobs)"
+                    ),
+                ));
+            };
+            check_queue(
+                &job.origin,
+                what.clone(),
+                ns,
+                queue,
+                &format!("metadata.labels[{QUEUE_NAME_LABEL}]"),
+            )?;
+            if let Some(class) = labels.get(PRIORITY_CLASS_LABEL)
+                && !self.workload_priority_classes.contains_key(class)
+            {
+                return Err(LoadError::new(
+                    &job.origin,
+                    what,
+                    format!(
+                        "label `{PRIORITY_CLASS_LABEL}`: WorkloadPriorityClass {class:?} is not defined"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}

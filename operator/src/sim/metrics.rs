@@ -1,0 +1,467 @@
+//! What a discrete-event simulation measured: waits per queue, GPU utilisation over time, fairness.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use crate::engine::{Time, WorkloadKey};
+
+/// The resource counted as GPUs.
+pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+
+/// How a run of a workload ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RunEnd {
+    /// Ran to completion.
+    Finished,
+    /// Evicted with this reason (e.g. Preempted).
+    Evicted(String),
+    /// Still running when the simulation ended.
+    Running,
+}
+
+#[derive(Clone, Debug)]
+struct Run {
+    cluster_queue: String,
+    gpus: BTreeMap<String, i64>,
+    start: Time,
+    end: Option<(Time, RunEnd)>,
+}
+
+#[derive(Clone, Debug)]
+struct Tracked {
+    cluster_queue: String,
+    arrival: Time,
+    first_admission: Option<Time>,
+}
+
+/// Records arrivals, admissions and run ends as the simulation goes.
+#[derive(Debug, Default)]
+pub struct Recorder {
+    workloads: HashMap<WorkloadKey, Tracked>,
+    runs: Vec<Run>,
+    open: HashMap<WorkloadKey, usize>,
+    evictions: Vec<EvictionRecord>,
+}
+
+/// One eviction on the timeline.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvictionRecord {
+    /// Seconds from the start.
+    pub at_seconds: f64,
+    /// "namespace/name".
+    pub workload: String,
+    /// Its ClusterQueue.
+    pub cluster_queue: String,
+    /// Kueue's eviction reason, with the preemption reason when there is one.
+    pub reason: String,
+    /// GPU-hours of work lost (run time so far times GPUs held).
+    pub lost_gpu_hours: f64,
+}
+
+impl Recorder {
+    /// A workload entered its queue.
+    pub fn arrive(&mut self, key: &WorkloadKey, cluster_queue: &str, at: Time) {
+        self.workloads
+            .entry(key.clone())
+            .or_insert_with(|| Tracked {
+                cluster_queue: cluster_queue.to_string(),
+                arrival: at,
+                first_admission: None,
+            });
+    }
+
+    /// A workload was admitted holding `gpus` per flavor.
+    pub fn admit(
+        &mut self,
+        key: &WorkloadKey,
+        cluster_queue: &str,
+        gpus: BTreeMap<String, i64>,
+        at: Time,
+    ) {
+        if let Some(t) = self.workloads.get_mut(key) {
+            t.first_admission.get_or_insert(at);
+        }
+        if self.open.insert(key.clone(), self.runs.len()).is_some() {
+            tracing::warn!(workload = %key, "admitted while its previous run had not ended");
+        }
+        self.runs.push(Run {
+            cluster_queue: cluster_queue.to_string(),
+            gpus,
+            start: at,
+            end: None,
+        });
+    }
+
+    /// The workload's current run ended (finished or evicted).
+    pub fn end(&mut self, key: &WorkloadKey, at: Time, how: RunEnd) {
+        let Some(i) = self.open.remove(key) else {
+            return;
+        };
+        let run = &mut self.runs[i];
+        if let RunEnd::Evicted(reason) = &how {
+            let held: i64 = run.gpus.values().sum();
+            self.evictions.push(EvictionRecord {
+                at_seconds: at as f64 / 1000.0,
+                workload: key.to_string(),
+                cluster_queue: run.cluster_queue.clone(),
+                reason: reason.clone(),
+                lost_gpu_hours: held as f64 * (at - run.start) as f64 / 3_600_000.0,
+            });
+        }
+        run.end = Some((at, how));
+    }
+
+    /// Builds the report at time `end`. `capacity` is GPUs per flavor; `entitlement` is each ClusterQueue's
+    /// nominal GPUs (its fair share is its part of their sum).
+    pub fn report(
+        &self,
+        start: Time,
+        end: Time,
+        capacity: &BTreeMap<String, i64>,
+        entitlement: &BTreeMap<String, i64>,
+        samples: usize,
+    ) -> SimulationReport {
+        let span = (end - start).max(1);
+        let runs: Vec<(&Run, Time)> = self
+            .runs
+            .iter()
+            .map(|r| (r, r.end.as_ref().map_or(end, |e| e.0)))
+            .collect();
+
+        let mut gpu_ms: BTreeMap<&str, f64> = BTreeMap::new();
+        for (r, stop) in &runs {
+            let held: i64 = r.gpus.values().sum();
+            *gpu_ms.entry(r.cluster_queue.as_str()).or_default() +=
+                (held * (stop - r.start)) as f64;
+        }
+
+        let mut queues: BTreeMap<String, QueueReport> = BTreeMap::new();
+        let total_entitlement: i64 = entitlement.values().sum();
+        for cq in entitlement.keys() {
+            queues.insert(cq.clone(), QueueReport::empty(cq));
+        }
+        let mut waits: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for t in self.workloads.values() {
+            let q = queues
+                .entry(t.cluster_queue.clone())
+                .or_insert_with(|| QueueReport::empty(&t.cluster_queue));
+            q.workloads += 1;
+            match t.first_admission {
+                Some(a) => {
+                    q.admitted += 1;
+                    waits
+                        .entry(t.cluster_queue.clone())
+                        .or_default()
+                        .push((a - t.arrival) as f64 / 1000.0);
+                }
+                None => q.pending_at_end += 1,
+            }
+        }
+        for e in &self.evictions {
+            if let Some(q) = queues.get_mut(&e.cluster_queue) {
+                q.evictions += 1;
+            }
+        }
+        let total_gpu_ms: f64 = gpu_ms.values().sum();
+        for (cq, q) in queues.iter_mut() {
+            let mut w = waits.remove(cq).unwrap_or_default();
+            w.sort_by(f64::total_cmp);
+            q.wait_seconds = WaitSummary::of(&w);
+            let used = gpu_ms.get(cq.as_str()).copied().unwrap_or(0.0);
+            q.gpu_hours = used / 3_600_000.0;
+            q.usage_share = if total_gpu_ms > 0.0 {
+                used / total_gpu_ms
+            } else {
+                0.0
+            };
+            q.entitlement_share = match (entitlement.get(cq), total_entitlement) {
+                (Some(&e), t) if t > 0 => e as f64 / t as f64,
+                _ => 0.0,
+            };
+        }
+
+        let flavors = capacity
+            .iter()
+            .map(|(flavor, &gpus)| {
+                let used_ms: f64 = runs
+                    .iter()
+                    .map(|(r, stop)| {
+                        (r.gpus.get(flavor).copied().unwrap_or(0) * (stop - r.start)) as f64
+                    })
+                    .sum();
+                let series = (0..=samples)
+                    .map(|i| {
+                        let t = start + span * i as i64 / samples.max(1) as i64;
+                        let used: i64 = runs
+                            .iter()
+                            .filter(|(r, stop)| r.start <= t && t < *stop)
+                            .map(|(r, _)| r.gpus.get(flavor).copied().unwrap_or(0))
+                            .sum();
+                        UtilisationSample {
+                            at_seconds: (t - start) as f64 / 1000.0,
+                            gpus_in_use: used,
+                        }
+                    })
+                    .collect();
+                FlavorUtilisation {
+                    flavor: flavor.clone(),
+                    gpus,
+                    mean_utilisation: if gpus > 0 {
+                        used_ms / (gpus as f64 * span as f64)
+                    } else {
+                        0.0
+                    },
+                    series,
+                }
+            })
+            .collect();
+
+        let queues: Vec<QueueReport> = queues.into_values().collect();
+        let normalised: Vec<f64> = queues
+            .iter()
+            .filter(|q| q.entitlement_share > 0.0)
+            .map(|q| q.usage_share / q.entitlement_share)
+            .collect();
+        SimulationReport {
+            duration_seconds: span as f64 / 1000.0,
+            workloads: self.workloads.len(),
+            admitted: self
+                .workloads
+                .values()
+                .filter(|t| t.first_admission.is_some())
+                .count(),
+            finished: self
+                .runs
+                .iter()
+                .filter(|r| matches!(r.end, Some((_, RunEnd::Finished))))
+                .count(),
+            fairness: Fairness {
+                jain_index_gpu_hours: jain(&queues.iter().map(|q| q.gpu_hours).collect::<Vec<_>>()),
+                jain_index_vs_entitlement: jain(&normalised),
+            },
+            queues,
+            flavors,
+            evictions: self
+                .evictions
+                .iter()
+                .map(|e| EvictionRecord {
+                    at_seconds: e.at_seconds - start as f64 / 1000.0,
+                    ..e.clone()
+                })
+                .collect(),
+            unfinished: Vec::new(),
+        }
+    }
+}
+
+/// Jain's fairness index: 1 when all values are equal, 1/n when one takes everything.
+pub fn jain(values: &[f64]) -> f64 {
+    let sum: f64 = values.iter().sum();
+    let sq: f64 = values.iter().map(|v| v * v).sum();
+    if values.is_empty() || sq == 0.0 {
+        1.0
+    } else {
+        sum * sum / (values.len() as f64 * sq)
+    }
+}
+
+/// The outcome of a discrete-event simulation.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SimulationReport {
+    /// Virtual seconds simulated.
+    pub duration_seconds: f64,
+    /// Workloads that arrived.
+    pub workloads: usize,
+    /// Workloads admitted at least once.
+    pub admitted: usize,
+    /// Runs that finished.
+    pub finished: usize,
+    /// Fairness across ClusterQueues.
+    pub fairness: Fairness,
+    /// Per ClusterQueue.
+    pub queues: Vec<QueueReport>,
+    /// GPU utilisation per flavor.
+    pub flavors: Vec<FlavorUtilisation>,
+    /// Every eviction, in time order.
+    pub evictions: Vec<EvictionRecord>,
+    /// Workloads still running or waiting when the simulation ended.
+    pub unfinished: Vec<Unfinished>,
+}
+
+/// A workload that had not finished when the simulation ended.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Unfinished {
+    /// "namespace/name".
+    pub workload: String,
+    /// Admitted or Pending (with the reason).
+    pub state: String,
+    /// Why it waits, when pending.
+    pub message: String,
+}
+
+/// Fairness indices.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Fairness {
+    /// Jain's index of GPU-hours per ClusterQueue.
+    pub jain_index_gpu_hours: f64,
+    /// Jain's index of (share of GPU-hours / share of nominal GPUs) per ClusterQueue with an entitlement.
+    pub jain_index_vs_entitlement: f64,
+}
+
+/// One ClusterQueue's figures.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueReport {
+    /// Its name.
+    pub cluster_queue: String,
+    /// Workloads that arrived.
+    pub workloads: usize,
+    /// Workloads admitted at least once.
+    pub admitted: usize,
+    /// Workloads never admitted.
+    pub pending_at_end: usize,
+    /// Evictions of its workloads.
+    pub evictions: usize,
+    /// Time from arrival to first admission.
+    pub wait_seconds: WaitSummary,
+    /// GPU-hours its workloads held.
+    pub gpu_hours: f64,
+    /// Its part of all GPU-hours.
+    pub usage_share: f64,
+    /// Its part of all nominal GPUs.
+    pub entitlement_share: f64,
+}
+
+impl QueueReport {
+    fn empty(cq: &str) -> Self {
+        QueueReport {
+            cluster_queue: cq.to_string(),
+            workloads: 0,
+            admitted: 0,
+            pending_at_end: 0,
+            evictions: 0,
+            wait_seconds: WaitSummary::of(&[]),
+            gpu_hours: 0.0,
+            usage_share: 0.0,
+            entitlement_share: 0.0,
+        }
+    }
+}
+
+/// Distribution of waits, in seconds.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitSummary {
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Maximum.
+    pub max: f64,
+}
+
+impl WaitSummary {
+    /// Summarises sorted values (nearest-rank percentiles).
+    pub fn of(sorted: &[f64]) -> Self {
+        let pct = |p: f64| {
+            if sorted.is_empty() {
+                0.0
+            } else {
+                let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+                sorted[rank - 1]
+            }
+        };
+        WaitSummary {
+            mean: if sorted.is_empty() {
+                0.0
+            } else {
+                sorted.iter().sum::<f64>() / sorted.len() as f64
+            },
+            p50: pct(0.5),
+            p90: pct(0.9),
+            p99: pct(0.99),
+            max: sorted.last().copied().unwrap_or(0.0),
+        }
+    }
+}
+
+/// GPU use of one flavor.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FlavorUtilisation {
+    /// The flavor.
+    pub flavor: String,
+    /// GPUs it has.
+    pub gpus: i64,
+    /// Mean fraction of them in use over the simulation.
+    pub mean_utilisation: f64,
+    /// GPUs in use at evenly spaced times.
+    pub series: Vec<UtilisationSample>,
+}
+
+/// GPUs in use at one time.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UtilisationSample {
+    /// Seconds from the start.
+    pub at_seconds: f64,
+    /// GPUs held by admitted workloads.
+    pub gpus_in_use: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: &str) -> WorkloadKey {
+        WorkloadKey {
+            namespace: "ns".into(),
+            name: n.into(),
+        }
+    }
+
+    #[test]
+    fn jain_bounds() {
+        assert!((jain(&[1.0, 1.0, 1.0]) - 1.0).abs() < 1e-12);
+        assert!((jain(&[3.0, 0.0, 0.0]) - 1.0 / 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn waits_utilisation_and_evictions() {
+        let mut r = Recorder::default();
+        let gpus = |n| BTreeMap::from([("h100".to_string(), n)]);
+        r.arrive(&key("a"), "team-a", 0);
+        r.arrive(&key("b"), "team-b", 0);
+        r.admit(&key("a"), "team-a", gpus(4), 0);
+        r.admit(&key("b"), "team-b", gpus(4), 3_600_000);
+        r.end(&key("a"), 1_800_000, RunEnd::Evicted("Preempted".into()));
+        r.end(&key("b"), 7_200_000, RunEnd::Finished);
+        let cap = BTreeMap::from([("h100".to_string(), 8)]);
+        let ent = BTreeMap::from([("team-a".to_string(), 4), ("team-b".to_string(), 4)]);
+        let rep = r.report(0, 7_200_000, &cap, &ent, 4);
+        assert_eq!(rep.admitted, 2);
+        assert_eq!(rep.finished, 1);
+        let b = rep
+            .queues
+            .iter()
+            .find(|q| q.cluster_queue == "team-b")
+            .unwrap();
+        assert_eq!(b.wait_seconds.max, 3600.0);
+        assert!((b.gpu_hours - 4.0).abs() < 1e-9);
+        // 4 GPUs for 0.5 h + 4 GPUs for 1 h over 2 h of 8 GPUs.
+        assert!((rep.flavors[0].mean_utilisation - 6.0 / 16.0).abs() < 1e-9);
+        assert_eq!(rep.evictions.len(), 1);
+        assert!((rep.evictions[0].lost_gpu_hours - 2.0).abs() < 1e-9);
+        assert!(rep.fairness.jain_index_gpu_hours < 1.0);
+    }
+}

@@ -1,0 +1,747 @@
+//! The simulator: a cluster described by manifests, fed to the engine, run to a fixed point or through virtual
+//! time. It is a thin shell around the engine, as the controllers are: it turns objects into events and carries
+//! out the engine's decisions on Workloads and Jobs.
+
+mod load;
+mod metrics;
+mod output;
+mod timing;
+
+pub use load::{ClusterObjects, LoadError, Loaded, NsName};
+pub use metrics::{GPU_RESOURCE, Recorder, RunEnd, SimulationReport, jain};
+pub use output::{OutputFormat, render_final_state, render_report};
+pub use timing::{
+    ARRIVAL_TIME_ANNOTATION, DurationError, RUN_TIME_ANNOTATION, format_duration, parse_duration,
+};
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use k8s_openapi::api::batch::v1::Job;
+use sluice_sdk::kueue::v1beta2 as api;
+
+use crate::engine::{self, Decision, Engine, EngineConfig, Event, Time, WorkloadKey};
+use crate::ingest::{self, IngestError};
+use crate::jobs::{BatchJob, JobError, JobIntegration, PodSetInfo, PriorityClasses, pod_set_infos};
+use crate::manifest::Document;
+use crate::status;
+
+/// The simulation clock's zero: 2026-01-01T00:00:00Z, so that written timestamps look like real ones.
+pub const SIM_EPOCH: Time = 1_767_225_600_000;
+
+/// Anything that stops a simulation from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// A document could not be used.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// An object the engine refused.
+    #[error("{origin}: {source}")]
+    Ingest {
+        /// Where the object came from.
+        origin: String,
+        /// Why.
+        source: IngestError,
+    },
+    /// A Job that cannot become a Workload.
+    #[error("{origin}: {source}")]
+    Job {
+        /// Where the Job came from.
+        origin: String,
+        /// Why.
+        source: Box<JobError>,
+    },
+    /// The engine refused an object.
+    #[error("{origin}: {message}")]
+    Engine {
+        /// Where the object came from.
+        origin: String,
+        /// The engine's message.
+        message: String,
+    },
+    /// A timing annotation could not be read.
+    #[error("{origin}: {object}: annotation `{annotation}`: {source}")]
+    Timing {
+        /// Where.
+        origin: String,
+        /// Which object.
+        object: String,
+        /// Which annotation.
+        annotation: &'static str,
+        /// Why.
+        source: DurationError,
+    },
+}
+
+/// One workload in the simulation, with the Job that owns it (if any).
+#[derive(Clone, Debug)]
+pub struct SimWorkload {
+    /// The Workload as Kueue would store it, status included.
+    pub workload: api::Workload,
+    /// The owning Job's namespace/name.
+    pub job: Option<NsName>,
+    /// When it arrives (virtual ms since the epoch).
+    pub arrival: Time,
+    /// How long it runs once admitted; None = until the end.
+    pub run_time: Option<Time>,
+    /// Pod set infos to restore the Job with after an eviction.
+    original: Vec<PodSetInfo>,
+    /// Incremented on each admission, so stale completions are ignored after an eviction.
+    run: u64,
+    started: bool,
+    finished: bool,
+}
+
+/// A simulated cluster.
+pub struct Simulation {
+    /// The objects read from the manifests.
+    pub objects: ClusterObjects,
+    /// Workloads by key.
+    pub workloads: BTreeMap<WorkloadKey, SimWorkload>,
+    /// Jobs by namespace/name, updated as they are admitted and evicted.
+    pub jobs: BTreeMap<NsName, Job>,
+    /// The engine.
+    pub engine: Engine,
+    timed: bool,
+    cycles: u64,
+}
+
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum SimEvent {
+    // Completions sort before arrivals at the same instant, so freed quota is seen by new arrivals.
+    Complete(WorkloadKey, u64),
+    Arrive(WorkloadKey),
+}
+
+fn annotation<'a>(
+    meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    key: &str,
+) -> Option<&'a str> {
+    meta.annotations.as_ref()?.get(key).map(String::as_str)
+}
+
+fn key_of(wl: &api::Workload) -> WorkloadKey {
+    WorkloadKey {
+        namespace: wl.metadata.namespace.clone().unwrap_or_default(),
+        name: wl.metadata.name.clone().unwrap_or_default(),
+    }
+}
+
+/// A stable, UUID-shaped uid for objects given without one.
+fn synthetic_uid(kind: &str, ns: &str, name: &str) -> String {
+    use sha1::{Digest, Sha1};
+    let h: String = Sha1::digest(format!("{kind}/{ns}/{name}").as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+impl Simulation {
+    /// Builds a simulation from manifest documents.
+    pub fn from_documents(docs: &[Document], config: EngineConfig) -> Result<Self, SimError> {
+        let objects = ClusterObjects::from_documents(docs)?;
+        let mut engine = Engine::new(config);
+        let ingest_err = |origin: &crate::manifest::Origin| {
+            let origin = origin.to_string();
+            move |source| SimError::Ingest {
+                origin: origin.clone(),
+                source,
+            }
+        };
+        let feed = |engine: &mut Engine, origin: &crate::manifest::Origin, ev: Event| {
+            engine.apply(ev).map(|_| ()).map_err(|e| SimError::Engine {
+                origin: origin.to_string(),
+                message: e.to_string(),
+            })
+        };
+        for f in objects.flavors.values() {
+            feed(
+                &mut engine,
+                &f.origin,
+                Event::UpsertFlavor(ingest::flavor(&f.object).map_err(ingest_err(&f.origin))?),
+            )?;
+        }
+        for c in objects.cohorts.values() {
+            feed(
+                &mut engine,
+                &c.origin,
+                Event::UpsertCohort(ingest::cohort(&c.object).map_err(ingest_err(&c.origin))?),
+            )?;
+        }
+        for cq in objects.cluster_queues.values() {
+            let v = ingest::cluster_queue(&cq.object).map_err(ingest_err(&cq.origin))?;
+            feed(&mut engine, &cq.origin, Event::UpsertClusterQueue(v))?;
+        }
+        for ns in objects.namespaces.values() {
+            feed(
+                &mut engine,
+                &ns.origin,
+                Event::UpsertNamespace(
+                    ingest::namespace(&ns.object).map_err(ingest_err(&ns.origin))?,
+                ),
+            )?;
+        }
+        // Namespaces that queues live in but no manifest defines exist without labels, as `kubectl create ns`
+        // would make them.
+        for ((ns, _), lq) in &objects.local_queues {
+            if !objects.namespaces.contains_key(ns) {
+                let implicit = engine::Namespace {
+                    name: ns.clone(),
+                    labels: BTreeMap::new(),
+                };
+                feed(&mut engine, &lq.origin, Event::UpsertNamespace(implicit))?;
+            }
+        }
+        for lq in objects.local_queues.values() {
+            let v = ingest::local_queue(&lq.object).map_err(ingest_err(&lq.origin))?;
+            feed(&mut engine, &lq.origin, Event::UpsertLocalQueue(v))?;
+        }
+
+        let mut priorities = PriorityClasses::default();
+        for w in objects.workload_priority_classes.values() {
+            priorities.upsert_workload_class(&w.object);
+        }
+        for p in objects.priority_classes.values() {
+            priorities.upsert_pod_class(&p.object);
+        }
+
+        let mut sim = Simulation {
+            objects,
+            workloads: BTreeMap::new(),
+            jobs: BTreeMap::new(),
+            engine,
+            timed: false,
+            cycles: 0,
+        };
+        let order = sim.objects.submission_order.clone();
+        for (index, (kind, ns, name)) in order.iter().enumerate() {
+            let key = (ns.clone(), name.clone());
+            // Document order breaks ties between objects without timestamps, as creation order does in Kueue.
+            let default_created = SIM_EPOCH + index as Time;
+            let (mut wl, job, origin, meta) = if *kind == "Job" {
+                let loaded = &sim.objects.jobs[&key];
+                let mut job = loaded.object.clone();
+                job.metadata
+                    .uid
+                    .get_or_insert_with(|| synthetic_uid("Job", ns, name));
+                BatchJob::suspend(&mut job);
+                let wl = BatchJob::workload(&job, &priorities).map_err(|source| SimError::Job {
+                    origin: loaded.origin.to_string(),
+                    source: Box::new(source),
+                })?;
+                let meta = job.metadata.clone();
+                sim.jobs.insert(key.clone(), job);
+                (wl, Some(key.clone()), loaded.origin.clone(), meta)
+            } else {
+                let loaded = &sim.objects.workloads[&key];
+                let mut wl = loaded.object.clone();
+                wl.metadata
+                    .uid
+                    .get_or_insert_with(|| synthetic_uid("Workload", ns, name));
+                let meta = wl.metadata.clone();
+                (wl, None, loaded.origin.clone(), meta)
+            };
+            let object = format!("{kind} {ns}/{name}");
+            let timing = |ann: &'static str| -> Result<Option<Time>, SimError> {
+                annotation(&meta, ann)
+                    .map(parse_duration)
+                    .transpose()
+                    .map_err(|source| SimError::Timing {
+                        origin: origin.to_string(),
+                        object: object.clone(),
+                        annotation: ann,
+                        source,
+                    })
+            };
+            let arrival_offset = timing(ARRIVAL_TIME_ANNOTATION)?;
+            let run_time = timing(RUN_TIME_ANNOTATION)?;
+            sim.timed |= arrival_offset.is_some() || run_time.is_some();
+            let arrival = match (arrival_offset, &meta.creation_timestamp) {
+                (Some(off), _) => SIM_EPOCH + off,
+                (None, Some(t)) => ingest::time_of(t),
+                (None, None) => default_created,
+            };
+            wl.metadata.creation_timestamp = Some(status::k8s_time(arrival));
+            let original = wl
+                .spec
+                .pod_sets
+                .iter()
+                .map(|ps| PodSetInfo::from_template(&ps.name, ps.count, &ps.template))
+                .collect();
+            // Validate now, so bad input fails before anything runs.
+            ingest::workload(&wl).map_err(ingest_err(&origin))?;
+            sim.workloads.insert(
+                key_of(&wl),
+                SimWorkload {
+                    workload: wl,
+                    job,
+                    arrival,
+                    run_time,
+                    original,
+                    run: 0,
+                    started: false,
+                    finished: false,
+                },
+            );
+        }
+        Ok(sim)
+    }
+
+    /// Whether any Workload or Job carries timing annotations (then `run` is a discrete-event simulation).
+    pub fn is_timed(&self) -> bool {
+        self.timed
+    }
+
+    /// Scheduling cycles run so far.
+    pub fn cycles(&self) -> u64 {
+        self.cycles
+    }
+
+    fn arrive(
+        &mut self,
+        key: &WorkloadKey,
+        now: Time,
+        recorder: &mut Recorder,
+    ) -> Result<(), SimError> {
+        let Some(sw) = self.workloads.get_mut(key) else {
+            return Ok(());
+        };
+        if sw.started {
+            return Ok(());
+        }
+        sw.started = true;
+        let finished = sw
+            .workload
+            .status
+            .as_ref()
+            .and_then(|s| {
+                status::condition(
+                    &s.conditions,
+                    sluice_sdk::kueue::labels::condition::FINISHED,
+                )
+            })
+            .is_some_and(|c| c.status == "True");
+        if finished {
+            sw.finished = true;
+            return Ok(());
+        }
+        let (wl, admission) =
+            ingest::workload(&sw.workload).map_err(|source| SimError::Ingest {
+                origin: key.to_string(),
+                source,
+            })?;
+        let cq = self.cluster_queue_of(&wl.namespace, &wl.queue_name);
+        recorder.arrive(key, &cq, now);
+        if let Some(a) = &admission {
+            recorder.admit(
+                key,
+                &a.cluster_queue,
+                ingest::gpus_by_flavor(a, GPU_RESOURCE),
+                now,
+            );
+        }
+        let decisions = self
+            .engine
+            .apply(Event::UpsertWorkload {
+                workload: wl,
+                admission,
+            })
+            .map_err(|e| SimError::Engine {
+                origin: key.to_string(),
+                message: e.to_string(),
+            })?;
+        self.carry_out(decisions, now, recorder, &mut None);
+        Ok(())
+    }
+
+    fn cluster_queue_of(&self, namespace: &str, queue: &str) -> String {
+        self.objects
+            .local_queues
+            .get(&(namespace.to_string(), queue.to_string()))
+            .map(|lq| lq.object.spec.cluster_queue.clone())
+            .unwrap_or_default()
+    }
+
+    /// Carries out decisions on Workloads and Jobs. Evicted workloads' pods stop at once, so their eviction
+    /// completes immediately. Returns whether any admission or eviction happened.
+    fn carry_out(
+        &mut self,
+        decisions: Vec<Decision>,
+        now: Time,
+        recorder: &mut Recorder,
+        completions: &mut Option<&mut BinaryHeap<Reverse<(Time, SimEvent)>>>,
+    ) -> bool {
+        let mut changed = false;
+        let mut queue: std::collections::VecDeque<Decision> = decisions.into();
+        while let Some(d) = queue.pop_front() {
+            match d {
+                Decision::Admit {
+                    workload: key,
+                    admission,
+                    time,
+                } => {
+                    changed = true;
+                    let flavors: BTreeMap<String, api::ResourceFlavor> = self
+                        .objects
+                        .flavors
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.object.clone()))
+                        .collect();
+                    let has_checks = self
+                        .objects
+                        .cluster_queues
+                        .get(&admission.cluster_queue)
+                        .and_then(|cq| cq.object.spec.admission_checks_strategy.as_ref())
+                        .is_some_and(|s| !s.admission_checks.is_empty());
+                    let Some(sw) = self.workloads.get_mut(&key) else {
+                        continue;
+                    };
+                    let api_adm = ingest::api_admission(&admission);
+                    status::admit(&mut sw.workload, api_adm.clone(), has_checks, time);
+                    sw.run += 1;
+                    recorder.admit(
+                        &key,
+                        &admission.cluster_queue,
+                        ingest::gpus_by_flavor(&admission, GPU_RESOURCE),
+                        time,
+                    );
+                    if let Some(job_key) = &sw.job
+                        && let Some(job) = self.jobs.get_mut(job_key)
+                    {
+                        let lq = sw.workload.spec.queue_name.clone();
+                        match pod_set_infos(&api_adm, &lq, &flavors) {
+                            Ok(infos) => {
+                                if let Err(e) = BatchJob::run_with(job, &infos) {
+                                    tracing::warn!(job = %e, "could not start job");
+                                }
+                            }
+                            Err(e) => {
+                                tracing::warn!(workload = %key, error = %e, "could not build pod set infos")
+                            }
+                        }
+                    }
+                    if let (Some(rt), Some(heap)) = (sw.run_time, completions.as_deref_mut()) {
+                        heap.push(Reverse((now + rt, SimEvent::Complete(key.clone(), sw.run))));
+                    }
+                }
+                Decision::Pending {
+                    workload: key,
+                    reason,
+                    message,
+                } => {
+                    if let Some(sw) = self.workloads.get_mut(&key) {
+                        status::pending(&mut sw.workload, &reason, &message, now);
+                    }
+                }
+                Decision::Evict {
+                    workload: key,
+                    reason,
+                    preemption_reason,
+                    message,
+                    time,
+                    ..
+                } => {
+                    changed = true;
+                    let Some(sw) = self.workloads.get_mut(&key) else {
+                        continue;
+                    };
+                    // The run is over: its pending completion must not finish the workload.
+                    sw.run += 1;
+                    status::evict(
+                        &mut sw.workload,
+                        &reason,
+                        preemption_reason.as_deref(),
+                        &message,
+                        time,
+                    );
+                    let label = match &preemption_reason {
+                        Some(p) => format!("{reason}/{p}"),
+                        None => reason.clone(),
+                    };
+                    recorder.end(&key, time, RunEnd::Evicted(label));
+                    if let Some(job_key) = &sw.job
+                        && let Some(job) = self.jobs.get_mut(job_key)
+                    {
+                        BatchJob::suspend(job);
+                        BatchJob::restore(job, &sw.original);
+                    }
+                    status::requeue_after_eviction(&mut sw.workload, time);
+                    match self.engine.apply(Event::EvictionComplete {
+                        workload: key.clone(),
+                        time,
+                    }) {
+                        Ok(more) => queue.extend(more),
+                        Err(e) => {
+                            tracing::warn!(workload = %key, error = %e, "eviction completion refused")
+                        }
+                    }
+                }
+            }
+        }
+        changed
+    }
+
+    fn complete(&mut self, key: &WorkloadKey, run: u64, now: Time, recorder: &mut Recorder) {
+        let Some(sw) = self.workloads.get_mut(key) else {
+            return;
+        };
+        if sw.run != run || sw.finished {
+            return;
+        }
+        sw.finished = true;
+        status::finish(&mut sw.workload, true, "Job finished successfully", now);
+        recorder.end(key, now, RunEnd::Finished);
+        if let Some(job_key) = &sw.job
+            && let Some(job) = self.jobs.get_mut(job_key)
+        {
+            let st = job.status.get_or_insert_with(Default::default);
+            st.conditions.get_or_insert_with(Vec::new).push(
+                k8s_openapi::api::batch::v1::JobCondition {
+                    type_: "Complete".into(),
+                    status: "True".into(),
+                    last_transition_time: Some(status::k8s_time(now)),
+                    ..Default::default()
+                },
+            );
+        }
+        match self.engine.apply(Event::FinishWorkload(key.clone())) {
+            Ok(more) => {
+                self.carry_out(more, now, recorder, &mut None);
+            }
+            Err(e) => tracing::warn!(workload = %key, error = %e, "finish refused"),
+        }
+    }
+
+    /// Runs scheduling cycles at `now` until nothing more can change.
+    fn settle(
+        &mut self,
+        now: Time,
+        recorder: &mut Recorder,
+        completions: &mut Option<&mut BinaryHeap<Reverse<(Time, SimEvent)>>>,
+    ) {
+        // A bound well above what a fixed point needs: every workload admitted or preempted a few times.
+        let limit = 4 * self.workloads.len() as u64 + 64;
+        let mut idle = 0;
+        for _ in 0..limit {
+            let decisions = self.engine.schedule(now);
+            self.cycles += 1;
+            let acted = self.carry_out(decisions, now, recorder, completions);
+            if !acted {
+                idle += 1;
+                if !self.engine.has_work() || idle > self.objects.cluster_queues.len() + 2 {
+                    break;
+                }
+            } else {
+                idle = 0;
+            }
+        }
+    }
+
+    /// Runs the simulation: to a fixed point when nothing is timed, else through virtual time until every
+    /// event is processed (or `until`, a duration from the start, passes). `progress` is told each event.
+    pub fn run(
+        &mut self,
+        until: Option<Time>,
+        mut progress: impl FnMut(u64, u64),
+    ) -> Result<SimulationReport, SimError> {
+        let mut recorder = Recorder::default();
+        let mut heap: BinaryHeap<Reverse<(Time, SimEvent)>> = BinaryHeap::new();
+        for (key, sw) in &self.workloads {
+            heap.push(Reverse((sw.arrival, SimEvent::Arrive(key.clone()))));
+        }
+        let total = self.workloads.len() as u64;
+        let mut done = 0u64;
+        let deadline = until.map(|u| SIM_EPOCH + u);
+        let mut now = SIM_EPOCH;
+        if !self.timed {
+            // Everything is there at once; arrival order is creation order.
+            while let Some(Reverse((t, ev))) = heap.pop() {
+                if let SimEvent::Arrive(k) = ev {
+                    self.arrive(&k, t, &mut recorder)?;
+                }
+                now = now.max(t);
+            }
+            self.settle(now, &mut recorder, &mut None);
+        } else {
+            while let Some(Reverse((t, _))) = heap.peek() {
+                let t = *t;
+                if deadline.is_some_and(|d| t > d) {
+                    now = deadline.unwrap_or(t);
+                    break;
+                }
+                now = t;
+                while heap.peek().is_some_and(|Reverse((t2, _))| *t2 == t) {
+                    let Some(Reverse((_, ev))) = heap.pop() else {
+                        break;
+                    };
+                    match ev {
+                        SimEvent::Arrive(k) => self.arrive(&k, t, &mut recorder)?,
+                        SimEvent::Complete(k, run) => {
+                            self.complete(&k, run, t, &mut recorder);
+                            done += 1;
+                            progress(done, total);
+                        }
+                    }
+                }
+                self.settle(now, &mut recorder, &mut Some(&mut heap));
+            }
+        }
+        progress(total, total);
+        let mut report = recorder.report(
+            SIM_EPOCH,
+            now,
+            &self.gpu_capacity(),
+            &self.gpu_entitlement(),
+            48,
+        );
+        report.unfinished = self.unfinished();
+        Ok(report)
+    }
+
+    /// Workloads that had not finished when the simulation ended, with their state.
+    fn unfinished(&self) -> Vec<metrics::Unfinished> {
+        self.workloads
+            .iter()
+            .filter(|(_, sw)| sw.started && !sw.finished)
+            .map(|(key, _)| {
+                let (state, message) = match self.engine.workload_state(key) {
+                    Some(engine::WorkloadState::Admitted(a)) => {
+                        (format!("Admitted in {}", a.cluster_queue), String::new())
+                    }
+                    Some(engine::WorkloadState::Pending { reason, message }) => {
+                        (format!("Pending ({reason})"), message)
+                    }
+                    Some(other) => (format!("{other:?}"), String::new()),
+                    None => ("Unknown".to_string(), String::new()),
+                };
+                metrics::Unfinished {
+                    workload: key.to_string(),
+                    state,
+                    message,
+                }
+            })
+            .collect()
+    }
+
+    /// GPUs per flavor: from Nodes matching the flavor's labels when Nodes are given, else from nominal quotas.
+    pub fn gpu_capacity(&self) -> BTreeMap<String, i64> {
+        let mut out = BTreeMap::new();
+        for (name, f) in &self.objects.flavors {
+            let labels = &f.object.spec.node_labels;
+            let from_nodes: i64 = self
+                .objects
+                .nodes
+                .values()
+                .filter(|n| {
+                    let nl = n.object.metadata.labels.clone().unwrap_or_default();
+                    labels.iter().all(|(k, v)| nl.get(k) == Some(v))
+                })
+                .filter_map(|n| {
+                    n.object
+                        .status
+                        .as_ref()?
+                        .allocatable
+                        .as_ref()?
+                        .get(GPU_RESOURCE)
+                        .cloned()
+                })
+                .filter_map(|q| sluice_sdk::quantity::resource_value(GPU_RESOURCE, &q).ok())
+                .sum();
+            let from_quota = self.nominal_gpus(|_| true, name);
+            let gpus = if self.objects.nodes.is_empty() {
+                from_quota
+            } else {
+                from_nodes
+            };
+            if gpus > 0 {
+                out.insert(name.clone(), gpus);
+            }
+        }
+        out
+    }
+
+    fn nominal_gpus(&self, cq_filter: impl Fn(&str) -> bool, flavor: &str) -> i64 {
+        let groups = self
+            .objects
+            .cluster_queues
+            .iter()
+            .filter(|(n, _)| cq_filter(n))
+            .flat_map(|(_, cq)| cq.object.spec.resource_groups.iter())
+            .chain(
+                self.objects
+                    .cohorts
+                    .values()
+                    .flat_map(|c| c.object.spec.resource_groups.iter()),
+            );
+        groups
+            .flat_map(|rg| rg.flavors.iter())
+            .filter(|fq| fq.name == flavor)
+            .flat_map(|fq| fq.resources.iter())
+            .filter(|r| r.name == GPU_RESOURCE)
+            .filter_map(|r| {
+                sluice_sdk::quantity::resource_value(GPU_RESOURCE, &r.nominal_quota).ok()
+            })
+            .sum()
+    }
+
+    /// Nominal GPUs of each ClusterQueue, over all flavors.
+    pub fn gpu_entitlement(&self) -> BTreeMap<String, i64> {
+        self.objects
+            .cluster_queues
+            .iter()
+            .map(|(name, cq)| {
+                let gpus = cq
+                    .object
+                    .spec
+                    .resource_groups
+                    .iter()
+                    .flat_map(|rg| rg.flavors.iter())
+                    .flat_map(|fq| fq.resources.iter())
+                    .filter(|r| r.name == GPU_RESOURCE)
+                    .filter_map(|r| {
+                        sluice_sdk::quantity::resource_value(GPU_RESOURCE, &r.nominal_quota).ok()
+                    })
+                    .sum();
+                (name.clone(), gpus)
+            })
+            .collect()
+    }
+}
+
+/// The bundled example's files, embedded in the binary.
+const BUNDLED_EXAMPLE: [(&str, &str); 4] = [
+    (
+        "examples/gpu-cluster/cluster.yaml",
+        include_str!("../../examples/gpu-cluster/cluster.yaml"),
+    ),
+    (
+        "examples/gpu-cluster/teams.yaml",
+        include_str!("../../examples/gpu-cluster/teams.yaml"),
+    ),
+    (
+        "examples/gpu-cluster/nodes.yaml",
+        include_str!("../../examples/gpu-cluster/nodes.yaml"),
+    ),
+    (
+        "examples/gpu-cluster/trace.yaml",
+        include_str!("../../examples/gpu-cluster/trace.yaml"),
+    ),
+];
+
+/// The bundled example: four teams in a cohort on 15 H100 nodes (on-demand and spot), with a mixed
+/// training/experiment/inference trace of 160 Jobs over about eighteen hours.
+pub fn bundled_example() -> Result<Vec<Document>, crate::manifest::ManifestError> {
+    let mut docs = Vec::new();
+    for (name, text) in BUNDLED_EXAMPLE {
+        docs.extend(crate::manifest::parse_documents(name, text)?);
+    }
+    Ok(docs)
+}

@@ -1,0 +1,353 @@
+//! Printing a simulation: a readable table, or the final objects as a Kubernetes List (JSON/YAML).
+
+use std::fmt::Write as _;
+
+use serde_json::{Value, json};
+use sluice_sdk::kueue::labels;
+use sluice_sdk::kueue::v1beta2 as api;
+
+use super::{SIM_EPOCH, Simulation, SimulationReport, format_duration};
+use crate::engine::WorkloadState;
+use crate::status;
+
+/// How to print results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// A readable summary.
+    Table,
+    /// JSON.
+    Json,
+    /// YAML.
+    Yaml,
+}
+
+fn encode(value: &Value, format: OutputFormat) -> String {
+    match format {
+        OutputFormat::Yaml => serde_yaml::to_string(value).unwrap_or_default(),
+        _ => serde_json::to_string_pretty(value).unwrap_or_default() + "\n",
+    }
+}
+
+/// Renders rows as aligned columns.
+fn columns(rows: &[Vec<String>]) -> String {
+    let mut widths = Vec::new();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            if widths.len() <= i {
+                widths.push(0);
+            }
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (i, c) in r.iter().enumerate() {
+            if i + 1 == r.len() {
+                line.push_str(c);
+            } else {
+                let _ = write!(line, "{c:<w$}  ", w = widths[i]);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The final ClusterQueues and LocalQueues (with status), Workloads and Jobs.
+fn final_objects(sim: &Simulation, now: i64) -> Vec<Value> {
+    let mut items = Vec::new();
+    for (name, cq) in &sim.objects.cluster_queues {
+        let mut obj = cq.object.clone();
+        if let Some(u) = sim.engine.cluster_queue_usage(name) {
+            let stopped = obj.spec.stop_policy() != api::StopPolicy::None;
+            obj.status = Some(status::cluster_queue_status(&u, stopped, now));
+        }
+        items.push(with_type_meta(
+            serde_json::to_value(&obj).unwrap_or(Value::Null),
+            api::API_VERSION,
+            "ClusterQueue",
+        ));
+    }
+    for ((ns, name), lq) in &sim.objects.local_queues {
+        let mut obj = lq.object.clone();
+        if let Some(u) = sim.engine.local_queue_usage(ns, name) {
+            obj.status = Some(status::local_queue_status(&u, now));
+        }
+        items.push(with_type_meta(
+            serde_json::to_value(&obj).unwrap_or(Value::Null),
+            api::API_VERSION,
+            "LocalQueue",
+        ));
+    }
+    for sw in sim.workloads.values() {
+        items.push(with_type_meta(
+            serde_json::to_value(&sw.workload).unwrap_or(Value::Null),
+            api::API_VERSION,
+            "Workload",
+        ));
+    }
+    for job in sim.jobs.values() {
+        items.push(with_type_meta(
+            serde_json::to_value(job).unwrap_or(Value::Null),
+            "batch/v1",
+            "Job",
+        ));
+    }
+    items
+}
+
+fn with_type_meta(mut v: Value, api_version: &str, kind: &str) -> Value {
+    if let Value::Object(m) = &mut v {
+        m.insert("apiVersion".into(), json!(api_version));
+        m.insert("kind".into(), json!(kind));
+    }
+    v
+}
+
+fn quantity(q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity) -> &str {
+    &q.0
+}
+
+/// Prints the state a fixed-point simulation reached.
+pub fn render_final_state(sim: &Simulation, format: OutputFormat) -> String {
+    let now = SIM_EPOCH;
+    if format != OutputFormat::Table {
+        return encode(
+            &json!({"apiVersion": "v1", "kind": "List", "items": final_objects(sim, now)}),
+            format,
+        );
+    }
+    let mut out = String::new();
+    let mut rows = vec![vec![
+        "CLUSTERQUEUE".to_string(),
+        "COHORT".into(),
+        "PENDING".into(),
+        "ADMITTED".into(),
+        "USAGE (flavor resource: used/nominal, borrowed)".into(),
+    ]];
+    for (name, cq) in &sim.objects.cluster_queues {
+        let usage = sim.engine.cluster_queue_usage(name);
+        let mut parts = Vec::new();
+        for rg in &cq.object.spec.resource_groups {
+            for fq in &rg.flavors {
+                for rq in &fq.resources {
+                    let (used, borrowed) = usage
+                        .as_ref()
+                        .and_then(|u| u.flavors_reservation.iter().find(|f| f.name == fq.name))
+                        .and_then(|f| f.resources.iter().find(|r| r.name == rq.name))
+                        .map(|r| (r.total, r.borrowed))
+                        .unwrap_or((0, 0));
+                    if used == 0 && rq.name != super::GPU_RESOURCE {
+                        continue;
+                    }
+                    let used = sluice_sdk::quantity::format_resource_value(&rq.name, used);
+                    let mut s = format!(
+                        "{} {}: {}/{}",
+                        fq.name,
+                        rq.name,
+                        quantity(&used),
+                        quantity(&rq.nominal_quota)
+                    );
+                    if borrowed > 0 {
+                        let b = sluice_sdk::quantity::format_resource_value(&rq.name, borrowed);
+                        let _ = write!(s, " (+{} borrowed)", quantity(&b));
+                    }
+                    parts.push(s);
+                }
+            }
+        }
+        rows.push(vec![
+            name.clone(),
+            cq.object.spec.cohort().unwrap_or("-").to_string(),
+            usage
+                .as_ref()
+                .map_or(0, |u| u.pending_workloads)
+                .to_string(),
+            usage
+                .as_ref()
+                .map_or(0, |u| u.admitted_workloads)
+                .to_string(),
+            if parts.is_empty() {
+                "-".into()
+            } else {
+                parts.join(", ")
+            },
+        ]);
+    }
+    out.push_str(&columns(&rows));
+    out.push('\n');
+
+    let mut rows = vec![vec![
+        "WORKLOAD".to_string(),
+        "QUEUE".into(),
+        "PRIORITY".into(),
+        "STATUS".into(),
+        "ASSIGNMENT / WHY IT WAITS".into(),
+    ]];
+    for (key, sw) in &sim.workloads {
+        let state = sim.engine.workload_state(key);
+        let (st, detail) = match &state {
+            Some(WorkloadState::Admitted(a)) => {
+                let flavors: Vec<String> = a
+                    .pod_set_assignments
+                    .iter()
+                    .map(|p| {
+                        let fl: Vec<String> =
+                            p.flavors.iter().map(|(r, f)| format!("{r}={f}")).collect();
+                        format!("{}×{} [{}]", p.name, p.count, fl.join(" "))
+                    })
+                    .collect();
+                (
+                    format!("Admitted in {}", a.cluster_queue),
+                    flavors.join("; "),
+                )
+            }
+            Some(WorkloadState::Pending { reason, message }) => {
+                (format!("Pending ({reason})"), message.clone())
+            }
+            Some(WorkloadState::Evicting) => ("Evicting".into(), String::new()),
+            Some(WorkloadState::Finished) => ("Finished".into(), String::new()),
+            None => {
+                let finished = sw
+                    .workload
+                    .status
+                    .as_ref()
+                    .and_then(|s| status::condition(&s.conditions, labels::condition::FINISHED))
+                    .is_some();
+                (
+                    if finished { "Finished" } else { "Unknown" }.into(),
+                    String::new(),
+                )
+            }
+        };
+        rows.push(vec![
+            key.to_string(),
+            sw.workload.spec.queue_name.clone(),
+            sw.workload.spec.priority().to_string(),
+            st,
+            detail,
+        ]);
+    }
+    out.push_str(&columns(&rows));
+    let _ = writeln!(out, "\n{} scheduling cycles.", sim.cycles());
+    out
+}
+
+const SPARKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+
+fn sparkline(values: &[i64], max: i64) -> String {
+    values
+        .iter()
+        .map(|v| {
+            if max <= 0 {
+                SPARKS[0]
+            } else {
+                SPARKS[((*v as f64 / max as f64) * 7.0).round().clamp(0.0, 7.0) as usize]
+            }
+        })
+        .collect()
+}
+
+/// Prints a discrete-event simulation's report.
+pub fn render_report(sim: &Simulation, report: &SimulationReport, format: OutputFormat) -> String {
+    if format != OutputFormat::Table {
+        let mut v = serde_json::to_value(report).unwrap_or(Value::Null);
+        if let Value::Object(m) = &mut v {
+            m.insert("schedulingCycles".into(), json!(sim.cycles()));
+        }
+        return encode(
+            &json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "SimulationReport", "report": v}),
+            format,
+        );
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Simulated {} of virtual time: {} workloads arrived, {} admitted, {} finished, {} evictions, {} scheduling cycles.\n",
+        format_duration((report.duration_seconds * 1000.0) as i64),
+        report.workloads,
+        report.admitted,
+        report.finished,
+        report.evictions.len(),
+        sim.cycles()
+    );
+    let mut rows = vec![
+        [
+            "CLUSTERQUEUE",
+            "WORKLOADS",
+            "ADMITTED",
+            "NEVER",
+            "EVICTED",
+            "WAIT p50",
+            "p90",
+            "p99",
+            "max",
+            "GPU-HOURS",
+            "SHARE",
+            "ENTITLED",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    let d = |s: f64| format_duration((s * 1000.0) as i64);
+    for q in &report.queues {
+        rows.push(vec![
+            q.cluster_queue.clone(),
+            q.workloads.to_string(),
+            q.admitted.to_string(),
+            q.pending_at_end.to_string(),
+            q.evictions.to_string(),
+            d(q.wait_seconds.p50),
+            d(q.wait_seconds.p90),
+            d(q.wait_seconds.p99),
+            d(q.wait_seconds.max),
+            format!("{:.1}", q.gpu_hours),
+            format!("{:.1}%", q.usage_share * 100.0),
+            format!("{:.1}%", q.entitlement_share * 100.0),
+        ]);
+    }
+    out.push_str(&columns(&rows));
+    out.push('\n');
+    let mut rows = vec![
+        [
+            "FLAVOR",
+            "GPUS",
+            "MEAN UTILISATION",
+            "GPUS IN USE OVER TIME",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for f in &report.flavors {
+        let series: Vec<i64> = f.series.iter().map(|s| s.gpus_in_use).collect();
+        rows.push(vec![
+            f.flavor.clone(),
+            f.gpus.to_string(),
+            format!("{:.1}%", f.mean_utilisation * 100.0),
+            sparkline(&series, f.gpus),
+        ]);
+    }
+    out.push_str(&columns(&rows));
+    let _ = writeln!(
+        out,
+        "\nFairness: Jain's index of GPU-hours per ClusterQueue {:.3}; of GPU-hours relative to nominal quota {:.3} (1 = perfectly fair).",
+        report.fairness.jain_index_gpu_hours, report.fairness.jain_index_vs_entitlement
+    );
+    if !report.unfinished.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nUnfinished at the end ({}):",
+            report.unfinished.len()
+        );
+        for u in &report.unfinished {
+            let _ = writeln!(out, "  {}  {}  {}", u.workload, u.state, u.message);
+        }
+    }
+    if !report.evictions.is_empty() {
+        let lost: f64 = report.evictions.iter().map(|e| e.lost_gpu_hours).sum();
+        let _ = writeln!(out, "Evictions cost {lost:.1} GPU-hours of lost work.");
+    }
+    out
+}

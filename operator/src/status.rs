@@ -1,0 +1,405 @@
+//! Engine decisions written into Kueue's Workload status: the conditions, reasons and messages Kueue writes.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use sluice_sdk::kueue::labels;
+use sluice_sdk::kueue::v1beta2 as api;
+
+use crate::engine;
+
+/// Kubernetes time of engine milliseconds (the epoch when out of range).
+pub fn k8s_time(ms: engine::Time) -> Time {
+    Time(Timestamp::from_millisecond(ms).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+/// Sets a condition as apimachinery's SetStatusCondition does: the transition time moves only when the status
+/// changes. Returns whether anything changed.
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+    now: engine::Time,
+) -> bool {
+    let status = if status { "True" } else { "False" }.to_string();
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => {
+            let changed = c.status != status || c.reason != reason || c.message != message;
+            if c.status != status {
+                c.last_transition_time = k8s_time(now);
+            }
+            c.status = status;
+            c.reason = reason.to_string();
+            c.message = message.to_string();
+            changed
+        }
+        None => {
+            conditions.push(Condition {
+                type_: type_.to_string(),
+                status,
+                reason: reason.to_string(),
+                message: message.to_string(),
+                last_transition_time: k8s_time(now),
+                observed_generation: None,
+            });
+            true
+        }
+    }
+}
+
+/// The condition of a type, if present.
+pub fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+fn status_mut(wl: &mut api::Workload) -> &mut api::WorkloadStatus {
+    wl.status.get_or_insert_with(Default::default)
+}
+
+/// An active condition of `type_` becomes False with "Previously: <message>", as Kueue does on re-admission.
+fn reset_active(conditions: &mut Vec<Condition>, type_: &str, reason: &str, now: engine::Time) {
+    if let Some(prev) = condition(conditions, type_).filter(|c| c.status == "True") {
+        let message = format!("Previously: {}", prev.message);
+        set_condition(conditions, type_, false, reason, &message, now);
+    }
+}
+
+/// Quota reserved: `status.admission`, QuotaReserved=True, and Admitted=True when no admission checks apply.
+pub fn admit(
+    wl: &mut api::Workload,
+    admission: api::Admission,
+    has_admission_checks: bool,
+    now: engine::Time,
+) {
+    let msg = format!("Quota reserved in ClusterQueue {}", admission.cluster_queue);
+    let st = status_mut(wl);
+    st.admission = Some(admission);
+    set_condition(
+        &mut st.conditions,
+        labels::condition::QUOTA_RESERVED,
+        true,
+        "QuotaReserved",
+        &msg,
+        now,
+    );
+    reset_active(
+        &mut st.conditions,
+        labels::condition::EVICTED,
+        "QuotaReserved",
+        now,
+    );
+    reset_active(
+        &mut st.conditions,
+        labels::condition::PREEMPTED,
+        "QuotaReserved",
+        now,
+    );
+    if has_admission_checks {
+        set_condition(
+            &mut st.conditions,
+            labels::condition::ADMITTED,
+            false,
+            "UnsatisfiedAdmissionChecks",
+            "The workload has not all checks ready",
+            now,
+        );
+    } else {
+        set_condition(
+            &mut st.conditions,
+            labels::condition::ADMITTED,
+            true,
+            "Admitted",
+            "The workload is admitted",
+            now,
+        );
+    }
+}
+
+/// Still pending: QuotaReserved=False with the scheduler's reason and message.
+pub fn pending(wl: &mut api::Workload, reason: &str, message: &str, now: engine::Time) {
+    let st = status_mut(wl);
+    set_condition(
+        &mut st.conditions,
+        labels::condition::QUOTA_RESERVED,
+        false,
+        reason,
+        message,
+        now,
+    );
+}
+
+/// Evicted (and, when preempted, Preempted with the preemption reason); counted in schedulingStats.
+pub fn evict(
+    wl: &mut api::Workload,
+    reason: &str,
+    preemption_reason: Option<&str>,
+    message: &str,
+    now: engine::Time,
+) {
+    let st = status_mut(wl);
+    set_condition(
+        &mut st.conditions,
+        labels::condition::EVICTED,
+        true,
+        reason,
+        message,
+        now,
+    );
+    if let Some(p) = preemption_reason {
+        set_condition(
+            &mut st.conditions,
+            labels::condition::PREEMPTED,
+            true,
+            p,
+            message,
+            now,
+        );
+    }
+    let stats = st.scheduling_stats.get_or_insert_with(Default::default);
+    let cause = preemption_reason.unwrap_or_default().to_string();
+    match stats
+        .evictions
+        .iter_mut()
+        .find(|e| e.reason == reason && e.underlying_cause == cause)
+    {
+        Some(e) => e.count += 1,
+        None => stats.evictions.push(api::WorkloadSchedulingStatsEviction {
+            reason: reason.to_string(),
+            underlying_cause: cause,
+            count: 1,
+        }),
+    }
+}
+
+/// The evicted workload's pods are gone: its reservation is cleared and it is back in its queue. Requeued is True
+/// for preemption and node failures (it will be retried at once), False otherwise (it waits for a change).
+pub fn requeue_after_eviction(wl: &mut api::Workload, now: engine::Time) {
+    let st = status_mut(wl);
+    let (reason, message) = condition(&st.conditions, labels::condition::EVICTED)
+        .map(|c| (c.reason.clone(), c.message.clone()))
+        .unwrap_or_else(|| ("Pending".into(), String::new()));
+    st.admission = None;
+    set_condition(
+        &mut st.conditions,
+        labels::condition::QUOTA_RESERVED,
+        false,
+        "Pending",
+        &message,
+        now,
+    );
+    set_condition(
+        &mut st.conditions,
+        labels::condition::ADMITTED,
+        false,
+        "NoReservation",
+        "The workload has no reservation",
+        now,
+    );
+    let retry = matches!(reason.as_str(), "Preempted" | "NodeFailures");
+    set_condition(
+        &mut st.conditions,
+        labels::condition::REQUEUED,
+        retry,
+        &reason,
+        &message,
+        now,
+    );
+}
+
+/// Finished: the job ended (Succeeded or Failed).
+pub fn finish(wl: &mut api::Workload, success: bool, message: &str, now: engine::Time) {
+    let st = status_mut(wl);
+    let reason = if success { "Succeeded" } else { "Failed" };
+    set_condition(
+        &mut st.conditions,
+        labels::condition::FINISHED,
+        true,
+        reason,
+        message,
+        now,
+    );
+}
+
+fn flavor_usages(usages: &[engine::FlavorUsage]) -> Vec<api::FlavorUsage> {
+    use sluice_sdk::quantity::format_resource_value;
+    usages
+        .iter()
+        .map(|f| api::FlavorUsage {
+            name: f.name.clone(),
+            resources: f
+                .resources
+                .iter()
+                .map(|r| api::ResourceUsage {
+                    name: r.name.clone(),
+                    total: format_resource_value(&r.name, r.total),
+                    borrowed: format_resource_value(&r.name, r.borrowed),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// ClusterQueue status as Kueue writes it, from the engine's usage and whether the queue can admit.
+pub fn cluster_queue_status(
+    usage: &engine::ClusterQueueUsage,
+    stopped: bool,
+    now: engine::Time,
+) -> api::ClusterQueueStatus {
+    let mut conditions = Vec::new();
+    if stopped {
+        set_condition(
+            &mut conditions,
+            labels::condition::ACTIVE,
+            false,
+            "Stopped",
+            "The ClusterQueue is stopped",
+            now,
+        );
+    } else {
+        set_condition(
+            &mut conditions,
+            labels::condition::ACTIVE,
+            true,
+            "Ready",
+            "Can admit new workloads",
+            now,
+        );
+    }
+    api::ClusterQueueStatus {
+        conditions,
+        flavors_reservation: flavor_usages(&usage.flavors_reservation),
+        flavors_usage: flavor_usages(&usage.flavors_usage),
+        pending_workloads: usage.pending_workloads,
+        reserving_workloads: usage.reserving_workloads,
+        admitted_workloads: usage.admitted_workloads,
+        fair_sharing: Some(api::FairSharingStatus {
+            weighted_share: usage.weighted_share,
+        }),
+    }
+}
+
+/// LocalQueue status as Kueue writes it.
+pub fn local_queue_status(
+    usage: &engine::LocalQueueUsage,
+    now: engine::Time,
+) -> api::LocalQueueStatus {
+    use sluice_sdk::quantity::format_resource_value;
+    let lq_usage = |us: &[engine::FlavorUsage]| {
+        us.iter()
+            .map(|f| api::LocalQueueFlavorUsage {
+                name: f.name.clone(),
+                resources: f
+                    .resources
+                    .iter()
+                    .map(|r| api::LocalQueueResourceUsage {
+                        name: r.name.clone(),
+                        total: format_resource_value(&r.name, r.total),
+                    })
+                    .collect(),
+            })
+            .collect()
+    };
+    let mut conditions = Vec::new();
+    set_condition(
+        &mut conditions,
+        labels::condition::ACTIVE,
+        true,
+        "Ready",
+        "Can submit new workloads to localQueue",
+        now,
+    );
+    api::LocalQueueStatus {
+        conditions,
+        pending_workloads: usage.pending_workloads,
+        reserving_workloads: usage.reserving_workloads,
+        admitted_workloads: usage.admitted_workloads,
+        flavors_reservation: lq_usage(&usage.flavors_reservation),
+        flavors_usage: lq_usage(&usage.flavors_usage),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cond<'a>(wl: &'a api::Workload, t: &str) -> &'a Condition {
+        condition(&wl.status.as_ref().unwrap().conditions, t).unwrap()
+    }
+
+    #[test]
+    fn admission_then_preemption_then_readmission() {
+        let mut wl = api::Workload::default();
+        pending(
+            &mut wl,
+            "WaitingForQuota",
+            "insufficient unused quota",
+            1_000,
+        );
+        assert_eq!(cond(&wl, "QuotaReserved").reason, "WaitingForQuota");
+        admit(
+            &mut wl,
+            api::Admission {
+                cluster_queue: "cq".into(),
+                ..Default::default()
+            },
+            false,
+            2_000,
+        );
+        let qr = cond(&wl, "QuotaReserved");
+        assert_eq!(
+            (qr.status.as_str(), qr.message.as_str()),
+            ("True", "Quota reserved in ClusterQueue cq")
+        );
+        assert_eq!(cond(&wl, "Admitted").message, "The workload is admitted");
+        evict(
+            &mut wl,
+            "Preempted",
+            Some("InClusterQueue"),
+            "Preempted to accommodate a workload",
+            3_000,
+        );
+        assert_eq!(cond(&wl, "Preempted").reason, "InClusterQueue");
+        requeue_after_eviction(&mut wl, 4_000);
+        assert!(wl.status.as_ref().unwrap().admission.is_none());
+        assert_eq!(cond(&wl, "Requeued").status, "True");
+        assert_eq!(cond(&wl, "Admitted").reason, "NoReservation");
+        admit(
+            &mut wl,
+            api::Admission {
+                cluster_queue: "cq".into(),
+                ..Default::default()
+            },
+            false,
+            5_000,
+        );
+        let ev = cond(&wl, "Evicted");
+        assert_eq!(
+            (ev.status.as_str(), ev.reason.as_str()),
+            ("False", "QuotaReserved")
+        );
+        assert!(ev.message.starts_with("Previously: "));
+        assert_eq!(
+            wl.status
+                .as_ref()
+                .unwrap()
+                .scheduling_stats
+                .as_ref()
+                .unwrap()
+                .evictions[0]
+                .count,
+            1
+        );
+    }
+
+    #[test]
+    fn transition_time_moves_only_on_status_change() {
+        let mut c = Vec::new();
+        set_condition(&mut c, "X", false, "A", "m", 1_000);
+        set_condition(&mut c, "X", false, "B", "m2", 2_000);
+        assert_eq!(c[0].last_transition_time, k8s_time(1_000));
+        set_condition(&mut c, "X", true, "B", "m2", 3_000);
+        assert_eq!(c[0].last_transition_time, k8s_time(3_000));
+    }
+}

@@ -1,0 +1,248 @@
+//! The `sluice` binary end to end: simulate fixtures, print CRDs, and fail with exit code 2 and a message that
+//! names the file, object and field on bad input.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn sluice(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("the sluice binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn items_of_kind<'a>(list: &'a Value, kind: &str) -> Vec<&'a Value> {
+    list["items"]
+        .as_array()
+        .map(|a| a.iter().filter(|i| i["kind"] == kind).collect())
+        .unwrap_or_default()
+}
+
+fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+#[test]
+fn two_teams_admits_the_non_borrowing_workload_first_as_kueue_does() {
+    let o = sluice(&[
+        "simulate",
+        "-f",
+        "tests/fixtures/two-teams.yaml",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let list: Value = serde_json::from_str(&stdout(&o)).expect("JSON List");
+    assert_eq!(list["kind"], "List");
+    let wls = items_of_kind(&list, "Workload");
+    assert_eq!(wls.len(), 2);
+    let big = wls.iter().find(|w| w["metadata"]["name"] == "big").unwrap();
+    assert_eq!(condition(big, "QuotaReserved").unwrap()["status"], "True");
+    assert_eq!(
+        condition(big, "Admitted").unwrap()["message"],
+        "The workload is admitted"
+    );
+    assert_eq!(big["status"]["admission"]["clusterQueue"], "team-b");
+    assert_eq!(
+        big["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]["nvidia.com/gpu"],
+        "4"
+    );
+
+    // The Job's workload needed to borrow 2 GPUs from team-b, which team-b's own workload now uses.
+    let train = wls
+        .iter()
+        .find(|w| {
+            w["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("job-train-")
+        })
+        .unwrap();
+    let qr = condition(train, "QuotaReserved").unwrap();
+    assert_eq!(qr["status"], "False");
+    assert!(train["status"]["admission"].is_null());
+    let owner = &train["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        (owner["kind"].as_str(), owner["name"].as_str()),
+        (Some("Job"), Some("train"))
+    );
+
+    let jobs = items_of_kind(&list, "Job");
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(
+        jobs[0]["spec"]["suspend"], true,
+        "a Job waiting for quota stays suspended"
+    );
+
+    let cqs = items_of_kind(&list, "ClusterQueue");
+    let b = cqs
+        .iter()
+        .find(|c| c["metadata"]["name"] == "team-b")
+        .unwrap();
+    assert_eq!(b["status"]["admittedWorkloads"], 1);
+    let a = cqs
+        .iter()
+        .find(|c| c["metadata"]["name"] == "team-a")
+        .unwrap();
+    assert_eq!(a["status"]["pendingWorkloads"], 1);
+}
+
+#[test]
+fn table_output_names_queues_and_reasons() {
+    let o = sluice(&["simulate", "-f", "tests/fixtures/two-teams.yaml"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("CLUSTERQUEUE"), "{out}");
+    assert!(out.contains("Admitted in team-b"), "{out}");
+    assert!(out.contains("Pending"), "{out}");
+}
+
+#[test]
+fn yaml_output_parses_as_a_list() {
+    let o = sluice(&[
+        "simulate",
+        "-f",
+        "tests/fixtures/two-teams.yaml",
+        "-o",
+        "yaml",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let list: Value = serde_yaml::from_str(&stdout(&o)).expect("YAML List");
+    assert_eq!(items_of_kind(&list, "Workload").len(), 2);
+}
+
+#[test]
+fn v1beta1_input_is_converted() {
+    let o = sluice(&[
+        "simulate",
+        "-f",
+        "tests/fixtures/v1beta1.yaml",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let list: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let cq = items_of_kind(&list, "ClusterQueue")[0];
+    assert_eq!(cq["apiVersion"], "kueue.x-k8s.io/v1beta2");
+    assert_eq!(cq["spec"]["cohortName"], "legacy");
+    let wl = items_of_kind(&list, "Workload")[0];
+    assert_eq!(wl["spec"]["priorityClassRef"]["name"], "high");
+    assert_eq!(
+        wl["spec"]["priorityClassRef"]["kind"],
+        "WorkloadPriorityClass"
+    );
+    assert_eq!(condition(wl, "QuotaReserved").unwrap()["status"], "True");
+}
+
+fn assert_bad_input(file: &str, needles: &[&str]) {
+    let o = sluice(&["simulate", "-f", file]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "exit code for {file}: {}",
+        stderr(&o)
+    );
+    let err = stderr(&o);
+    for n in needles {
+        assert!(
+            err.contains(n),
+            "error for {file} should mention {n:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn bad_quantity_names_object_and_field() {
+    assert_bad_input(
+        "tests/fixtures/bad-quantity.yaml",
+        &[
+            "bad-quantity.yaml (document 2)",
+            "ClusterQueue cq",
+            "nominalQuota",
+        ],
+    );
+}
+
+#[test]
+fn unknown_queue_is_refused() {
+    assert_bad_input(
+        "tests/fixtures/unknown-queue.yaml",
+        &["Job default/lost", "\"nowhere\""],
+    );
+}
+
+#[test]
+fn unknown_kind_is_refused() {
+    assert_bad_input(
+        "tests/fixtures/unknown-kind.yaml",
+        &["Deployment web", "unsupported kind"],
+    );
+}
+
+#[test]
+fn wrongly_typed_field_names_its_path() {
+    assert_bad_input(
+        "tests/fixtures/bad-field.yaml",
+        &["LocalQueue", "spec.clusterQueue"],
+    );
+}
+
+#[test]
+fn missing_file_is_bad_input() {
+    assert_bad_input(
+        "tests/fixtures/does-not-exist.yaml",
+        &["does-not-exist.yaml"],
+    );
+}
+
+#[test]
+fn bundled_example_runs_and_reports() {
+    let o = sluice(&["simulate", "--no-progress", "-o", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let r = &v["report"];
+    assert_eq!(r["workloads"], 160);
+    assert!(r["admitted"].as_u64().unwrap() >= 150, "{r}");
+    assert_eq!(r["queues"].as_array().unwrap().len(), 4);
+    for f in r["flavors"].as_array().unwrap() {
+        let u = f["meanUtilisation"].as_f64().unwrap();
+        assert!(u > 0.0 && u <= 1.0, "utilisation {u} of {}", f["flavor"]);
+    }
+    let jain = r["fairness"]["jainIndexGpuHours"].as_f64().unwrap();
+    assert!(jain > 0.25 && jain <= 1.0, "{jain}");
+}
+
+#[test]
+fn crds_print_every_kueue_kind() {
+    let o = sluice(&["crds"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for kind in [
+        "ResourceFlavor",
+        "ClusterQueue",
+        "LocalQueue",
+        "Cohort",
+        "Workload",
+        "WorkloadPriorityClass",
+        "Topology",
+        "AdmissionCheck",
+    ] {
+        assert!(
+            out.contains(&format!("kind: {kind}\n")),
+            "missing CRD for {kind}"
+        );
+    }
+}
