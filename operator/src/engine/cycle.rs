@@ -92,10 +92,16 @@ impl Engine {
     /// Runs exactly one scheduling cycle at time `now`.
     pub fn schedule(&mut self, now: Time) -> Vec<Decision> {
         self.now = self.now.max(now);
+        // A tree where no head changed and no quota moved since the last cycle would produce the
+        // same outcome again, so only trees with work take part.
+        let live_roots: HashSet<NodeId> = (0..self.cqs.len() as NodeId)
+            .filter(|&n| self.cq_has_work(n))
+            .map(|n| self.tree.root(n))
+            .collect();
         let mut heads = Vec::new();
         for n in 0..self.cqs.len() as NodeId {
             let Some(c) = self.cq(n) else { continue };
-            if !c.active || !self.tree.node(n).alive {
+            if !c.active || !self.tree.node(n).alive || !live_roots.contains(&self.tree.root(n)) {
                 continue;
             }
             if let Some(h) = self.head_of(n) {
