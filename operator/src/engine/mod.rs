@@ -118,6 +118,8 @@ pub(crate) struct CqData {
     pub tried: Option<(u32, u64)>,
     /// Workloads holding quota here (admitted or evicting).
     pub admitted: BTreeSet<u32>,
+    /// Kueue's AllocatableResourceGeneration: bumped on quota changes and workload removal.
+    pub generation: u64,
 }
 
 /// A LocalQueue and the workloads that name it.
@@ -159,6 +161,32 @@ pub(crate) struct Wl {
     pub qkey: Option<QKey>,
     pub pending: Option<(String, String)>,
     pub adm: Option<Adm>,
+    /// Flavor scan progress from the last nomination (Kueue's LastAssignment).
+    pub last: Option<ScanProgress>,
+}
+
+/// Where the flavor search stopped per pod set and resource (-1: all flavors were tried), so the
+/// next attempt resumes after it (Kueue's FlavorFungibilityPreserveScanProgress, on in v0.19).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct ScanProgress {
+    pub tried: Vec<BTreeMap<u32, i32>>,
+    pub cycle: u64,
+    pub cq_generation: u64,
+}
+
+impl ScanProgress {
+    /// Some flavor was not tried yet.
+    pub(crate) fn pending_flavors(&self) -> bool {
+        self.tried.iter().any(|m| m.values().any(|&i| i != -1))
+    }
+
+    pub(crate) fn next_flavor(&self, ps: usize, res: u32) -> usize {
+        self.tried
+            .get(ps)
+            .and_then(|m| m.get(&res))
+            .map(|&i| (i + 1).max(0) as usize)
+            .unwrap_or(0)
+    }
 }
 
 impl Wl {
@@ -192,6 +220,8 @@ pub struct Engine {
     pub(crate) pods_resource: u32,
     /// Latest time seen (for evictions caused by events).
     pub(crate) now: Time,
+    /// Scheduling cycles run so far.
+    pub(crate) cycle: u64,
 }
 
 impl Engine {
@@ -221,6 +251,7 @@ impl Engine {
             out: Vec::new(),
             pods_resource,
             now: 0,
+            cycle: 0,
         }
     }
 

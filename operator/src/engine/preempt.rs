@@ -8,7 +8,7 @@ use super::fairness::{FairnessPolicy, ResourceBorrowing, Share, ShareInput};
 use super::quota::{Fr, NodeId, Tree};
 use super::{
     BorrowWithinCohortPolicy, CqData, FairSharingConfig, FairSharingStrategy, Flavor, Interner,
-    Phase, ReclaimPolicy, Time, WithinCqPolicy, Wl,
+    Phase, ReclaimPolicy, ScanProgress, Time, WithinCqPolicy, Wl,
 };
 
 pub(crate) const IN_CLUSTER_QUEUE: &str = "InClusterQueue";
@@ -42,6 +42,8 @@ pub(crate) struct Preemptor {
     pub cq: NodeId,
     pub priority: i32,
     pub timestamp: Time,
+    /// Where the flavor search resumes (None: from the first flavor).
+    pub scan: Option<ScanProgress>,
 }
 
 /// Split borrows of the engine for simulation: the tree is mutable, everything else read-only.

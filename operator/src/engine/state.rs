@@ -247,6 +247,7 @@ impl Engine {
                 c.rgs = rgs;
                 c.rg_of_resource = rg_of_resource;
                 c.tried = None;
+                c.generation += 1;
             }
             slot @ None => {
                 *slot = Some(CqData {
@@ -260,6 +261,7 @@ impl Engine {
                     sticky: None,
                     tried: None,
                     admitted: BTreeSet::new(),
+                    generation: 1,
                 });
             }
         }
@@ -696,6 +698,7 @@ impl Engine {
                 if let Some(w) = self.wl_mut(i) {
                     w.spec = spec;
                     w.reqs = reqs;
+                    w.last = None;
                     if w.phase == Phase::Finished {
                         return Ok(());
                     }
@@ -712,6 +715,7 @@ impl Engine {
                     qkey: None,
                     pending: None,
                     adm: None,
+                    last: None,
                 };
                 let i = match self.free_wls.pop() {
                     Some(i) => {
@@ -825,6 +829,7 @@ impl Engine {
         self.tree.bump(adm.cq);
         if let Some(c) = self.cq_mut(adm.cq) {
             c.admitted.remove(&i);
+            c.generation += 1;
         }
         let root = self.tree.root(adm.cq);
         self.requeue_inadmissible_tree(root);
