@@ -122,7 +122,7 @@ fn required_affinity_filters_flavors_and_reports_no_matching_flavor() {
     let msg = env.assert_pending("ns/aff", "NoMatchingFlavor");
     assert_eq!(
         msg,
-        "couldn't assign flavors to pod set main: flavor general doesn't match node affinity, untolerated taint dedicated=gpu:NoSchedule in flavor gpu-tainted"
+        "couldn't assign flavors to pod set main: flavor general doesn't match node affinity, untolerated taint {dedicated gpu NoSchedule <nil>} in flavor gpu-tainted"
     );
 }
 

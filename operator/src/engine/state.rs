@@ -103,7 +103,6 @@ impl Engine {
         kind: &'static str,
         name: &str,
         groups: &[ResourceGroup],
-        has_parent: bool,
     ) -> Result<(Vec<Rg>, Vec<Option<Quota>>), EngineError> {
         let mut rgs = Vec::with_capacity(groups.len());
         let mut quotas: Vec<Option<Quota>> = Vec::new();
@@ -160,14 +159,8 @@ impl Engine {
                             "must be >= 0",
                         ));
                     }
-                    if !has_parent && (rq.borrowing_limit.is_some() || rq.lending_limit.is_some()) {
-                        return Err(EngineError::invalid(
-                            kind,
-                            name,
-                            format!("{rfield}.borrowingLimit"),
-                            "borrowingLimit and lendingLimit must be nil without a cohort/parent",
-                        ));
-                    }
+                    // Limits without a cohort are rejected by Kueue's webhook; the quota tree
+                    // ignores them for parentless nodes, so they are accepted here.
                     if rq.borrowing_limit.is_some_and(|b| b < 0) {
                         return Err(EngineError::invalid(
                             kind,
@@ -211,12 +204,7 @@ impl Engine {
                 "must be >= 0",
             ));
         }
-        let (rgs, quotas) = self.intern_groups(
-            "ClusterQueue",
-            &name,
-            &spec.resource_groups,
-            spec.cohort.is_some(),
-        )?;
+        let (rgs, quotas) = self.intern_groups("ClusterQueue", &name, &spec.resource_groups)?;
         let mut rg_of_resource = HashMap::new();
         for (i, rg) in rgs.iter().enumerate() {
             for &r in &rg.covered {
@@ -353,12 +341,7 @@ impl Engine {
                 "cannot be the cohort itself",
             ));
         }
-        let (_, quotas) = self.intern_groups(
-            "Cohort",
-            &name,
-            &spec.resource_groups,
-            spec.parent.is_some(),
-        )?;
+        let (_, quotas) = self.intern_groups("Cohort", &name, &spec.resource_groups)?;
         let n = self.cohort_node(&name);
         let node = self.tree.node_mut(n);
         node.explicit = true;

@@ -1,0 +1,164 @@
+//! More of Kueue's TestSchedule cases, ported with their expected reasons and messages.
+
+mod common;
+
+use common::*;
+use sluice_operator::engine::*;
+
+fn tainted(name: &str, value: &str) -> Flavor {
+    Flavor {
+        name: name.into(),
+        node_taints: vec![Taint {
+            key: "key".into(),
+            value: Some(value.into()),
+            effect: TaintEffect::NoSchedule,
+        }],
+        ..Flavor::default()
+    }
+}
+
+fn fixture() -> Env {
+    let mut env = Env::new();
+    kueue_fixture(&mut env);
+    env.flavor_obj(tainted("spot-tainted", "val"))
+        .flavor_obj(tainted("spot-tainted-2", "val2"));
+    env
+}
+
+#[test]
+fn flavors_with_mixed_misconfiguration_and_insufficient_quota() {
+    let mut env = fixture();
+    env.cq(cq("custom-cq").strict().group(
+        &["cpu"],
+        vec![
+            fq(
+                "spot-tainted",
+                vec![rql("cpu", cpu(20), Some(cpu(20)), None)],
+            ),
+            fq("on-demand", vec![rql("cpu", cpu(15), Some(cpu(15)), None)]),
+        ],
+    ));
+    env.lq("sales", "custom-q", "custom-cq");
+    env.admitted(
+        wl("sales", "existing")
+            .queue("custom-q")
+            .ps("main", 1, &[("cpu", cpu(10))]),
+        "custom-cq",
+        &[("cpu", "on-demand")],
+    );
+    env.submit(
+        wl("sales", "new-job")
+            .queue("custom-q")
+            .ps("main", 1, &[("cpu", cpu(10))]),
+    );
+    env.schedule();
+    assert_eq!(
+        env.assert_pending("sales/new-job", "WaitingForQuota"),
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor on-demand, 5 more needed, untolerated taint {key val NoSchedule <nil>} in flavor spot-tainted"
+    );
+    assert_eq!(
+        env.engine.pending_workloads("custom-cq"),
+        vec![key_of("sales/new-job")]
+    );
+}
+
+#[test]
+fn flavors_with_mixed_taint_mismatch_and_exceeding_limits() {
+    let mut env = fixture();
+    env.cq(cq("custom-cq2").strict().group(
+        &["cpu"],
+        vec![
+            fq("spot-tainted", vec![rq("cpu", cpu(20))]),
+            fq("on-demand", vec![rq("cpu", cpu(5))]),
+        ],
+    ));
+    env.lq("sales", "custom-q2", "custom-cq2");
+    env.submit(
+        wl("sales", "new-job2")
+            .queue("custom-q2")
+            .ps("main", 1, &[("cpu", cpu(10))]),
+    );
+    env.schedule();
+    assert_eq!(
+        env.assert_pending("sales/new-job2", "ExceedsMaxQuota"),
+        "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor on-demand, previously considered podsets requests (0) + current podset request (10) > maximum capacity (5), untolerated taint {key val NoSchedule <nil>} in flavor spot-tainted"
+    );
+}
+
+#[test]
+fn flavors_are_structurally_incompatible() {
+    let mut env = fixture();
+    env.cq(cq("custom-cq3").strict().group(
+        &["cpu"],
+        vec![
+            fq("spot-tainted", vec![rq("cpu", cpu(20))]),
+            fq("spot-tainted-2", vec![rq("cpu", cpu(5))]),
+        ],
+    ));
+    env.lq("sales", "custom-q3", "custom-cq3");
+    env.submit(
+        wl("sales", "new-job3")
+            .queue("custom-q3")
+            .ps("main", 1, &[("cpu", cpu(1))]),
+    );
+    env.schedule();
+    assert_eq!(
+        env.assert_pending("sales/new-job3", "NoMatchingFlavor"),
+        "couldn't assign flavors to pod set main: untolerated taint {key val NoSchedule <nil>} in flavor spot-tainted, untolerated taint {key val2 NoSchedule <nil>} in flavor spot-tainted-2"
+    );
+}
+
+fn capacity_env(reclaim: ReclaimPolicy) -> Env {
+    let mut env = fixture();
+    env.cq(cq("ClusterQueueA")
+        .cohort("root")
+        .preemption(reclaim, WithinCqPolicy::Never)
+        .group(&["gpu"], vec![fq("on-demand", vec![rq("gpu", 2)])]));
+    env.cq(cq("ClusterQueueB")
+        .cohort("root")
+        .group(&["gpu"], vec![fq("on-demand", vec![rq("gpu", 0)])]));
+    env.lq("eng-alpha", "lq", "ClusterQueueA")
+        .lq("eng-beta", "lq", "ClusterQueueB");
+    env.admitted(
+        wl("eng-alpha", "a1-admitted")
+            .queue("lq")
+            .ps("main", 1, &[("gpu", 1)]),
+        "ClusterQueueA",
+        &[("gpu", "on-demand")],
+    );
+    env.submit(
+        wl("eng-alpha", "a2-pending")
+            .queue("lq")
+            .ps("main", 1, &[("gpu", 2)]),
+    );
+    env.submit(
+        wl("eng-beta", "b1-pending")
+            .queue("lq")
+            .ps("main", 1, &[("gpu", 1)]),
+    );
+    env.schedule();
+    env
+}
+
+#[test]
+fn capacity_not_blocked_when_lending_queue_can_reclaim() {
+    let env = capacity_env(ReclaimPolicy::Any);
+    assert_eq!(
+        env.assert_pending("eng-alpha/a2-pending", "WaitingForQuota"),
+        "couldn't assign flavors to pod set main: insufficient unused quota for gpu in flavor on-demand, 1 more needed"
+    );
+    env.assert_admitted_on("eng-beta/b1-pending", "gpu", "on-demand", 1);
+}
+
+#[test]
+fn capacity_blocked_when_lending_queue_is_not_guaranteed_to_reclaim() {
+    for policy in [ReclaimPolicy::LowerPriority, ReclaimPolicy::Never] {
+        let env = capacity_env(policy);
+        env.assert_pending("eng-alpha/a2-pending", "WaitingForQuota");
+        assert_eq!(
+            env.assert_pending("eng-beta/b1-pending", "WaitingForQuota"),
+            "Workload no longer fits after processing another workload",
+            "{policy:?}"
+        );
+    }
+}
