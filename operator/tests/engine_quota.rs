@@ -216,13 +216,13 @@ fn invalid_cluster_queues_are_rejected_with_field() {
             "spec.resourceGroups[0].flavors[0].resources"
         )
     );
-    let no_cohort = cq("nc")
-        .group(
-            &["cpu"],
-            vec![fq("default", vec![rql("cpu", 1, Some(1), None)])],
-        )
+    let negative = cq("neg")
+        .group(&["cpu"], vec![fq("default", vec![rq("cpu", -1)])])
         .build();
-    assert!(engine.apply(Event::UpsertClusterQueue(no_cohort)).is_err());
+    let err = engine
+        .apply(Event::UpsertClusterQueue(negative))
+        .unwrap_err();
+    assert!(err.to_string().contains("nominalQuota"), "{err}");
     let lend_too_much = cq("l")
         .cohort("c")
         .group(
