@@ -162,3 +162,91 @@ fn capacity_blocked_when_lending_queue_is_not_guaranteed_to_reclaim() {
         );
     }
 }
+
+#[test]
+fn workload_waiting_for_preemption_does_not_block_borrowing_workload_in_another_cq() {
+    let mut env = fixture();
+    let bwc = |c: CqB| {
+        c.cohort("pwb")
+            .preemption(ReclaimPolicy::LowerPriority, WithinCqPolicy::Never)
+            .borrow_within_cohort(None)
+    };
+    env.cq(cq("cq_shared").cohort("pwb").group(
+        &["cpu"],
+        vec![fq("default", vec![rql("cpu", cpu(4), Some(0), None)])],
+    ));
+    env.cq(bwc(cq("cq_a")).group(
+        &["cpu"],
+        vec![fq("default", vec![rql("cpu", 0, Some(cpu(3)), None)])],
+    ));
+    env.cq(bwc(cq("cq_b")).group(&["cpu"], vec![fq("default", vec![rq("cpu", 0)])]));
+    env.lq("eng-alpha", "lq_a", "cq_a")
+        .lq("eng-beta", "lq_b", "cq_b");
+    env.admitted(
+        wl("eng-alpha", "admitted_a")
+            .queue("lq_a")
+            .ps("main", 1, &[("cpu", cpu(2))]),
+        "cq_a",
+        &[("cpu", "default")],
+    );
+    env.submit(
+        wl("eng-alpha", "a")
+            .queue("lq_a")
+            .created(1)
+            .ps("main", 1, &[("cpu", cpu(3))]),
+    );
+    env.submit(
+        wl("eng-beta", "b")
+            .queue("lq_b")
+            .created(2)
+            .ps("main", 1, &[("cpu", cpu(1))]),
+    );
+    let ds = env.schedule();
+    assert!(evictions(&ds).is_empty());
+    assert_eq!(
+        env.assert_pending("eng-alpha/a", "WaitingForQuota"),
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 2 more needed"
+    );
+    env.assert_admitted_on("eng-beta/b", "cpu", "default", cpu(1));
+}
+
+#[test]
+fn preemption_only_when_the_workload_fits_within_nominal_quota() {
+    let mut env = fixture();
+    env.cq(cq("other-alpha")
+        .cohort("other")
+        .preemption(ReclaimPolicy::Any, WithinCqPolicy::LowerPriority)
+        .group(&["cpu"], vec![fq("on-demand", vec![rq("cpu", cpu(2))])]));
+    env.cq(cq("other-beta")
+        .cohort("other")
+        .group(&["cpu"], vec![fq("on-demand", vec![rq("cpu", cpu(2))])]));
+    env.lq("eng-alpha", "other", "other-alpha")
+        .lq("eng-beta", "other", "other-beta");
+    env.admitted(
+        wl("eng-alpha", "a1")
+            .queue("other")
+            .prio(-1)
+            .ps("main", 1, &[("cpu", cpu(1))]),
+        "other-alpha",
+        &[("cpu", "on-demand")],
+    );
+    env.admitted(
+        wl("eng-beta", "b1")
+            .queue("other")
+            .prio(-1)
+            .ps("main", 1, &[("cpu", cpu(1))]),
+        "other-beta",
+        &[("cpu", "on-demand")],
+    );
+    env.submit(wl("eng-alpha", "incoming").queue("other").prio(1).ps(
+        "main",
+        1,
+        &[("cpu", cpu(3))],
+    ));
+    let ds = env.schedule();
+    assert!(evictions(&ds).is_empty(), "{ds:?}");
+    assert_eq!(
+        env.assert_pending("eng-alpha/incoming", "WaitingForQuota"),
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor on-demand, 1 more needed"
+    );
+}
