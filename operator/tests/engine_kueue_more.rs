@@ -250,3 +250,111 @@ fn preemption_only_when_the_workload_fits_within_nominal_quota() {
         "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor on-demand, 1 more needed"
     );
 }
+
+fn cpu_group(n: i64) -> Vec<ResourceGroup> {
+    vec![ResourceGroup {
+        covered_resources: vec!["cpu".into()],
+        flavors: vec![fq("default", vec![rq("cpu", cpu(n))])],
+    }]
+}
+
+/// preemption_hierarchical_test.go: "prefer to preempt hierarchical candidate".
+#[test]
+fn hierarchical_candidate_is_preferred_over_lower_priority_in_own_queue() {
+    let mut env = fixture();
+    env.cohort("r", None, vec![])
+        .cohort("c", Some("r"), cpu_group(2));
+    let p = |c: CqB| {
+        c.preemption(ReclaimPolicy::Any, WithinCqPolicy::LowerPriority)
+            .group(&["cpu"], vec![fq("default", vec![rq("cpu", 0)])])
+    };
+    env.cq(p(cq("q").cohort("c")))
+        .cq(p(cq("q_borrowing").cohort("r")));
+    env.lq("ns", "q", "q")
+        .lq("ns", "qb", "q_borrowing")
+        .ns("ns", &[]);
+    env.admitted(
+        wl("ns", "admitted_borrowing")
+            .queue("qb")
+            .prio(1)
+            .ps("main", 1, &[("cpu", cpu(1))]),
+        "q_borrowing",
+        &[("cpu", "default")],
+    );
+    env.admitted(
+        wl("ns", "admitted_same_queue")
+            .queue("q")
+            .prio(-2)
+            .ps("main", 1, &[("cpu", cpu(1))]),
+        "q",
+        &[("cpu", "default")],
+    );
+    env.submit(
+        wl("ns", "incoming")
+            .queue("q")
+            .ps("main", 1, &[("cpu", cpu(1))]),
+    );
+    let ds = env.schedule();
+    assert_eq!(
+        evictions(&ds),
+        vec![(
+            "ns/admitted_borrowing".to_string(),
+            Some("InCohortReclamation".to_string())
+        )]
+    );
+    assert!(ds.iter().any(|d| matches!(d, Decision::Evict { message, .. } if message.ends_with("preemptor path: /r/c/q; preemptee path: /r/q_borrowing"))));
+}
+
+/// preemption_hierarchical_test.go: "forced to preempt priority candidate".
+#[test]
+fn forced_to_preempt_priority_candidate_while_borrowing() {
+    let mut env = fixture();
+    env.cohort("r", None, vec![])
+        .cohort("c", Some("r"), cpu_group(2));
+    env.cq(cq("q")
+        .cohort("c")
+        .preemption(ReclaimPolicy::Any, WithinCqPolicy::LowerPriority)
+        .borrow_within_cohort(Some(0))
+        .group(&["cpu"], vec![fq("default", vec![rq("cpu", 0)])]));
+    let p = |c: CqB, n: i64| {
+        c.preemption(ReclaimPolicy::Any, WithinCqPolicy::LowerPriority)
+            .group(&["cpu"], vec![fq("default", vec![rq("cpu", cpu(n))])])
+    };
+    env.cq(p(cq("q_nominal").cohort("r"), 2))
+        .cq(p(cq("q_same_cohort").cohort("c"), 0));
+    env.lq("ns", "q", "q")
+        .lq("ns", "qn", "q_nominal")
+        .lq("ns", "qs", "q_same_cohort")
+        .ns("ns", &[]);
+    env.admitted(
+        wl("ns", "admitted_nominal")
+            .queue("qn")
+            .prio(-10)
+            .ps("main", 1, &[("cpu", cpu(2))]),
+        "q_nominal",
+        &[("cpu", "default")],
+    );
+    env.admitted(
+        wl("ns", "admitted_same_cohort")
+            .queue("qs")
+            .prio(-1)
+            .ps("main", 1, &[("cpu", cpu(2))]),
+        "q_same_cohort",
+        &[("cpu", "default")],
+    );
+    env.submit(
+        wl("ns", "incoming")
+            .queue("q")
+            .ps("main", 1, &[("cpu", cpu(2))]),
+    );
+    let ds = env.schedule();
+    assert_eq!(
+        evictions(&ds),
+        vec![(
+            "ns/admitted_same_cohort".to_string(),
+            Some("InCohortReclaimWhileBorrowing".to_string())
+        )]
+    );
+    assert!(ds.iter().any(|d| matches!(d, Decision::Evict { message, .. }
+        if message.contains("due to reclamation within the cohort while borrowing; preemptor path: /r/c/q; preemptee path: /r/c/q_same_cohort"))));
+}
