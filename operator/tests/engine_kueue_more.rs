@@ -358,3 +358,52 @@ fn forced_to_preempt_priority_candidate_while_borrowing() {
     assert!(ds.iter().any(|d| matches!(d, Decision::Evict { message, .. }
         if message.contains("due to reclamation within the cohort while borrowing; preemptor path: /r/c/q; preemptee path: /r/c/q_same_cohort"))));
 }
+
+/// scheduler_fs_test.go: "hierarchical fair sharing schedule workload which wins tournament".
+#[test]
+fn hierarchical_fair_sharing_tournament_winner() {
+    let mut env = Env::fair();
+    kueue_fixture(&mut env);
+    env.apply(Event::UpsertCohort(Cohort {
+        name: "A".into(),
+        parent: None,
+        resource_groups: vec![ResourceGroup {
+            covered_resources: vec!["cpu".into()],
+            flavors: vec![fq("on-demand", vec![rq("cpu", cpu(200))])],
+        }],
+        fair_weight: 1.0,
+    }));
+    env.cohort("B", Some("A"), vec![])
+        .cohort("C", Some("A"), vec![]);
+    for (q, co) in [("d", "B"), ("e", "B"), ("f", "C"), ("g", "C")] {
+        env.cq(cq(q)
+            .cohort(co)
+            .group(&["cpu"], vec![fq("on-demand", vec![rq("cpu", 0)])]));
+        env.lq("eng-alpha", &format!("lq-{q}"), q);
+    }
+    let w = |n: &str, q: &str, c: i64| {
+        wl("eng-alpha", n)
+            .queue(&format!("lq-{q}"))
+            .ps("one", 1, &[("cpu", cpu(c))])
+    };
+    env.admitted(w("d0", "d", 10), "d", &[("cpu", "on-demand")]);
+    env.admitted(w("e0", "e", 20), "e", &[("cpu", "on-demand")]);
+    env.admitted(w("g0", "g", 100), "g", &[("cpu", "on-demand")]);
+    for (n, q, c) in [
+        ("d1", "d", 70),
+        ("e1", "e", 61),
+        ("f1", "f", 1),
+        ("g1", "g", 1),
+    ] {
+        env.submit(w(n, q, c));
+    }
+    let ds = env.schedule();
+    assert_eq!(admits(&ds), vec!["eng-alpha/d1"]);
+    for k in ["eng-alpha/e1", "eng-alpha/f1", "eng-alpha/g1"] {
+        assert_eq!(
+            env.assert_pending(k, "WaitingForQuota"),
+            "Workload no longer fits after processing another workload",
+            "{k}"
+        );
+    }
+}
