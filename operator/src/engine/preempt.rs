@@ -808,9 +808,10 @@ impl TargetOrdering {
                 Some((bcq, bdrs)) => match sim.policy.compare(&drs, bdrs) {
                     Ordering::Greater => best_cq = Some((cq, drs)),
                     Ordering::Equal => {
-                        let a = self.by_cq[&cq][0];
-                        let b = self.by_cq[bcq][0];
-                        if sim.candidate_cmp(a, b, pre.cq) == Ordering::Less {
+                        let first = |q: &NodeId| self.by_cq.get(q).and_then(|l| l.front().copied());
+                        if let (Some(a), Some(b)) = (first(&cq), first(bcq))
+                            && sim.candidate_cmp(a, b, pre.cq) == Ordering::Less
+                        {
                             best_cq = Some((cq, drs));
                         }
                     }
