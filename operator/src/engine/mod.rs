@@ -276,15 +276,74 @@ impl Engine {
     }
 }
 
-/// Formats a quantity the way Kueue prints it in messages (cpu in cores or millicores).
+/// Formats a quantity the way Kueue prints it in messages (Kubernetes canonical form: cpu in
+/// DecimalSI milli-units, memory-like resources in BinarySI, everything else DecimalSI).
 pub(crate) fn fmt_quantity(resource: &str, v: i64) -> String {
     if resource == "cpu" {
-        if v % 1000 == 0 {
-            (v / 1000).to_string()
-        } else {
-            format!("{v}m")
+        return decimal_si(v, -3);
+    }
+    let binary =
+        matches!(resource, "memory" | "ephemeral-storage") || resource.starts_with("hugepages-");
+    if binary && v.unsigned_abs() >= 1024 {
+        const SUFFIXES: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+        let mut m = v;
+        let mut k = 0;
+        while k < SUFFIXES.len() && m % 1024 == 0 {
+            m /= 1024;
+            k += 1;
         }
-    } else {
-        v.to_string()
+        if k > 0 {
+            return format!("{m}{}", SUFFIXES[k - 1]);
+        }
+    }
+    decimal_si(v, 0)
+}
+
+/// Kubernetes' canonical DecimalSI rendering of `m * 10^e`.
+fn decimal_si(m: i64, e: i32) -> String {
+    if m == 0 {
+        return "0".to_string();
+    }
+    let (mut m, mut e) = (i128::from(m), e);
+    while m % 10 == 0 {
+        m /= 10;
+        e += 1;
+    }
+    let mut e3 = e.div_euclid(3) * 3;
+    e3 = e3.clamp(-9, 18);
+    for _ in e3..e {
+        m *= 10;
+    }
+    let suffix = match e3 {
+        -9 => "n",
+        -6 => "u",
+        -3 => "m",
+        3 => "k",
+        6 => "M",
+        9 => "G",
+        12 => "T",
+        15 => "P",
+        18 => "E",
+        _ => "",
+    };
+    format!("{m}{suffix}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fmt_quantity;
+
+    #[test]
+    fn quantities_render_like_kubernetes() {
+        assert_eq!(fmt_quantity("cpu", 1000), "1");
+        assert_eq!(fmt_quantity("cpu", 1500), "1500m");
+        assert_eq!(fmt_quantity("cpu", 0), "0");
+        assert_eq!(fmt_quantity("cpu", 2_000_000), "2k");
+        assert_eq!(fmt_quantity("memory", 1 << 30), "1Gi");
+        assert_eq!(fmt_quantity("memory", 1536 * 1024), "1536Ki");
+        assert_eq!(fmt_quantity("memory", 2000), "2k");
+        assert_eq!(fmt_quantity("memory", 500), "500");
+        assert_eq!(fmt_quantity("example.com/gpu", 20), "20");
+        assert_eq!(fmt_quantity("pods", 1000), "1k");
     }
 }
