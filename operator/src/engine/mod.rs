@@ -1,6 +1,20 @@
 //! Sluice's scheduling engine: a pure, deterministic, event-driven implementation of Kueue v0.19's
 //! admission semantics (quota tree, queues, scheduling cycle, flavor assignment, preemption,
 //! fair sharing, partial admission). No I/O, no clocks: time is passed in.
+//!
+//! Usage: feed objects and workloads through [`Engine::apply`], call [`Engine::schedule`] while
+//! [`Engine::has_work`] is true, and apply the returned [`Decision`]s to the cluster. Evicted
+//! workloads keep their quota until [`Event::EvictionComplete`].
+//!
+//! Notes for callers:
+//! * `Decision::Pending` is emitted only when a workload's (reason, message) changes.
+//! * The engine's own admission wins over an `UpsertWorkload` that omits it (e.g. a stale read).
+//! * Restored admissions (`UpsertWorkload` with `admission`) use `creation_time` as their
+//!   reservation time (preemption ordering tie-break).
+//! * Queue order uses `creation_time`; the `EvictionComplete` time does not reorder (as Kueue
+//!   does for preemption evictions).
+//! * Not modelled: topology-aware scheduling (TAS flavors act as plain flavors), admission-check
+//!   states, admission fair sharing, waitForPodsReady, priority boost, workload slices.
 
 mod assign;
 mod cycle;
