@@ -222,7 +222,8 @@ impl Engine {
         let was_alive = self.tree.node(n).alive;
         let node = self.tree.node_mut(n);
         node.alive = true;
-        node.parent_name = spec.cohort.clone();
+        // An empty cohortName means no cohort, as in Kueue.
+        node.parent_name = spec.cohort.clone().filter(|c| !c.is_empty());
         node.quotas = quotas;
         node.weight = spec.fair_weight;
         if self.cqs.len() <= n as usize {
@@ -345,7 +346,7 @@ impl Engine {
         let n = self.cohort_node(&name);
         let node = self.tree.node_mut(n);
         node.explicit = true;
-        node.parent_name = spec.parent;
+        node.parent_name = spec.parent.filter(|p| !p.is_empty());
         node.quotas = quotas;
         node.weight = spec.fair_weight;
         self.structure_changed();
