@@ -18,7 +18,7 @@ struct Report {
     elapsed_ms: u128,
 }
 
-fn run(cohorts: usize, cqs_per_cohort: usize, wl_per_cq: usize) -> Report {
+fn run(cohorts: usize, cqs_per_cohort: usize, wl_per_cq: usize, duration_scale: i64) -> Report {
     let mut engine = Engine::new(EngineConfig::default());
     let apply = |e: &mut Engine, ev: Event| e.apply(ev).expect("valid event");
     apply(
@@ -75,7 +75,7 @@ fn run(cohorts: usize, cqs_per_cohort: usize, wl_per_cq: usize) -> Report {
                     .prio(class.2)
                     .created(i as i64)
                     .ps("main", 1, &[("cpu", cpu(class.0))]);
-                durations.insert(wname, class.1);
+                durations.insert(wname, class.1 * duration_scale);
                 apply(
                     &mut engine,
                     Event::UpsertWorkload {
@@ -157,7 +157,7 @@ fn run(cohorts: usize, cqs_per_cohort: usize, wl_per_cq: usize) -> Report {
 
 #[test]
 fn reduced_scale_runs_to_completion() {
-    let r = run(5, 6, 40);
+    let r = run(5, 6, 40, 1);
     assert!(r.admitted >= 1200);
     assert!(r.cycles > 0 && r.decisions >= r.admitted);
 }
@@ -165,7 +165,7 @@ fn reduced_scale_runs_to_completion() {
 #[test]
 #[ignore = "full Kueue large-scale shape; run with --release -- --ignored --nocapture"]
 fn large_scale_1000_cqs_50000_workloads() {
-    let r = run(100, 10, 50);
+    let r = run(100, 10, 50, 1);
     eprintln!(
         "cycles={} decisions={} admitted={} elapsed={}ms ({:.1} us/decision)",
         r.cycles,
@@ -173,5 +173,19 @@ fn large_scale_1000_cqs_50000_workloads() {
         r.admitted,
         r.elapsed_ms,
         r.elapsed_ms as f64 * 1000.0 / r.decisions.max(1) as f64
+    );
+}
+
+#[test]
+#[ignore = "saturated large-scale shape: deep queues, preemption; run with --release -- --ignored --nocapture"]
+fn large_scale_saturated_queues() {
+    let r = run(100, 10, 50, 20);
+    eprintln!(
+        "saturated: cycles={} decisions={} admitted={} elapsed={}ms ({:.1} us/cycle)",
+        r.cycles,
+        r.decisions,
+        r.admitted,
+        r.elapsed_ms,
+        r.elapsed_ms as f64 * 1000.0 / r.cycles.max(1) as f64
     );
 }
