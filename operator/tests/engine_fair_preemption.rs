@@ -315,3 +315,135 @@ fn less_than_or_equal_to_final_share_preempts_what_does_not_transfer_imbalance()
         want(&[("b_high", FAIR)])
     );
 }
+
+fn pool(n: i64) -> Vec<ResourceGroup> {
+    vec![ResourceGroup {
+        covered_resources: vec!["cpu".into()],
+        flavors: vec![fq("default", vec![rq("cpu", cpu(n))])],
+    }]
+}
+
+/// TestFairPreemptions "hierarchical preemption": weights on ClusterQueues and Cohorts.
+#[test]
+fn hierarchical_fair_preemption_with_weights() {
+    let mut env = Env::fair();
+    env.flavor("default").ns("ns", &[]);
+    env.cohort("ROOT", None, pool(5));
+    env.apply(Event::UpsertCohort(Cohort {
+        name: "LEFT".into(),
+        parent: Some("ROOT".into()),
+        resource_groups: pool(5),
+        fair_weight: 2.0,
+    }));
+    env.cohort("RIGHT", Some("ROOT"), pool(5));
+    let q = |name: &str, co: &str, w: f64| {
+        cq(name)
+            .cohort(co)
+            .weight(w)
+            .group(&["cpu"], vec![fq("default", vec![rq("cpu", cpu(1))])])
+    };
+    env.cq(q("a", "LEFT", 2.0).preemption(ReclaimPolicy::Any, WithinCqPolicy::Never));
+    env.cq(q("b", "LEFT", 1.0))
+        .cq(q("c", "ROOT", 1.0))
+        .cq(q("d", "RIGHT", 1.0))
+        .cq(q("e", "RIGHT", 0.99));
+    for name in ["a", "b", "c", "d", "e"] {
+        env.lq("ns", name, name);
+        if name == "a" {
+            continue;
+        }
+        for p in 1..=5 {
+            let w = format!("{name}{p}");
+            env.admitted(
+                wl("ns", &w)
+                    .queue(name)
+                    .prio(p)
+                    .ps("main", 1, &[("cpu", cpu(1))]),
+                name,
+                &[("cpu", "default")],
+            );
+        }
+    }
+    env.submit(
+        wl("ns", "unit")
+            .queue("a")
+            .ps("main", 1, &[("cpu", cpu(5))]),
+    );
+    let ds = env.schedule();
+    let got: Vec<_> = evictions(&ds)
+        .into_iter()
+        .map(|(k, r)| (k.trim_start_matches("ns/").to_string(), r))
+        .collect();
+    assert_eq!(
+        got,
+        want(&[
+            ("b1", FAIR),
+            ("b2", FAIR),
+            ("c1", FAIR),
+            ("c2", FAIR),
+            ("e1", FAIR)
+        ])
+    );
+}
+
+/// TestFairPreemptions "can preempt anything borrowing from CQ with 0 weight" and
+/// "can't preempt nominal from CQ with 0 weight".
+#[test]
+fn zero_weight_queues_lose_borrowed_quota_but_keep_nominal() {
+    let setup = |with_c: bool, admitted: &[(&'static str, &'static str)], incoming: i64| {
+        let mut env = Env::fair();
+        env.flavor("default").ns("ns", &[]);
+        let q = |name: &str| {
+            cq(name)
+                .cohort("all")
+                .preemption(ReclaimPolicy::Any, WithinCqPolicy::LowerPriority)
+                .group(&["cpu"], vec![fq("default", vec![rq("cpu", cpu(3))])])
+        };
+        env.cq(q("a")).cq(q("b").weight(0.0));
+        if with_c {
+            env.cq(q("c"));
+        }
+        env.lq("ns", "a", "a");
+        for &(n, c) in admitted {
+            env.admitted(
+                wl("ns", n).queue(c).ps("main", 1, &[("cpu", cpu(1))]),
+                c,
+                &[("cpu", "default")],
+            );
+        }
+        env.submit(
+            wl("ns", "a_incoming")
+                .queue("a")
+                .ps("main", 1, &[("cpu", cpu(incoming))]),
+        );
+        let ds = env.schedule();
+        evictions(&ds)
+            .into_iter()
+            .map(|(k, r)| (k.trim_start_matches("ns/").to_string(), r))
+            .collect::<Vec<_>>()
+    };
+    let borrowing = [
+        ("a1", "a"),
+        ("a2", "a"),
+        ("a3", "a"),
+        ("b1", "b"),
+        ("b2", "b"),
+        ("b3", "b"),
+        ("b4", "b"),
+        ("b5", "b"),
+        ("b6", "b"),
+    ];
+    assert_eq!(
+        setup(true, &borrowing, 3),
+        want(&[("b1", FAIR), ("b2", FAIR), ("b3", FAIR)])
+    );
+    let nominal = [
+        ("a1", "a"),
+        ("a2", "a"),
+        ("a3", "a"),
+        ("b1", "b"),
+        ("b2", "b"),
+        ("b3", "b"),
+    ];
+    assert!(setup(false, &nominal, 1).is_empty());
+}
