@@ -309,6 +309,11 @@ impl Engine {
         if mode == Mode::Preempt {
             self.sim().add_usage(e.cq, &usage, 1);
             reserved.push((e.cq, usage));
+            tracing::debug!(
+                workload = e.wl,
+                victims = e.targets.len(),
+                "issuing preemptions"
+            );
             self.issue_preemptions(&e, now);
             if let Some(w) = self.wl_mut(e.wl) {
                 w.last = None;
@@ -337,6 +342,7 @@ impl Engine {
         }
         if let Some(w) = self.wl(e.wl) {
             let key = w.key.clone();
+            tracing::debug!(workload = %key, cluster_queue = %admission.cluster_queue, "quota reserved");
             self.out.push(Decision::Admit {
                 workload: key,
                 admission,
