@@ -122,7 +122,7 @@ fn required_affinity_filters_flavors_and_reports_no_matching_flavor() {
     let msg = env.assert_pending("ns/aff", "NoMatchingFlavor");
     assert_eq!(
         msg,
-        "couldn't assign flavors to pod set main: flavor general doesn't match node affinity, untolerated taint dedicated=gpu:NoSchedule in flavor gpu-tainted"
+        "couldn't assign flavors to pod set main: flavor general doesn't match node affinity, untolerated taint {dedicated gpu NoSchedule <nil>} in flavor gpu-tainted"
     );
 }
 
@@ -320,4 +320,50 @@ fn missing_flavor_makes_cluster_queue_inactive() {
     env.flavor("later");
     env.schedule();
     env.assert_admitted("ns/w");
+}
+
+#[test]
+fn flavor_scan_progress_resumes_after_the_last_tried_flavor() {
+    let mut env = Env::new();
+    env.flavor("f1").flavor("f2").ns("ns", &[]);
+    env.cq_lq(
+        cq("x").cohort("co").group(
+            &["cpu"],
+            vec![
+                fq("f1", vec![rq("cpu", 0)]),
+                fq("f2", vec![rq("cpu", cpu(10))]),
+            ],
+        ),
+        "ns",
+    );
+    env.cq(cq("y").cohort("co").group(
+        &["cpu"],
+        vec![fq("f1", vec![rq("cpu", 0)]), fq("f2", vec![rq("cpu", 0)])],
+    ));
+    env.cq(cq("lender").cohort("co").group(
+        &["cpu"],
+        vec![
+            fq("f1", vec![rq("cpu", cpu(5))]),
+            fq("f2", vec![rq("cpu", 0)]),
+        ],
+    ));
+    env.lq("ns", "y", "y");
+    env.submit(wl("ns", "x1").ps("main", 1, &[("cpu", cpu(5))]));
+    env.submit(
+        wl("ns", "y1")
+            .queue("y")
+            .prio(1)
+            .ps("main", 1, &[("cpu", cpu(5))]),
+    );
+    env.schedule();
+    env.assert_admitted_on("ns/y1", "cpu", "f1", cpu(5));
+    assert_eq!(
+        env.assert_pending("ns/x1", "WaitingForQuota"),
+        "Workload no longer fits after processing another workload"
+    );
+    // f1 is free again, but x1 resumes its scan after f1 (Kueue's FlavorFungibilityPreserveScanProgress).
+    env.apply(Event::FinishWorkload(key_of("ns/y1")));
+    assert!(env.engine.has_work());
+    env.schedule();
+    env.assert_admitted_on("ns/x1", "cpu", "f2", cpu(5));
 }

@@ -266,6 +266,14 @@ fn fair_sharing_preempts_from_the_highest_share_and_respects_weights() {
     let ua = env.engine.cluster_queue_usage("a").unwrap();
     let ub = env.engine.cluster_queue_usage("b").unwrap();
     assert!(ub.weighted_share > ua.weighted_share, "{ua:?} {ub:?}");
+    // a borrows 4 of the 30 cpu its cohort could lend: ceil(4000/30) per mille.
+    assert_eq!(ua.weighted_share, 134);
+    assert_eq!(
+        env.engine.cohort_weighted_share("co"),
+        Some(0),
+        "root cohorts have no share"
+    );
+    assert_eq!(env.engine.cohort_weighted_share("missing"), None);
     env.submit(wl("ns", "c1").queue("c").ps("main", 1, &[("cpu", cpu(6))]));
     let ds = env.schedule();
     // c stays within nominal: reclamation from the highest-share ClusterQueue, first candidate by

@@ -382,3 +382,40 @@ fn has_work_tracks_changes() {
     assert!(!env.engine.has_work());
     assert!(env.schedule().is_empty());
 }
+
+#[test]
+fn local_queue_pending_workloads_follow_cluster_queue_order() {
+    let mut env = Env::new();
+    env.flavor("default").ns("ns", &[]);
+    env.cq_lq(
+        cq("cq").group(&["cpu"], vec![fq("default", vec![rq("cpu", 0)])]),
+        "ns",
+    );
+    env.lq("ns", "other", "cq");
+    env.submit(wl("ns", "a").created(1).ps("main", 1, &[("cpu", 1)]));
+    env.submit(
+        wl("ns", "b")
+            .queue("other")
+            .created(2)
+            .ps("main", 1, &[("cpu", 1)]),
+    );
+    env.submit(
+        wl("ns", "c")
+            .prio(5)
+            .created(3)
+            .ps("main", 1, &[("cpu", 1)]),
+    );
+    assert_eq!(
+        env.engine.local_queue_pending_workloads("ns", "main"),
+        vec![key_of("ns/c"), key_of("ns/a")]
+    );
+    assert_eq!(
+        env.engine.local_queue_pending_workloads("ns", "other"),
+        vec![key_of("ns/b")]
+    );
+    assert!(
+        env.engine
+            .local_queue_pending_workloads("ns", "missing")
+            .is_empty()
+    );
+}

@@ -216,13 +216,13 @@ fn invalid_cluster_queues_are_rejected_with_field() {
             "spec.resourceGroups[0].flavors[0].resources"
         )
     );
-    let no_cohort = cq("nc")
-        .group(
-            &["cpu"],
-            vec![fq("default", vec![rql("cpu", 1, Some(1), None)])],
-        )
+    let negative = cq("neg")
+        .group(&["cpu"], vec![fq("default", vec![rq("cpu", -1)])])
         .build();
-    assert!(engine.apply(Event::UpsertClusterQueue(no_cohort)).is_err());
+    let err = engine
+        .apply(Event::UpsertClusterQueue(negative))
+        .unwrap_err();
+    assert!(err.to_string().contains("nominalQuota"), "{err}");
     let lend_too_much = cq("l")
         .cohort("c")
         .group(
@@ -257,4 +257,39 @@ fn invalid_cluster_queues_are_rejected_with_field() {
             })
             .is_ok()
     );
+}
+
+#[test]
+fn deleting_a_cohort_object_removes_its_pool_but_keeps_the_implicit_cohort() {
+    let mut env = Env::new();
+    env.flavor("default").ns("ns", &[]);
+    env.cohort(
+        "co",
+        None,
+        vec![ResourceGroup {
+            covered_resources: vec!["cpu".into()],
+            flavors: vec![fq("default", vec![rq("cpu", cpu(6))])],
+        }],
+    );
+    env.cq_lq(
+        cq("a")
+            .cohort("co")
+            .group(&["cpu"], vec![fq("default", vec![rq("cpu", cpu(1))])]),
+        "ns",
+    );
+    env.cq(cq("b")
+        .cohort("")
+        .group(&["cpu"], vec![fq("default", vec![rq("cpu", cpu(4))])]));
+    env.apply(Event::DeleteCohort("co".into()));
+    env.submit(wl("ns", "w").ps("main", 1, &[("cpu", cpu(2))]));
+    env.schedule();
+    assert!(
+        env.assert_pending("ns/w", "ExceedsMaxQuota")
+            .ends_with("maximum capacity (1)")
+    );
+    env.cq(cq("b")
+        .cohort("co")
+        .group(&["cpu"], vec![fq("default", vec![rq("cpu", cpu(4))])]));
+    env.schedule();
+    env.assert_admitted("ns/w");
 }

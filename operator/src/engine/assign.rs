@@ -65,6 +65,8 @@ pub(crate) struct FlavorChoice {
     pub flavor: u32,
     pub mode: Mode,
     pub borrow: i32,
+    /// Index of the last flavor tried, -1 when the search reached the end of the list.
+    pub tried: i32,
 }
 
 /// Assignment of one pod set.
@@ -118,6 +120,14 @@ impl Assignment {
             .map(PsAssign::mode)
             .min()
             .unwrap_or(Mode::NoFit)
+    }
+
+    /// Scan progress to remember for the next attempt.
+    pub(crate) fn scan_progress(&self) -> Vec<BTreeMap<u32, i32>> {
+        self.podsets
+            .iter()
+            .map(|ps| ps.flavors.iter().map(|(&r, c)| (r, c.tried)).collect())
+            .collect()
     }
 
     pub(crate) fn usage_vec(&self) -> Vec<(Fr, i64)> {
@@ -342,7 +352,7 @@ impl Sim<'_> {
                     continue;
                 }
                 let (flavors, reasons, attempts) =
-                    self.find_flavor(pre, psi, &requests, rg_idx, &a.usage);
+                    self.find_flavor(pre, psi, res, &requests, rg_idx, &a.usage);
                 psa.nofit_attempts.extend(attempts);
                 if flavors.is_empty() {
                     psa.reasons = reasons;
@@ -379,6 +389,7 @@ impl Sim<'_> {
         &mut self,
         pre: &Preemptor,
         psi: usize,
+        res: u32,
         requests: &[(u32, i64)],
         rg_idx: usize,
         usage: &BTreeMap<Fr, i64>,
@@ -401,7 +412,14 @@ impl Sim<'_> {
             borrow: i32::MAX,
         };
         let rg_key = rg_idx as i64;
-        for &f in &rg.flavors {
+        let start = pre
+            .scan
+            .as_ref()
+            .map(|s| s.next_flavor(psi, res))
+            .unwrap_or(0);
+        let mut attempted: i32 = -1;
+        for (idx, &f) in rg.flavors.iter().enumerate().skip(start) {
+            attempted = idx as i32;
             let mismatch = match self.flavors.get(f as usize).and_then(|x| x.as_ref()) {
                 None => Some(format!("flavor {} not found", self.ids.flavor_name(f))),
                 Some(flavor) => self
@@ -443,6 +461,7 @@ impl Sim<'_> {
                         flavor: f,
                         mode: pm.mode(),
                         borrow,
+                        tried: -1,
                     },
                 );
             }
@@ -458,6 +477,14 @@ impl Sim<'_> {
                 best = assignments;
                 best_mode = rep;
             }
+        }
+        let tried = if attempted == rg.flavors.len() as i32 - 1 {
+            -1
+        } else {
+            attempted
+        };
+        for c in best.values_mut() {
+            c.tried = tried;
         }
         if best_mode.p == PMode::Fit {
             return (best, Vec::new(), attempts);

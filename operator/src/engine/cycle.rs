@@ -6,7 +6,7 @@ use super::assign::{Assignment, Mode, WAITING_FOR_QUOTA};
 use super::fairness::OrderKey;
 use super::preempt::{Preemptor, Sim, Target, human_reason};
 use super::quota::{Fr, NodeId};
-use super::{Decision, Engine, Phase, QueueingStrategy, ReclaimPolicy, Time};
+use super::{Decision, Engine, Phase, QueueingStrategy, ReclaimPolicy, ScanProgress, Time};
 
 const WAITING_FOR_PREEMPTED: &str = "WaitingForPreemptedWorkloads";
 
@@ -29,6 +29,7 @@ struct Entry {
     assignment: Assignment,
     targets: Vec<Target>,
     generation: u64,
+    cq_generation: u64,
 }
 
 impl Engine {
@@ -92,10 +93,17 @@ impl Engine {
     /// Runs exactly one scheduling cycle at time `now`.
     pub fn schedule(&mut self, now: Time) -> Vec<Decision> {
         self.now = self.now.max(now);
+        self.cycle += 1;
+        // A tree where no head changed and no quota moved since the last cycle would produce the
+        // same outcome again, so only trees with work take part.
+        let live_roots: HashSet<NodeId> = (0..self.cqs.len() as NodeId)
+            .filter(|&n| self.cq_has_work(n))
+            .map(|n| self.tree.root(n))
+            .collect();
         let mut heads = Vec::new();
         for n in 0..self.cqs.len() as NodeId {
             let Some(c) = self.cq(n) else { continue };
-            if !c.active || !self.tree.node(n).alive {
+            if !c.active || !self.tree.node(n).alive || !live_roots.contains(&self.tree.root(n)) {
                 continue;
             }
             if let Some(h) = self.head_of(n) {
@@ -125,11 +133,19 @@ impl Engine {
                 continue;
             }
             let Some(w) = self.wl(wl) else { continue };
+            let cq_generation = self.cq(cq).map(|c| c.generation).unwrap_or(0);
+            // Kueue keeps the scan progress for the next cycle, or while the ClusterQueue's
+            // allocatable generation is unchanged.
+            let scan = w
+                .last
+                .clone()
+                .filter(|l| self.cycle - l.cycle <= 1 || l.cq_generation >= cq_generation);
             let pre = Preemptor {
                 wl,
                 cq,
                 priority: w.spec.priority,
                 timestamp: w.spec.creation_time,
+                scan,
             };
             let (assignment, targets) = self.sim().get_assignments(&pre, partial);
             entries.push(Entry {
@@ -140,6 +156,7 @@ impl Engine {
                 assignment,
                 targets,
                 generation,
+                cq_generation,
             });
         }
 
@@ -211,6 +228,24 @@ impl Engine {
     ) {
         let mode = e.assignment.mode();
         let message = e.assignment.message(&self.sim(), e.wl);
+        let progress = ScanProgress {
+            tried: e.assignment.scan_progress(),
+            cycle: self.cycle,
+            cq_generation: e.cq_generation,
+        };
+        let pending_flavors = progress.pending_flavors();
+        if pending_flavors && let Some(c) = self.cq_mut(e.cq) {
+            // The next attempt resumes from another flavor: the head is worth retrying.
+            c.tried = None;
+        }
+        if let Some(w) = self.wl_mut(e.wl) {
+            w.last = Some(progress);
+        }
+        let no_fit_requeue = if pending_flavors {
+            Requeue::Immediate
+        } else {
+            Requeue::NoFit
+        };
         if mode == Mode::NoFit {
             let reason = if e.assignment.no_fit_reason.is_empty() {
                 "Pending"
@@ -218,12 +253,12 @@ impl Engine {
                 e.assignment.no_fit_reason
             };
             self.set_pending(e.wl, reason, message);
-            requeues.push((e.wl, e.cq, Requeue::NoFit));
+            requeues.push((e.wl, e.cq, no_fit_requeue));
             return;
         }
         if mode == Mode::Preempt && e.targets.is_empty() {
             self.set_pending(e.wl, WAITING_FOR_QUOTA, message);
-            requeues.push((e.wl, e.cq, Requeue::NoFit));
+            requeues.push((e.wl, e.cq, no_fit_requeue));
             let reclaim_any = self
                 .cq(e.cq)
                 .is_some_and(|c| c.spec.preemption.reclaim_within_cohort == ReclaimPolicy::Any);
@@ -274,7 +309,15 @@ impl Engine {
         if mode == Mode::Preempt {
             self.sim().add_usage(e.cq, &usage, 1);
             reserved.push((e.cq, usage));
+            tracing::debug!(
+                workload = e.wl,
+                victims = e.targets.len(),
+                "issuing preemptions"
+            );
             self.issue_preemptions(&e, now);
+            if let Some(w) = self.wl_mut(e.wl) {
+                w.last = None;
+            }
             let n = e.targets.len();
             self.set_pending(
                 e.wl,
@@ -299,6 +342,7 @@ impl Engine {
         }
         if let Some(w) = self.wl(e.wl) {
             let key = w.key.clone();
+            tracing::debug!(workload = %key, cluster_queue = %admission.cluster_queue, "quota reserved");
             self.out.push(Decision::Admit {
                 workload: key,
                 admission,

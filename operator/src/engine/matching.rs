@@ -24,16 +24,19 @@ fn tolerates(t: &Toleration, taint: &Taint) -> bool {
     }
 }
 
+/// Formats a taint the way Kueue's message prints the Go struct: `{key value Effect <nil>}`.
 fn taint_string(t: &Taint) -> String {
     let effect = match t.effect {
         TaintEffect::NoSchedule => "NoSchedule",
         TaintEffect::PreferNoSchedule => "PreferNoSchedule",
         TaintEffect::NoExecute => "NoExecute",
     };
-    match t.value.as_deref() {
-        Some(v) if !v.is_empty() => format!("{}={}:{}", t.key, v, effect),
-        _ => format!("{}:{}", t.key, effect),
-    }
+    format!(
+        "{{{} {} {} <nil>}}",
+        t.key,
+        t.value.as_deref().unwrap_or(""),
+        effect
+    )
 }
 
 fn requirement_matches(r: &NodeSelectorRequirement, labels: &BTreeMap<String, String>) -> bool {

@@ -1,6 +1,20 @@
 //! Sluice's scheduling engine: a pure, deterministic, event-driven implementation of Kueue v0.19's
 //! admission semantics (quota tree, queues, scheduling cycle, flavor assignment, preemption,
 //! fair sharing, partial admission). No I/O, no clocks: time is passed in.
+//!
+//! Usage: feed objects and workloads through [`Engine::apply`], call [`Engine::schedule`] while
+//! [`Engine::has_work`] is true, and apply the returned [`Decision`]s to the cluster. Evicted
+//! workloads keep their quota until [`Event::EvictionComplete`].
+//!
+//! Notes for callers:
+//! * `Decision::Pending` is emitted only when a workload's (reason, message) changes.
+//! * The engine's own admission wins over an `UpsertWorkload` that omits it (e.g. a stale read).
+//! * Restored admissions (`UpsertWorkload` with `admission`) use `creation_time` as their
+//!   reservation time (preemption ordering tie-break).
+//! * Queue order uses `creation_time`; the `EvictionComplete` time does not reorder (as Kueue
+//!   does for preemption evictions).
+//! * Not modelled: topology-aware scheduling (TAS flavors act as plain flavors), admission-check
+//!   states, admission fair sharing, waitForPodsReady, priority boost, workload slices.
 
 mod assign;
 mod cycle;
@@ -118,6 +132,8 @@ pub(crate) struct CqData {
     pub tried: Option<(u32, u64)>,
     /// Workloads holding quota here (admitted or evicting).
     pub admitted: BTreeSet<u32>,
+    /// Kueue's AllocatableResourceGeneration: bumped on quota changes and workload removal.
+    pub generation: u64,
 }
 
 /// A LocalQueue and the workloads that name it.
@@ -159,6 +175,32 @@ pub(crate) struct Wl {
     pub qkey: Option<QKey>,
     pub pending: Option<(String, String)>,
     pub adm: Option<Adm>,
+    /// Flavor scan progress from the last nomination (Kueue's LastAssignment).
+    pub last: Option<ScanProgress>,
+}
+
+/// Where the flavor search stopped per pod set and resource (-1: all flavors were tried), so the
+/// next attempt resumes after it (Kueue's FlavorFungibilityPreserveScanProgress, on in v0.19).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct ScanProgress {
+    pub tried: Vec<BTreeMap<u32, i32>>,
+    pub cycle: u64,
+    pub cq_generation: u64,
+}
+
+impl ScanProgress {
+    /// Some flavor was not tried yet.
+    pub(crate) fn pending_flavors(&self) -> bool {
+        self.tried.iter().any(|m| m.values().any(|&i| i != -1))
+    }
+
+    pub(crate) fn next_flavor(&self, ps: usize, res: u32) -> usize {
+        self.tried
+            .get(ps)
+            .and_then(|m| m.get(&res))
+            .map(|&i| (i + 1).max(0) as usize)
+            .unwrap_or(0)
+    }
 }
 
 impl Wl {
@@ -192,6 +234,8 @@ pub struct Engine {
     pub(crate) pods_resource: u32,
     /// Latest time seen (for evictions caused by events).
     pub(crate) now: Time,
+    /// Scheduling cycles run so far.
+    pub(crate) cycle: u64,
 }
 
 impl Engine {
@@ -221,6 +265,7 @@ impl Engine {
             out: Vec::new(),
             pods_resource,
             now: 0,
+            cycle: 0,
         }
     }
 
@@ -245,15 +290,74 @@ impl Engine {
     }
 }
 
-/// Formats a quantity the way Kueue prints it in messages (cpu in cores or millicores).
+/// Formats a quantity the way Kueue prints it in messages (Kubernetes canonical form: cpu in
+/// DecimalSI milli-units, memory-like resources in BinarySI, everything else DecimalSI).
 pub(crate) fn fmt_quantity(resource: &str, v: i64) -> String {
     if resource == "cpu" {
-        if v % 1000 == 0 {
-            (v / 1000).to_string()
-        } else {
-            format!("{v}m")
+        return decimal_si(v, -3);
+    }
+    let binary =
+        matches!(resource, "memory" | "ephemeral-storage") || resource.starts_with("hugepages-");
+    if binary && v.unsigned_abs() >= 1024 {
+        const SUFFIXES: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+        let mut m = v;
+        let mut k = 0;
+        while k < SUFFIXES.len() && m % 1024 == 0 {
+            m /= 1024;
+            k += 1;
         }
-    } else {
-        v.to_string()
+        if k > 0 {
+            return format!("{m}{}", SUFFIXES[k - 1]);
+        }
+    }
+    decimal_si(v, 0)
+}
+
+/// Kubernetes' canonical DecimalSI rendering of `m * 10^e`.
+fn decimal_si(m: i64, e: i32) -> String {
+    if m == 0 {
+        return "0".to_string();
+    }
+    let (mut m, mut e) = (i128::from(m), e);
+    while m % 10 == 0 {
+        m /= 10;
+        e += 1;
+    }
+    let mut e3 = e.div_euclid(3) * 3;
+    e3 = e3.clamp(-9, 18);
+    for _ in e3..e {
+        m *= 10;
+    }
+    let suffix = match e3 {
+        -9 => "n",
+        -6 => "u",
+        -3 => "m",
+        3 => "k",
+        6 => "M",
+        9 => "G",
+        12 => "T",
+        15 => "P",
+        18 => "E",
+        _ => "",
+    };
+    format!("{m}{suffix}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fmt_quantity;
+
+    #[test]
+    fn quantities_render_like_kubernetes() {
+        assert_eq!(fmt_quantity("cpu", 1000), "1");
+        assert_eq!(fmt_quantity("cpu", 1500), "1500m");
+        assert_eq!(fmt_quantity("cpu", 0), "0");
+        assert_eq!(fmt_quantity("cpu", 2_000_000), "2k");
+        assert_eq!(fmt_quantity("memory", 1 << 30), "1Gi");
+        assert_eq!(fmt_quantity("memory", 1536 * 1024), "1536Ki");
+        assert_eq!(fmt_quantity("memory", 2000), "2k");
+        assert_eq!(fmt_quantity("memory", 500), "500");
+        assert_eq!(fmt_quantity("example.com/gpu", 20), "20");
+        assert_eq!(fmt_quantity("pods", 1000), "1k");
     }
 }

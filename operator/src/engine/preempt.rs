@@ -8,7 +8,7 @@ use super::fairness::{FairnessPolicy, ResourceBorrowing, Share, ShareInput};
 use super::quota::{Fr, NodeId, Tree};
 use super::{
     BorrowWithinCohortPolicy, CqData, FairSharingConfig, FairSharingStrategy, Flavor, Interner,
-    Phase, ReclaimPolicy, Time, WithinCqPolicy, Wl,
+    Phase, ReclaimPolicy, ScanProgress, Time, WithinCqPolicy, Wl,
 };
 
 pub(crate) const IN_CLUSTER_QUEUE: &str = "InClusterQueue";
@@ -42,6 +42,8 @@ pub(crate) struct Preemptor {
     pub cq: NodeId,
     pub priority: i32,
     pub timestamp: Time,
+    /// Where the flavor search resumes (None: from the first flavor).
+    pub scan: Option<ScanProgress>,
 }
 
 /// Split borrows of the engine for simulation: the tree is mutable, everything else read-only.
@@ -806,9 +808,10 @@ impl TargetOrdering {
                 Some((bcq, bdrs)) => match sim.policy.compare(&drs, bdrs) {
                     Ordering::Greater => best_cq = Some((cq, drs)),
                     Ordering::Equal => {
-                        let a = self.by_cq[&cq][0];
-                        let b = self.by_cq[bcq][0];
-                        if sim.candidate_cmp(a, b, pre.cq) == Ordering::Less {
+                        let first = |q: &NodeId| self.by_cq.get(q).and_then(|l| l.front().copied());
+                        if let (Some(a), Some(b)) = (first(&cq), first(bcq))
+                            && sim.candidate_cmp(a, b, pre.cq) == Ordering::Less
+                        {
                             best_cq = Some((cq, drs));
                         }
                     }

@@ -103,7 +103,6 @@ impl Engine {
         kind: &'static str,
         name: &str,
         groups: &[ResourceGroup],
-        has_parent: bool,
     ) -> Result<(Vec<Rg>, Vec<Option<Quota>>), EngineError> {
         let mut rgs = Vec::with_capacity(groups.len());
         let mut quotas: Vec<Option<Quota>> = Vec::new();
@@ -160,14 +159,8 @@ impl Engine {
                             "must be >= 0",
                         ));
                     }
-                    if !has_parent && (rq.borrowing_limit.is_some() || rq.lending_limit.is_some()) {
-                        return Err(EngineError::invalid(
-                            kind,
-                            name,
-                            format!("{rfield}.borrowingLimit"),
-                            "borrowingLimit and lendingLimit must be nil without a cohort/parent",
-                        ));
-                    }
+                    // Limits without a cohort are rejected by Kueue's webhook; the quota tree
+                    // ignores them for parentless nodes, so they are accepted here.
                     if rq.borrowing_limit.is_some_and(|b| b < 0) {
                         return Err(EngineError::invalid(
                             kind,
@@ -211,12 +204,7 @@ impl Engine {
                 "must be >= 0",
             ));
         }
-        let (rgs, quotas) = self.intern_groups(
-            "ClusterQueue",
-            &name,
-            &spec.resource_groups,
-            spec.cohort.is_some(),
-        )?;
+        let (rgs, quotas) = self.intern_groups("ClusterQueue", &name, &spec.resource_groups)?;
         let mut rg_of_resource = HashMap::new();
         for (i, rg) in rgs.iter().enumerate() {
             for &r in &rg.covered {
@@ -234,7 +222,8 @@ impl Engine {
         let was_alive = self.tree.node(n).alive;
         let node = self.tree.node_mut(n);
         node.alive = true;
-        node.parent_name = spec.cohort.clone();
+        // An empty cohortName means no cohort, as in Kueue.
+        node.parent_name = spec.cohort.clone().filter(|c| !c.is_empty());
         node.quotas = quotas;
         node.weight = spec.fair_weight;
         if self.cqs.len() <= n as usize {
@@ -247,6 +236,7 @@ impl Engine {
                 c.rgs = rgs;
                 c.rg_of_resource = rg_of_resource;
                 c.tried = None;
+                c.generation += 1;
             }
             slot @ None => {
                 *slot = Some(CqData {
@@ -260,6 +250,7 @@ impl Engine {
                     sticky: None,
                     tried: None,
                     admitted: BTreeSet::new(),
+                    generation: 1,
                 });
             }
         }
@@ -351,16 +342,11 @@ impl Engine {
                 "cannot be the cohort itself",
             ));
         }
-        let (_, quotas) = self.intern_groups(
-            "Cohort",
-            &name,
-            &spec.resource_groups,
-            spec.parent.is_some(),
-        )?;
+        let (_, quotas) = self.intern_groups("Cohort", &name, &spec.resource_groups)?;
         let n = self.cohort_node(&name);
         let node = self.tree.node_mut(n);
         node.explicit = true;
-        node.parent_name = spec.parent;
+        node.parent_name = spec.parent.filter(|p| !p.is_empty());
         node.quotas = quotas;
         node.weight = spec.fair_weight;
         self.structure_changed();
@@ -696,6 +682,7 @@ impl Engine {
                 if let Some(w) = self.wl_mut(i) {
                     w.spec = spec;
                     w.reqs = reqs;
+                    w.last = None;
                     if w.phase == Phase::Finished {
                         return Ok(());
                     }
@@ -712,6 +699,7 @@ impl Engine {
                     qkey: None,
                     pending: None,
                     adm: None,
+                    last: None,
                 };
                 let i = match self.free_wls.pop() {
                     Some(i) => {
@@ -825,6 +813,7 @@ impl Engine {
         self.tree.bump(adm.cq);
         if let Some(c) = self.cq_mut(adm.cq) {
             c.admitted.remove(&i);
+            c.generation += 1;
         }
         let root = self.tree.root(adm.cq);
         self.requeue_inadmissible_tree(root);

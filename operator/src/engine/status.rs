@@ -173,6 +173,35 @@ impl Engine {
         out
     }
 
+    /// Pending workloads of a LocalQueue, in their ClusterQueue's queue order.
+    pub fn local_queue_pending_workloads(&self, namespace: &str, name: &str) -> Vec<WorkloadKey> {
+        let Some(lq) = self.lqs.get(&(namespace.to_string(), name.to_string())) else {
+            return Vec::new();
+        };
+        let Some(spec) = lq.spec.as_ref() else {
+            return Vec::new();
+        };
+        self.pending_workloads(&spec.cluster_queue)
+            .into_iter()
+            .filter(|k| {
+                self.wl_by_key
+                    .get(k)
+                    .and_then(|&i| self.wl(i))
+                    .is_some_and(|w| w.spec.namespace == namespace && w.spec.queue_name == name)
+            })
+            .collect()
+    }
+
+    /// A Cohort's `status.fairSharing.weightedShare` (None for unknown cohorts).
+    pub fn cohort_weighted_share(&self, name: &str) -> Option<i64> {
+        let &n = self.cohort_by_name.get(name)?;
+        if !self.tree.node(n).alive {
+            return None;
+        }
+        let share = share_of(&self.tree, &self.ids, self.policy.as_ref(), n);
+        Some(self.policy.weighted_share(&share))
+    }
+
     /// Checks internal consistency: usage bookkeeping, quota limits, no double admission, and
     /// that admissions match workload requests.
     pub fn check_invariants(&self) -> Result<(), String> {

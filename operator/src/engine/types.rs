@@ -272,7 +272,7 @@ pub struct ClusterQueue {
     pub resource_groups: Vec<ResourceGroup>,
     /// Queueing strategy.
     pub queueing_strategy: QueueingStrategy,
-    /// Namespace selector: None = no namespace, empty = all.
+    /// Namespace selector: None = no namespace (Kueue's nil, also the `Default`), empty = all.
     pub namespace_selector: Option<LabelSelector>,
     /// Flavor fungibility.
     pub flavor_fungibility: FlavorFungibility,
@@ -293,7 +293,7 @@ impl Default for ClusterQueue {
             cohort: None,
             resource_groups: Vec::new(),
             queueing_strategy: QueueingStrategy::BestEffortFIFO,
-            namespace_selector: Some(LabelSelector::default()),
+            namespace_selector: None,
             flavor_fungibility: FlavorFungibility::default(),
             preemption: PreemptionPolicy::default(),
             stop_policy: StopPolicy::None,

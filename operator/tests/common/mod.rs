@@ -50,6 +50,7 @@ pub struct CqB(pub ClusterQueue);
 pub fn cq(name: &str) -> CqB {
     CqB(ClusterQueue {
         name: name.into(),
+        namespace_selector: Some(LabelSelector::default()),
         ..ClusterQueue::default()
     })
 }
