@@ -246,3 +246,58 @@ fn crds_print_every_kueue_kind() {
         );
     }
 }
+
+#[test]
+fn running_workload_is_preempted_by_higher_pod_priority_and_selector_is_enforced() {
+    let o = sluice(&[
+        "simulate",
+        "-f",
+        "tests/fixtures/running-and-priorities.yaml",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let list: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let wls = items_of_kind(&list, "Workload");
+    let by_name = |prefix: &str| {
+        *wls.iter()
+            .find(|w| w["metadata"]["name"].as_str().unwrap().starts_with(prefix))
+            .unwrap()
+    };
+
+    // The Job's priority comes from its pods' PriorityClass.
+    let hotfix = by_name("job-hotfix-");
+    assert_eq!(hotfix["spec"]["priority"], 1000);
+    assert_eq!(hotfix["spec"]["priorityClassRef"]["kind"], "PriorityClass");
+    assert_eq!(
+        condition(hotfix, "QuotaReserved").unwrap()["status"],
+        "True",
+        "{hotfix}"
+    );
+
+    // The running workload held 6 of 8 GPUs; the 4-GPU job preempted it.
+    let old = by_name("old-run");
+    assert_eq!(
+        condition(old, "Preempted").unwrap()["reason"],
+        "InClusterQueue"
+    );
+    assert_eq!(condition(old, "Evicted").unwrap()["reason"], "Preempted");
+    assert_eq!(condition(old, "Requeued").unwrap()["status"], "True");
+    assert!(old["status"]["admission"].is_null(), "{old}");
+
+    // The namespace without the label is not admitted by the ClusterQueue's selector.
+    let visitor = by_name("visitor");
+    let qr = condition(visitor, "QuotaReserved").unwrap();
+    assert_eq!(qr["status"], "False");
+    assert!(
+        qr["message"].as_str().unwrap().contains("namespace"),
+        "{qr}"
+    );
+
+    let job = items_of_kind(&list, "Job")[0];
+    assert_eq!(job["spec"]["suspend"], false);
+    assert_eq!(
+        job["spec"]["template"]["metadata"]["labels"]["kueue.x-k8s.io/podset"],
+        "main"
+    );
+}
