@@ -79,42 +79,14 @@ pub fn validate_update(old: &KueueObject, new: &KueueObject) -> Result<(), Valid
             validate_workload_priority_class(n)
         }
         (o, n) => Err(ValidationErrors {
-            kind: kind_of(n).to_owned(),
-            name: name_of(n).to_owned(),
+            kind: n.kind().to_owned(),
+            name: n.name().to_owned(),
             errors: vec![FieldError {
                 field: "kind".to_owned(),
                 kind: ErrorKind::Invalid,
-                value: Some(format!("{:?}", kind_of(n))),
-                message: format!("may not change from {:?}", kind_of(o)),
+                value: Some(format!("{:?}", n.kind())),
+                message: format!("may not change from {:?}", o.kind()),
             }],
         }),
     }
-}
-
-/// The kind of an object.
-pub fn kind_of(obj: &KueueObject) -> &'static str {
-    match obj {
-        KueueObject::ResourceFlavor(_) => "ResourceFlavor",
-        KueueObject::ClusterQueue(_) => "ClusterQueue",
-        KueueObject::LocalQueue(_) => "LocalQueue",
-        KueueObject::Cohort(_) => "Cohort",
-        KueueObject::Workload(_) => "Workload",
-        KueueObject::WorkloadPriorityClass(_) => "WorkloadPriorityClass",
-        KueueObject::Topology(_) => "Topology",
-        KueueObject::AdmissionCheck(_) => "AdmissionCheck",
-    }
-}
-
-fn name_of(obj: &KueueObject) -> &str {
-    let meta = match obj {
-        KueueObject::ResourceFlavor(o) => &o.metadata,
-        KueueObject::ClusterQueue(o) => &o.metadata,
-        KueueObject::LocalQueue(o) => &o.metadata,
-        KueueObject::Cohort(o) => &o.metadata,
-        KueueObject::Workload(o) => &o.metadata,
-        KueueObject::WorkloadPriorityClass(o) => &o.metadata,
-        KueueObject::Topology(o) => &o.metadata,
-        KueueObject::AdmissionCheck(o) => &o.metadata,
-    };
-    meta.name.as_deref().unwrap_or_default()
 }
