@@ -628,6 +628,26 @@ fn cluster_queue_concurrent_admission_policy_is_immutable() {
     );
 }
 
+#[test]
+fn cluster_queue_keeps_legacy_on_flavors_while_flavors_unchanged() {
+    let legacy = cq(
+        "  resourceGroups:\n  - coveredResources: [cpu]\n    flavors: [{name: f, resources: [{name: cpu, nominalQuota: 1}]}]\n  admissionChecksStrategy:\n    admissionChecks: [{name: prov, onFlavors: [gone]}]\n",
+    );
+    // An unrelated change goes through, as Kueue allows by default.
+    update_ok(
+        &legacy,
+        &legacy.replace("nominalQuota: 1", "nominalQuota: 2"),
+    );
+    // Changing the flavors brings the rule back.
+    let e = update_errors(&legacy, &legacy.replace("name: f,", "name: g,"));
+    helpers::assert_has(
+        &e,
+        "spec.admissionChecksStrategy.admissionChecks[0].onFlavors[0]",
+        NotSupported,
+        "supported values: \"g\"",
+    );
+}
+
 // ---- LocalQueue ----
 
 fn lq(spec: &str) -> String {

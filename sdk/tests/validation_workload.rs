@@ -515,3 +515,79 @@ fn ready_pod_set_updates_and_cluster_name() {
         &base.replace("nominatedClusterNames: [w1]", "clusterName: w1"),
     );
 }
+
+#[test]
+fn admission_gated_by_annotation() {
+    let gated = |v: &str| {
+        format!(
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Workload\nmetadata: {{name: wl, annotations: {{kueue.x-k8s.io/admission-gated-by: \"{v}\"}}}}\nspec:\n  podSets: [{{name: a, count: 1, template: {{}}}}]\n"
+        )
+    };
+    let p = "metadata.annotations[kueue.x-k8s.io/admission-gated-by]";
+    valid(&gated("example.com/a, example.com/b"));
+    rejects(
+        &gated("example.com/a,,example.com/b"),
+        p,
+        Invalid,
+        "cannot contain empty gate names",
+    );
+    rejects(
+        &gated("example.com/a,example.com/a"),
+        p,
+        Invalid,
+        "duplicate gate name: example.com/a",
+    );
+    rejects(
+        &gated("plain"),
+        p,
+        Invalid,
+        "must be a domain-prefixed path (such as \"acme.io/foo\")",
+    );
+    rejects(
+        &gated(&format!("example.com/{}", "g".repeat(60))),
+        p,
+        Invalid,
+        "may not be more than 63 bytes",
+    );
+
+    let e = update_errors(
+        &wl("spec:\n  podSets: [{name: a, count: 1, template: {}}]\n"),
+        &gated("example.com/a"),
+    );
+    assert_has(&e, p, Forbidden, "cannot add admission gate after creation");
+    let e = update_errors(
+        &gated("example.com/a"),
+        &gated("example.com/a,example.com/b"),
+    );
+    assert_has(&e, p, Forbidden, "can only remove gates, not add new ones");
+    update_ok(
+        &gated("example.com/a,example.com/b"),
+        &gated("example.com/b"),
+    );
+}
+
+#[test]
+fn status_conditions() {
+    let e = errors(&wl(
+        "spec:\n  podSets: [{name: a, count: 1, template: {}}]\nstatus:\n  conditions:\n  - {type: \"bad type!\", status: Maybe, reason: \"1bad\", message: \"\", lastTransitionTime: \"2026-01-01T00:00:00Z\"}\n  - {type: Finished, status: \"True\", reason: \"\", message: \"\", lastTransitionTime: \"2026-01-01T00:00:00Z\"}\n",
+    ));
+    assert_has(
+        &e,
+        "status.conditions[0].type",
+        Invalid,
+        "name part must consist of",
+    );
+    assert_has(
+        &e,
+        "status.conditions[0].status",
+        NotSupported,
+        "supported values: \"False\", \"True\", \"Unknown\"",
+    );
+    assert_has(
+        &e,
+        "status.conditions[0].reason",
+        Invalid,
+        "a condition reason must start with alphabetic character",
+    );
+    assert_has(&e, "status.conditions[1].reason", Required, "must be set");
+}

@@ -11,7 +11,7 @@ use crate::kueue::v1beta2::{
 
 const KIND: &str = "ClusterQueue";
 
-fn check(errs: &mut Errors, cq: &ClusterQueue) {
+fn check(errs: &mut Errors, cq: &ClusterQueue, old: Option<&ClusterQueue>) {
     names::object_name(errs, cq.metadata.name.as_deref());
     let spec = Path::new("spec");
     let s = &cq.spec;
@@ -113,8 +113,13 @@ fn check(errs: &mut Errors, cq: &ClusterQueue) {
             .flat_map(|rg| rg.flavors.iter().map(|f| f.name.as_str()))
             .collect();
         let allowed: Vec<&str> = flavors.iter().copied().collect();
+        let legacy = legacy_on_flavors(old, &flavors);
         for (i, rule) in acs.admission_checks.iter().enumerate() {
             let rp = path.index(i);
+            let unchanged = legacy.iter().any(|(name, on)| {
+                *name == rule.name.as_str()
+                    && *on == rule.on_flavors.iter().map(String::as_str).collect()
+            });
             if rule.name.is_empty() {
                 errs.invalid_str(&rp.child("name"), "", "should be at least 1 chars long");
             }
@@ -125,7 +130,7 @@ fn check(errs: &mut Errors, cq: &ClusterQueue) {
             }
             for (j, f) in rule.on_flavors.iter().enumerate() {
                 names::reference(errs, &of.index(j), f);
-                if !flavors.contains(f.as_str()) {
+                if !unchanged && !flavors.contains(f.as_str()) {
                     errs.not_supported(&of.index(j), f, &allowed);
                 }
             }
@@ -134,10 +139,39 @@ fn check(errs: &mut Errors, cq: &ClusterQueue) {
     // concurrentAdmissionPolicy is only checked by Kueue behind the alpha ConcurrentAdmission gate (off by default).
 }
 
+/// The admission-check rules of `old` whose onFlavors an update may keep even if now invalid: Kueue lets them through
+/// while the set of flavors is unchanged (RejectUpdatesToCQWithInvalidOnFlavors, alpha, is off by default).
+fn legacy_on_flavors<'a>(
+    old: Option<&'a ClusterQueue>,
+    flavors: &BTreeSet<&str>,
+) -> Vec<(&'a str, BTreeSet<&'a str>)> {
+    let Some(old) = old else { return Vec::new() };
+    let old_flavors: BTreeSet<&str> = old
+        .spec
+        .resource_groups
+        .iter()
+        .flat_map(|rg| rg.flavors.iter().map(|f| f.name.as_str()))
+        .collect();
+    if &old_flavors != flavors {
+        return Vec::new();
+    }
+    old.spec
+        .admission_checks_strategy
+        .iter()
+        .flat_map(|s| &s.admission_checks)
+        .map(|r| {
+            (
+                r.name.as_str(),
+                r.on_flavors.iter().map(String::as_str).collect(),
+            )
+        })
+        .collect()
+}
+
 /// Validates a ClusterQueue for creation.
 pub fn validate_cluster_queue(cq: &ClusterQueue) -> Result<(), ValidationErrors> {
     let mut errs = Errors::default();
-    check(&mut errs, cq);
+    check(&mut errs, cq, None);
     errs.finish(KIND, cq.metadata.name.as_deref().unwrap_or_default())
 }
 
@@ -147,7 +181,7 @@ pub fn validate_cluster_queue_update(
     new: &ClusterQueue,
 ) -> Result<(), ValidationErrors> {
     let mut errs = Errors::default();
-    check(&mut errs, new);
+    check(&mut errs, new, Some(old));
     if old.spec.concurrent_admission_policy != new.spec.concurrent_admission_policy {
         errs.immutable(
             &Path::new("spec").child("concurrentAdmissionPolicy"),

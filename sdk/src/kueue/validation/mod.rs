@@ -29,6 +29,7 @@ mod clusterqueue;
 mod cohort;
 mod common;
 mod errors;
+mod gates;
 mod localqueue;
 mod names;
 mod quantity;

@@ -9,9 +9,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use super::common;
 use super::errors::{Errors, Path, ValidationErrors, quote};
+use super::gates;
 use super::names;
 use super::quantity;
-use crate::kueue::labels::{ELASTIC_JOB_ANNOTATION, condition};
+use crate::kueue::labels::{ADMISSION_GATED_BY_ANNOTATION, ELASTIC_JOB_ANNOTATION, condition};
 use crate::kueue::v1beta2::{
     CheckState, PodSet, PodSetTopologyRequest, PriorityClassGroup, PriorityClassKind, Workload,
 };
@@ -41,15 +42,23 @@ fn is_admitted(wl: &Workload) -> bool {
 
 /// Whether the workload is elastic (ElasticJobsViaWorkloadSlices is on by default in Kueue 0.19).
 fn is_elastic(wl: &Workload) -> bool {
+    annotation(wl, ELASTIC_JOB_ANNOTATION) == Some("true")
+}
+
+fn annotation<'a>(wl: &'a Workload, key: &str) -> Option<&'a str> {
     wl.metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get(ELASTIC_JOB_ANNOTATION))
-        .is_some_and(|v| v == "true")
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
 }
 
 fn check(errs: &mut Errors, wl: &Workload, old: Option<&Workload>) {
     names::object_name(errs, wl.metadata.name.as_deref());
+    gates::format(
+        errs,
+        annotation(wl, ADMISSION_GATED_BY_ANNOTATION).unwrap_or_default(),
+    );
     let spec = Path::new("spec");
     let s = &wl.spec;
     let ps_path = spec.child("podSets");
@@ -258,6 +267,50 @@ fn topology_request(errs: &mut Errors, p: &Path, tr: &PodSetTopologyRequest) {
     }
 }
 
+fn is_condition_reason(s: &str) -> bool {
+    let b = s.as_bytes();
+    let tail_ok = |c: &u8| c.is_ascii_alphanumeric() || *c == b'_';
+    b.first().is_some_and(u8::is_ascii_alphabetic)
+        && b.last().is_some_and(tail_ok)
+        && b.iter().all(|c| tail_ok(c) || matches!(c, b',' | b':'))
+}
+
+/// Checks a condition's reason, message and observed generation as Kubernetes does.
+fn condition_text(errs: &mut Errors, cp: &Path, c: &Condition) {
+    let rp = cp.child("reason");
+    if c.reason.is_empty() {
+        errs.required(&rp, "must be set");
+    } else {
+        if c.reason.len() > 1024 {
+            errs.invalid(&rp, "\"\"", "may not be more than 1024 bytes");
+        }
+        if !is_condition_reason(&c.reason) {
+            errs.invalid_str(
+                &rp,
+                &c.reason,
+                "a condition reason must start with alphabetic character, optionally followed by a string of \
+                 alphanumeric characters or '_,:', and must end with an alphanumeric character or '_' (e.g. \
+                 'my_name',  or 'MY_NAME',  or 'MyName',  or 'ReasonA,ReasonB',  or 'ReasonA:ReasonB', regex \
+                 used for validation is '[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?')",
+            );
+        }
+    }
+    if c.message.len() > 32768 {
+        errs.invalid(
+            &cp.child("message"),
+            "\"\"",
+            "may not be more than 32768 bytes",
+        );
+    }
+    if let Some(g) = c.observed_generation.filter(|g| *g < 0) {
+        errs.invalid(
+            &cp.child("observedGeneration"),
+            g.to_string(),
+            "must be greater than or equal to zero",
+        );
+    }
+}
+
 fn status(errs: &mut Errors, wl: &Workload, old: Option<&Workload>) {
     let Some(st) = &wl.status else { return };
     let sp = Path::new("status");
@@ -281,6 +334,7 @@ fn status(errs: &mut Errors, wl: &Workload, old: Option<&Workload>) {
                 &["False", "True", "Unknown"],
             );
         }
+        condition_text(errs, &cp, c);
     }
 
     if has_quota_reservation(wl) {
@@ -392,6 +446,11 @@ pub fn validate_workload(wl: &Workload) -> Result<(), ValidationErrors> {
 pub fn validate_workload_update(old: &Workload, new: &Workload) -> Result<(), ValidationErrors> {
     let mut errs = Errors::default();
     check(&mut errs, new, Some(old));
+    gates::update(
+        &mut errs,
+        annotation(old, ADMISSION_GATED_BY_ANNOTATION),
+        annotation(new, ADMISSION_GATED_BY_ANNOTATION),
+    );
     let spec = Path::new("spec");
     let old_reserved = has_quota_reservation(old);
     let new_reserved = has_quota_reservation(new);
