@@ -591,3 +591,99 @@ fn status_conditions() {
     );
     assert_has(&e, "status.conditions[1].reason", Required, "must be set");
 }
+
+#[test]
+fn status_schema_limits() {
+    let e = errors(&wl(
+        "spec:\n  podSets: [{name: a, count: 1, template: {}}]\nstatus:\n  requeueState: {count: -1}\n  unhealthyNodes: [{name: n1}, {name: n2}, {name: n3}, {name: n4}, {name: n5}, {name: n6}, {name: n7}, {name: n8}, {name: n9}]\n  preemptionGates: [{name: \"\"}]\n  schedulingStats: {evictions: [{reason: Preempted, underlyingCause: \"\", count: -2}]}\n  admissionChecks: [{name: \"\", message: \"\", lastTransitionTime: \"2026-01-01T00:00:00Z\", retryCount: -1}]\n",
+    ));
+    assert_has(
+        &e,
+        "status.requeueState.count",
+        Invalid,
+        "should be greater than or equal to 0",
+    );
+    assert_has(
+        &e,
+        "status.unhealthyNodes",
+        TooMany,
+        "must have at most 8 items",
+    );
+    assert_has(
+        &e,
+        "status.preemptionGates[0].name",
+        Invalid,
+        "should be at least 1 chars long",
+    );
+    assert_has(
+        &e,
+        "status.schedulingStats.evictions[0].count",
+        Invalid,
+        "should be greater than or equal to 0",
+    );
+    assert_has(
+        &e,
+        "status.admissionChecks[0].name",
+        Invalid,
+        "should be at least 1 chars long",
+    );
+    assert_has(
+        &e,
+        "status.admissionChecks[0].retryCount",
+        Invalid,
+        "should be greater than or equal to 0",
+    );
+}
+
+#[test]
+fn topology_assignment_shape() {
+    let with = |ta: &str| {
+        RESERVED.replace(
+            "resourceUsage: {cpu: \"4\"}}",
+            &format!("resourceUsage: {{cpu: \"4\"}}, topologyAssignment: {ta}}}"),
+        )
+    };
+    valid(&with(
+        "{levels: [rack, host], slices: [{domainCount: 2, valuesPerLevel: [{universal: r1}, {individual: {prefix: h, roots: [\"1\", \"2\"]}}], podCounts: {individual: [3, 1]}}]}",
+    ));
+    let e = errors(&with(
+        "{levels: [rack, host], slices: [{domainCount: 2, valuesPerLevel: [{universal: r1, individual: {roots: [a]}}], podCounts: {universal: 0, individual: [1]}}]}",
+    ));
+    let ta = "status.admission.podSetAssignments[0].topologyAssignment";
+    assert_has(
+        &e,
+        ta,
+        Invalid,
+        "valuesPerLevel must have the same length as the number of levels",
+    );
+    assert_has(
+        &e,
+        &format!("{ta}.slices[0]"),
+        Invalid,
+        "podCounts.individual must have length equal to domainCount",
+    );
+    assert_has(
+        &e,
+        &format!("{ta}.slices[0]"),
+        Invalid,
+        "valuesPerLevel.individual, if set, must have roots of length",
+    );
+    assert_has(
+        &e,
+        &format!("{ta}.slices[0].valuesPerLevel[0]"),
+        Invalid,
+        "exactly one of the fields in [universal individual] must be set",
+    );
+    assert_has(
+        &e,
+        &format!("{ta}.slices[0].podCounts"),
+        Invalid,
+        "exactly one of the fields in [universal individual] must be set",
+    );
+    assert_has(
+        &e,
+        &format!("{ta}.slices[0].podCounts.universal"),
+        Invalid,
+        "should be greater than or equal to 1",
+    );
+}

@@ -36,6 +36,7 @@ mod quantity;
 mod resourceflavor;
 mod topology;
 mod workload;
+mod workload_status;
 mod workloadpriorityclass;
 
 pub use admissioncheck::{validate_admission_check, validate_admission_check_update};

@@ -12,6 +12,7 @@ use super::errors::{Errors, Path, ValidationErrors, quote};
 use super::gates;
 use super::names;
 use super::quantity;
+use super::workload_status;
 use crate::kueue::labels::{ADMISSION_GATED_BY_ANNOTATION, ELASTIC_JOB_ANNOTATION, condition};
 use crate::kueue::v1beta2::{
     CheckState, PodSet, PodSetTopologyRequest, PriorityClassGroup, PriorityClassKind, Workload,
@@ -313,6 +314,7 @@ fn condition_text(errs: &mut Errors, cp: &Path, c: &Condition) {
 
 fn status(errs: &mut Errors, wl: &Workload, old: Option<&Workload>) {
     let Some(st) = &wl.status else { return };
+    workload_status::limits(errs, st);
     let sp = Path::new("status");
     let pod_sets: BTreeMap<&str, &PodSet> = wl
         .spec
