@@ -687,3 +687,76 @@ fn topology_assignment_shape() {
         "should be greater than or equal to 1",
     );
 }
+
+#[test]
+fn elastic_workloads_may_converge() {
+    let elastic = RESERVED.replace(
+        "metadata: {name: wl, namespace: ns}",
+        "metadata: {name: wl, namespace: ns, annotations: {kueue.x-k8s.io/elastic-job: \"true\"}}",
+    );
+    // Scaled down from 4 to 2 while admitted with 4: the reclaimable count may fall.
+    let old = elastic.replace(
+        "reclaimablePods: [{name: main, count: 1}]",
+        "reclaimablePods: [{name: main, count: 3}]",
+    );
+    let scaled = old.replace("    count: 4\n    template", "    count: 2\n    template");
+    update_ok(&old, &scaled.replace("count: 3}]", "count: 1}]"));
+    // An unchanged count above the new size is a stale leftover and may stay; a new one may not.
+    update_ok(&old, &scaled);
+    let e = update_errors(&scaled.replace("count: 3}]", "count: 1}]"), &scaled);
+    assert_has(
+        &e,
+        "status.reclaimablePods[main].count",
+        Invalid,
+        "should be less or equal to 2",
+    );
+    // The same decrease is refused for a workload that is not elastic.
+    let plain_old = RESERVED.replace(
+        "reclaimablePods: [{name: main, count: 1}]",
+        "reclaimablePods: [{name: main, count: 3}]",
+    );
+    let e = update_errors(
+        &plain_old,
+        &plain_old
+            .replace("    count: 4\n    template", "    count: 2\n    template")
+            .replace("count: 3}]", "count: 1}]"),
+    );
+    assert_has(
+        &e,
+        "status.reclaimablePods[main].count",
+        Invalid,
+        "cannot be less than 3",
+    );
+}
+
+#[test]
+fn reservation_without_admission_may_converge() {
+    let broken = RESERVED.replace(
+        "  admission:\n    clusterQueue: cq\n    podSetAssignments:\n    - {name: main, count: 4, flavors: {cpu: default}, resourceUsage: {cpu: \"4\"}}\n",
+        "",
+    );
+    rejects(
+        &broken,
+        "status.admission",
+        Required,
+        "must be set while the QuotaReserved condition is true",
+    );
+    update_ok(&broken, &broken);
+    let e = update_errors(RESERVED, &broken);
+    assert_has(
+        &e,
+        "status.admission",
+        Required,
+        "must be set while the QuotaReserved condition is true",
+    );
+}
+
+#[test]
+fn enumerations_are_enforced_by_decoding() {
+    let doc: serde_json::Value = serde_yaml::from_str(
+        "{apiVersion: kueue.x-k8s.io/v1beta2, kind: LocalQueue, metadata: {name: q}, spec: {clusterQueue: cq, stopPolicy: Pause}}",
+    )
+    .expect("test YAML parses");
+    let err = sluice_sdk::kueue::decode::decode(doc).expect_err("unknown stopPolicy decoded");
+    assert!(err.to_string().contains("spec.stopPolicy"), "{err}");
+}

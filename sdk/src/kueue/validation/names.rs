@@ -167,3 +167,36 @@ pub fn annotations<'a>(
         errs.invalid(path, "", format!("may not be more than {MAX} bytes"));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grammars() {
+        assert!(dns_label("a-1").is_empty());
+        assert!(!dns_label("a.b").is_empty());
+        assert_eq!(
+            dns_label(&"a".repeat(64)),
+            ["must be no more than 63 characters"]
+        );
+        assert!(dns_subdomain("a.b-c.d").is_empty());
+        assert!(!dns_subdomain("a..b").is_empty());
+        assert!(qualified_name("example.com/Name_1.x").is_empty());
+        assert_eq!(qualified_name("/x"), ["prefix part must be non-empty"]);
+        assert_eq!(qualified_name("a/"), ["name part must be non-empty"]);
+        assert!(!qualified_name("a/b/c").is_empty());
+        assert!(label_value("").is_empty());
+        assert!(!label_value("-x").is_empty());
+    }
+
+    #[test]
+    fn annotation_size() {
+        let big = "v".repeat(256 * 1024);
+        let map = std::collections::BTreeMap::from([("k".to_owned(), big)]);
+        let mut errs = Errors::default();
+        annotations(&mut errs, &Path::new("a"), &map);
+        assert_eq!(errs.0.len(), 1);
+        assert_eq!(errs.0[0].message, "may not be more than 262144 bytes");
+    }
+}

@@ -111,3 +111,30 @@ pub fn non_negative(errs: &mut Errors, path: &Path, q: &Quantity) -> Option<i128
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(s: &str) -> Option<i128> {
+        nanos(&Quantity(s.to_owned()))
+    }
+
+    #[test]
+    fn exact_across_suffixes() {
+        assert_eq!(n("1500m"), n("1.5"));
+        assert_eq!(n("1Gi"), Some(1_073_741_824_000_000_000));
+        assert_eq!(n("1e3"), n("1k"));
+        assert_eq!(n("-2n"), Some(-2));
+        assert_eq!(n("0.1n"), Some(1), "below a nano-unit rounds up");
+        assert_eq!(n("1Ei"), Some((1i128 << 60) * 1_000_000_000));
+        assert_eq!(n("1e100"), Some(i128::MAX), "huge values saturate");
+    }
+
+    #[test]
+    fn malformed() {
+        for bad in ["", "abc", "1.2.3", "1Q", "1e", "--1", "."] {
+            assert_eq!(n(bad), None, "{bad:?}");
+        }
+    }
+}
