@@ -648,6 +648,24 @@ fn cluster_queue_keeps_legacy_on_flavors_while_flavors_unchanged() {
     );
 }
 
+#[test]
+fn cluster_queue_concurrent_admission_schema() {
+    rejects(
+        &cq("  concurrentAdmissionPolicy: {migration: {}}\n"),
+        "spec.concurrentAdmissionPolicy.migration.mode",
+        Required,
+        "",
+    );
+    rejects(
+        &cq(
+            "  concurrentAdmissionPolicy: {migration: {mode: TryPreferredFlavors, constraints: {lastAcceptableFlavorName: X}}}\n",
+        ),
+        "spec.concurrentAdmissionPolicy.migration.constraints.lastAcceptableFlavorName",
+        Invalid,
+        "a lowercase RFC 1123 subdomain",
+    );
+}
+
 // ---- LocalQueue ----
 
 fn lq(spec: &str) -> String {

@@ -136,7 +136,26 @@ fn check(errs: &mut Errors, cq: &ClusterQueue, old: Option<&ClusterQueue>) {
             }
         }
     }
-    // concurrentAdmissionPolicy is only checked by Kueue behind the alpha ConcurrentAdmission gate (off by default).
+    // Beyond its schema, concurrentAdmissionPolicy is only checked by Kueue behind the alpha ConcurrentAdmission gate
+    // (off by default).
+    if let Some(cap) = &s.concurrent_admission_policy {
+        let mp = spec.child("concurrentAdmissionPolicy").child("migration");
+        if cap.migration.mode.is_none() {
+            errs.required(&mp.child("mode"), "");
+        }
+        if let Some(last) = cap
+            .migration
+            .constraints
+            .as_ref()
+            .and_then(|c| c.last_acceptable_flavor_name.as_ref())
+        {
+            names::reference(
+                errs,
+                &mp.child("constraints").child("lastAcceptableFlavorName"),
+                last,
+            );
+        }
+    }
 }
 
 /// The admission-check rules of `old` whose onFlavors an update may keep even if now invalid: Kueue lets them through
