@@ -177,3 +177,15 @@ fn update_may_not_change_kind() {
     let e = validate_update(&old, &new).expect_err("kind change accepted");
     assert_has(&e, "kind", Invalid, "may not change from \"Topology\"");
 }
+
+#[test]
+fn error_lookup_helpers() {
+    let e = errors(
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: q}\nspec: {clusterQueue: \"a b\"}\n",
+    );
+    assert_eq!(e.at("spec.clusterQueue").len(), 1);
+    assert!(e.at("spec.fairSharing").is_empty());
+    assert!(!e.has("spec.clusterQueue", "field is immutable"));
+    let msg = &e.at("spec.clusterQueue")[0].message;
+    assert!(e.has("spec.clusterQueue", msg));
+}
