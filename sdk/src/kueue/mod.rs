@@ -11,3 +11,4 @@ pub mod labels;
 mod schema;
 pub mod v1beta1;
 pub mod v1beta2;
+pub mod validation;
