@@ -4,7 +4,7 @@
 //! preemption within the queue and reclaim across it) with GPU flavors: every workload asks for GPUs, CPU and
 //! memory; admitted workloads finish a few cycles later, so quota keeps turning over.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::engine::{
@@ -26,8 +26,8 @@ pub struct BenchArgs {
     /// Pending workloads, spread evenly over the ClusterQueues.
     #[arg(long, default_value_t = 50_000)]
     pub workloads: usize,
-    /// Cycles an admitted workload runs before it finishes.
-    #[arg(long, default_value_t = 20)]
+    /// Cycles an admitted workload runs before it finishes (at least 1).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
     pub run_cycles: u64,
     /// Enable fair sharing.
     #[arg(long)]
@@ -221,19 +221,21 @@ pub fn measure(args: &BenchArgs) -> Result<BenchResult, crate::engine::EngineErr
     while cycle < limit {
         cycle += 1;
         let t0 = Instant::now();
+        // Decisions from events (finishes, completed evictions) are carried out like the cycle's own.
+        let mut queue: VecDeque<Decision> = VecDeque::new();
         if let Some(done) = running.remove(&cycle) {
             for (key, run) in done {
                 if runs.get(&key) == Some(&run) {
-                    engine.apply(Event::FinishWorkload(key))?;
+                    queue.extend(engine.apply(Event::FinishWorkload(key))?);
                 }
             }
         }
         let now = cycle as i64 * 1000;
         let t1 = Instant::now();
-        let decisions = engine.schedule(now);
+        queue.extend(engine.schedule(now));
         cycle_times.push(t1.elapsed());
         let mut acted = false;
-        for d in decisions {
+        while let Some(d) = queue.pop_front() {
             match d {
                 Decision::Admit { workload, .. } => {
                     admissions += 1;
@@ -249,10 +251,10 @@ pub fn measure(args: &BenchArgs) -> Result<BenchResult, crate::engine::EngineErr
                     evictions += 1;
                     acted = true;
                     *runs.entry(workload.clone()).or_default() += 1;
-                    engine.apply(Event::EvictionComplete {
+                    queue.extend(engine.apply(Event::EvictionComplete {
                         workload,
                         time: now,
-                    })?;
+                    })?);
                 }
                 Decision::Pending { .. } => {}
             }

@@ -8,24 +8,31 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use sluice_sdk::kueue::v1beta2 as api;
+use sluice_sdk::kueue::validation::{self, ValidationErrors};
 use sluice_sdk::quantity::{format_resource_value, resource_value};
 
 use crate::engine;
 
 /// An object the engine cannot take, with the field at fault.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{object}: {field}: {message}")]
-pub struct IngestError {
-    /// "Kind name" or "Kind namespace/name".
-    pub object: String,
-    /// JSON path of the field.
-    pub field: String,
-    /// What is wrong.
-    pub message: String,
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum IngestError {
+    /// The object breaks one of Kueue's rules (the same validation the webhook applies).
+    #[error(transparent)]
+    Invalid(#[from] ValidationErrors),
+    /// A field the engine cannot use.
+    #[error("{object}: {field}: {message}")]
+    Field {
+        /// "Kind name" or "Kind namespace/name".
+        object: String,
+        /// JSON path of the field.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 fn err(object: &str, field: impl Into<String>, message: impl ToString) -> IngestError {
-    IngestError {
+    IngestError::Field {
         object: object.to_string(),
         field: field.into(),
         message: message.to_string(),
@@ -58,6 +65,7 @@ fn weight(
 
 /// ResourceFlavor -> engine flavor.
 pub fn flavor(rf: &api::ResourceFlavor) -> Result<engine::Flavor, IngestError> {
+    validation::validate_resource_flavor(rf)?;
     let name = name_of("ResourceFlavor", &rf.metadata)?;
     let object = format!("ResourceFlavor {name}");
     let node_taints = rf
@@ -230,6 +238,7 @@ pub fn label_selector(
 
 /// ClusterQueue -> engine ClusterQueue (Kueue's defaults applied).
 pub fn cluster_queue(cq: &api::ClusterQueue) -> Result<engine::ClusterQueue, IngestError> {
+    validation::validate_cluster_queue(cq)?;
     let name = name_of("ClusterQueue", &cq.metadata)?;
     let object = format!("ClusterQueue {name}");
     let spec = &cq.spec;
@@ -329,6 +338,7 @@ fn stop_policy(p: api::StopPolicy) -> engine::StopPolicy {
 
 /// Cohort -> engine Cohort.
 pub fn cohort(c: &api::Cohort) -> Result<engine::Cohort, IngestError> {
+    validation::validate_cohort(c)?;
     let name = name_of("Cohort", &c.metadata)?;
     let object = format!("Cohort {name}");
     Ok(engine::Cohort {
@@ -345,6 +355,7 @@ pub fn cohort(c: &api::Cohort) -> Result<engine::Cohort, IngestError> {
 
 /// LocalQueue -> engine LocalQueue.
 pub fn local_queue(lq: &api::LocalQueue) -> Result<engine::LocalQueue, IngestError> {
+    validation::validate_local_queue(lq)?;
     let name = name_of("LocalQueue", &lq.metadata)?;
     let namespace = lq
         .metadata
@@ -366,13 +377,17 @@ pub fn local_queue(lq: &api::LocalQueue) -> Result<engine::LocalQueue, IngestErr
     })
 }
 
-/// Namespace -> engine Namespace (its labels feed namespaceSelectors).
+/// Namespace -> engine Namespace (its labels feed namespaceSelectors). Kubernetes labels every namespace with
+/// `kubernetes.io/metadata.name`, the key selectors most often use, so it is always present here.
 pub fn namespace(ns: &core::Namespace) -> Result<engine::Namespace, IngestError> {
-    Ok(engine::Namespace {
-        name: name_of("Namespace", &ns.metadata)?,
-        labels: ns.metadata.labels.clone().unwrap_or_default(),
-    })
+    let name = name_of("Namespace", &ns.metadata)?;
+    let mut labels = ns.metadata.labels.clone().unwrap_or_default();
+    labels.insert(NAMESPACE_NAME_LABEL.to_string(), name.clone());
+    Ok(engine::Namespace { name, labels })
 }
+
+/// The label Kubernetes sets on every namespace to its name.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// Per-pod requests of a pod spec as Kueue computes them: containers (and sidecar init containers) add up, a
 /// regular init container counts when it asks for more, pod overhead is added. A limit stands in for a missing
@@ -402,7 +417,8 @@ pub fn pod_requests(
         };
     let add = |into: &mut engine::ResourceList, from: &engine::ResourceList| {
         for (k, v) in from {
-            *into.entry(k.clone()).or_default() += v;
+            let e = into.entry(k.clone()).or_default();
+            *e = e.saturating_add(*v);
         }
     };
     let mut total = engine::ResourceList::new();
@@ -421,7 +437,7 @@ pub fn pod_requests(
         } else {
             // A regular init container runs beside the sidecars started before it.
             for (k, v) in &r {
-                let with_sidecars = v + sidecars.get(k).copied().unwrap_or(0);
+                let with_sidecars = v.saturating_add(sidecars.get(k).copied().unwrap_or(0));
                 let peak = init_peak.entry(k.clone()).or_default();
                 *peak = (*peak).max(with_sidecars);
             }
@@ -432,10 +448,40 @@ pub fn pod_requests(
         let e = total.entry(k).or_default();
         *e = (*e).max(v);
     }
+    // Pod-level resources (`spec.resources`), when set, stand for the containers' sum of the resources they
+    // support (cpu, memory, hugepages), as Kubernetes' PodRequests computes; a limit stands in for a missing
+    // request here too.
+    if let Some(pod_level) = &pod.resources {
+        let level = container_requests(
+            &core::Container {
+                resources: Some(pod_level.clone()),
+                ..Default::default()
+            },
+            format!("{field}.resources"),
+        )
+        .map_err(|e| match e {
+            IngestError::Field {
+                object,
+                field,
+                message,
+            } => IngestError::Field {
+                object,
+                field: field.replace(".resources.resources.", ".resources."),
+                message,
+            },
+            other => other,
+        })?;
+        for (k, v) in level {
+            if k == "cpu" || k == "memory" || k.starts_with("hugepages-") {
+                total.insert(k, v);
+            }
+        }
+    }
     for (name, q) in pod.overhead.iter().flatten() {
         let v = resource_value(name, q)
             .map_err(|e| err(object, format!("{field}.overhead[{name}]"), e))?;
-        *total.entry(name.clone()).or_default() += v;
+        let e = total.entry(name.clone()).or_default();
+        *e = e.saturating_add(v);
     }
     total.retain(|_, v| *v != 0);
     Ok(total)
@@ -563,7 +609,7 @@ pub fn workload(
         .status
         .as_ref()
         .and_then(|s| s.admission.as_ref())
-        .map(|a| admission(&object, a))
+        .map(|a| admission(&object, a, &wl.spec.pod_sets))
         .transpose()?;
     let out = engine::Workload {
         uid: wl
@@ -582,7 +628,12 @@ pub fn workload(
     Ok((out, admission))
 }
 
-fn admission(object: &str, a: &api::Admission) -> Result<engine::Admission, IngestError> {
+/// `status.admission` -> engine admission. A missing count means the whole pod set, as Kueue reads it.
+fn admission(
+    object: &str,
+    a: &api::Admission,
+    pod_sets: &[api::PodSet],
+) -> Result<engine::Admission, IngestError> {
     let pod_set_assignments = a
         .pod_set_assignments
         .iter()
@@ -605,10 +656,15 @@ fn admission(object: &str, a: &api::Admission) -> Result<engine::Admission, Inge
                 name: p.name.clone(),
                 flavors: p.flavors.clone(),
                 resource_usage,
-                count: p.count.unwrap_or(0),
+                count: p.count.unwrap_or_else(|| {
+                    pod_sets
+                        .iter()
+                        .find(|ps| ps.name == p.name)
+                        .map_or(0, |ps| ps.count)
+                }),
             })
         })
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<_, IngestError>>()?;
     Ok(engine::Admission {
         cluster_queue: a.cluster_queue.clone(),
         pod_set_assignments,
@@ -649,4 +705,80 @@ pub fn gpus_by_flavor(a: &engine::Admission, gpu_resource: &str) -> BTreeMap<Str
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(yaml: &str) -> core::PodSpec {
+        serde_yaml::from_str(yaml).expect("pod spec")
+    }
+
+    #[test]
+    fn containers_add_up_init_containers_peak_and_sidecars_run_beside() {
+        let p = pod(r#"
+containers:
+- {name: a, resources: {requests: {cpu: "1", memory: 1Gi}}}
+- {name: b, resources: {limits: {cpu: "2", nvidia.com/gpu: "1"}}}
+initContainers:
+- {name: setup, resources: {requests: {cpu: "4"}}}
+- {name: proxy, restartPolicy: Always, resources: {requests: {cpu: 500m}}}
+- {name: late, resources: {requests: {cpu: "3"}}}
+overhead: {cpu: 100m}
+"#);
+        let r = pod_requests("Pod p", "spec", &p).unwrap();
+        // containers 3 + sidecar 0.5 = 3.5; init peak max(4, 3 + 0.5) = 4 -> 4, plus overhead 0.1.
+        assert_eq!(r["cpu"], 4_100);
+        assert_eq!(r["memory"], 1 << 30);
+        assert_eq!(
+            r["nvidia.com/gpu"], 1,
+            "a limit stands in for a missing request"
+        );
+    }
+
+    #[test]
+    fn huge_requests_saturate_instead_of_overflowing() {
+        let p = pod(r#"
+containers:
+- {name: a, resources: {requests: {memory: 5E}}}
+- {name: b, resources: {requests: {memory: 5E}}}
+"#);
+        let r = pod_requests("Pod p", "spec", &p).unwrap();
+        assert_eq!(r["memory"], i64::MAX);
+    }
+
+    #[test]
+    fn pod_level_resources_replace_the_containers_sum() {
+        let p = pod(r#"
+resources: {requests: {cpu: "40"}, limits: {memory: 8Gi}}
+containers:
+- {name: a, resources: {requests: {cpu: "1", memory: 1Gi, nvidia.com/gpu: "2"}}}
+"#);
+        let r = pod_requests("Pod p", "spec", &p).unwrap();
+        assert_eq!(r["cpu"], 40_000);
+        assert_eq!(r["memory"], 8 << 30);
+        assert_eq!(
+            r["nvidia.com/gpu"], 2,
+            "extended resources stay per container"
+        );
+    }
+
+    #[test]
+    fn bad_container_quantity_names_the_field() {
+        let p = pod("containers:\n- {name: a, resources: {requests: {cpu: lots}}}\n");
+        let e = pod_requests("Workload ns/w", "spec.podSets[0].template.spec", &p).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("spec.podSets[0].template.spec.containers[0].resources.requests[cpu]"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn namespaces_carry_their_name_label() {
+        let ns: core::Namespace = serde_yaml::from_str("metadata: {name: team-a}").unwrap();
+        let n = namespace(&ns).unwrap();
+        assert_eq!(n.labels[NAMESPACE_NAME_LABEL], "team-a");
+    }
 }

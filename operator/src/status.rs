@@ -75,6 +75,7 @@ pub fn admit(
     let msg = format!("Quota reserved in ClusterQueue {}", admission.cluster_queue);
     let st = status_mut(wl);
     st.admission = Some(admission);
+    st.resource_requests.clear();
     set_condition(
         &mut st.conditions,
         labels::condition::QUOTA_RESERVED,
@@ -95,16 +96,8 @@ pub fn admit(
         "QuotaReserved",
         now,
     );
-    if has_admission_checks {
-        set_condition(
-            &mut st.conditions,
-            labels::condition::ADMITTED,
-            false,
-            "UnsatisfiedAdmissionChecks",
-            "The workload has not all checks ready",
-            now,
-        );
-    } else {
+    // With admission checks, Kueue writes Admitted only once every check is Ready.
+    if !has_admission_checks {
         set_condition(
             &mut st.conditions,
             labels::condition::ADMITTED,
@@ -117,8 +110,19 @@ pub fn admit(
 }
 
 /// Still pending: QuotaReserved=False with the scheduler's reason and message.
-pub fn pending(wl: &mut api::Workload, reason: &str, message: &str, now: engine::Time) {
+/// `requests` are the pod sets' total requests, which Kueue shows in `status.resourceRequests` while a workload
+/// waits.
+pub fn pending(
+    wl: &mut api::Workload,
+    reason: &str,
+    message: &str,
+    requests: &[api::PodSetRequest],
+    now: engine::Time,
+) {
     let st = status_mut(wl);
+    if st.resource_requests.as_slice() != requests {
+        st.resource_requests = requests.to_vec();
+    }
     set_condition(
         &mut st.conditions,
         labels::condition::QUOTA_RESERVED,
@@ -127,6 +131,27 @@ pub fn pending(wl: &mut api::Workload, reason: &str, message: &str, now: engine:
         message,
         now,
     );
+}
+
+/// The pod sets' total requests (per-pod requests times count) in Kueue's `status.resourceRequests` form.
+pub fn resource_requests(wl: &engine::Workload) -> Vec<api::PodSetRequest> {
+    use sluice_sdk::quantity::format_resource_value;
+    wl.pod_sets
+        .iter()
+        .map(|ps| api::PodSetRequest {
+            name: ps.name.clone(),
+            resources: ps
+                .requests
+                .iter()
+                .map(|(r, v)| {
+                    (
+                        r.clone(),
+                        format_resource_value(r, v.saturating_mul(i64::from(ps.count))),
+                    )
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 /// Evicted (and, when preempted, Preempted with the preemption reason); counted in schedulingStats.
@@ -156,17 +181,18 @@ pub fn evict(
             now,
         );
     }
+    // Kueue counts evictions by reason; the underlying cause is only set for deactivations, never for
+    // preemptions.
     let stats = st.scheduling_stats.get_or_insert_with(Default::default);
-    let cause = preemption_reason.unwrap_or_default().to_string();
     match stats
         .evictions
         .iter_mut()
-        .find(|e| e.reason == reason && e.underlying_cause == cause)
+        .find(|e| e.reason == reason && e.underlying_cause.is_empty())
     {
         Some(e) => e.count += 1,
         None => stats.evictions.push(api::WorkloadSchedulingStatsEviction {
             reason: reason.to_string(),
-            underlying_cause: cause,
+            underlying_cause: String::new(),
             count: 1,
         }),
     }
@@ -240,32 +266,51 @@ fn flavor_usages(usages: &[engine::FlavorUsage]) -> Vec<api::FlavorUsage> {
         .collect()
 }
 
-/// ClusterQueue status as Kueue writes it, from the engine's usage and whether the queue can admit.
+/// The Active condition of a ClusterQueue, as Kueue words it.
+fn cluster_queue_active(
+    usage: &engine::ClusterQueueUsage,
+    stopped: bool,
+) -> (bool, String, String) {
+    if stopped {
+        (
+            false,
+            "Stopped".into(),
+            "Can't admit new workloads: is stopped.".into(),
+        )
+    } else if !usage.active {
+        let reason = if usage.inactive_reason.is_empty() {
+            "Unknown"
+        } else {
+            &usage.inactive_reason
+        };
+        (
+            false,
+            reason.to_string(),
+            "Can't admit new workloads.".into(),
+        )
+    } else {
+        (true, "Ready".into(), "Can admit new workloads".into())
+    }
+}
+
+/// ClusterQueue status as Kueue writes it. `fair_sharing` says whether fair sharing is on (Kueue writes
+/// `fairSharing` only then).
 pub fn cluster_queue_status(
     usage: &engine::ClusterQueueUsage,
     stopped: bool,
+    fair_sharing: bool,
     now: engine::Time,
 ) -> api::ClusterQueueStatus {
     let mut conditions = Vec::new();
-    if stopped {
-        set_condition(
-            &mut conditions,
-            labels::condition::ACTIVE,
-            false,
-            "Stopped",
-            "The ClusterQueue is stopped",
-            now,
-        );
-    } else {
-        set_condition(
-            &mut conditions,
-            labels::condition::ACTIVE,
-            true,
-            "Ready",
-            "Can admit new workloads",
-            now,
-        );
-    }
+    let (active, reason, message) = cluster_queue_active(usage, stopped);
+    set_condition(
+        &mut conditions,
+        labels::condition::ACTIVE,
+        active,
+        &reason,
+        &message,
+        now,
+    );
     api::ClusterQueueStatus {
         conditions,
         flavors_reservation: flavor_usages(&usage.flavors_reservation),
@@ -273,15 +318,18 @@ pub fn cluster_queue_status(
         pending_workloads: usage.pending_workloads,
         reserving_workloads: usage.reserving_workloads,
         admitted_workloads: usage.admitted_workloads,
-        fair_sharing: Some(api::FairSharingStatus {
+        fair_sharing: fair_sharing.then_some(api::FairSharingStatus {
             weighted_share: usage.weighted_share,
         }),
     }
 }
 
-/// LocalQueue status as Kueue writes it.
+/// LocalQueue status as Kueue writes it: inactive when the LocalQueue is stopped or its ClusterQueue cannot
+/// admit.
 pub fn local_queue_status(
     usage: &engine::LocalQueueUsage,
+    stopped: bool,
+    cluster_queue_active: bool,
     now: engine::Time,
 ) -> api::LocalQueueStatus {
     use sluice_sdk::quantity::format_resource_value;
@@ -300,13 +348,24 @@ pub fn local_queue_status(
             })
             .collect()
     };
+    let (active, reason, message) = if stopped {
+        (false, "Stopped", "LocalQueue is stopped")
+    } else if !cluster_queue_active {
+        (
+            false,
+            "ClusterQueueIsInactive",
+            "Can't submit new workloads to clusterQueue",
+        )
+    } else {
+        (true, "Ready", "Can submit new workloads to localQueue")
+    };
     let mut conditions = Vec::new();
     set_condition(
         &mut conditions,
         labels::condition::ACTIVE,
-        true,
-        "Ready",
-        "Can submit new workloads to localQueue",
+        active,
+        reason,
+        message,
         now,
     );
     api::LocalQueueStatus {
@@ -318,6 +377,11 @@ pub fn local_queue_status(
         flavors_usage: lq_usage(&usage.flavors_usage),
         ..Default::default()
     }
+}
+
+/// Whether a ClusterQueue can admit (for its LocalQueues' status).
+pub fn cluster_queue_is_active(usage: &engine::ClusterQueueUsage, stopped: bool) -> bool {
+    cluster_queue_active(usage, stopped).0
 }
 
 #[cfg(test)]
@@ -335,6 +399,7 @@ mod tests {
             &mut wl,
             "WaitingForQuota",
             "insufficient unused quota",
+            &[],
             1_000,
         );
         assert_eq!(cond(&wl, "QuotaReserved").reason, "WaitingForQuota");

@@ -170,8 +170,9 @@ fn bad_quantity_names_object_and_field() {
         "tests/fixtures/bad-quantity.yaml",
         &[
             "bad-quantity.yaml (document 2)",
-            "ClusterQueue cq",
-            "nominalQuota",
+            "ClusterQueue \"cq\" is invalid",
+            "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota",
+            "\"lots\"",
         ],
     );
 }
@@ -197,6 +198,17 @@ fn wrongly_typed_field_names_its_path() {
     assert_bad_input(
         "tests/fixtures/bad-field.yaml",
         &["LocalQueue", "spec.clusterQueue"],
+    );
+}
+
+#[test]
+fn errors_are_printed_once() {
+    let o = sluice(&["simulate", "-f", "tests/fixtures/bad-quantity.yaml"]);
+    assert_eq!(
+        stderr(&o).matches("is invalid").count(),
+        1,
+        "{}",
+        stderr(&o)
     );
 }
 
@@ -299,5 +311,45 @@ fn running_workload_is_preempted_by_higher_pod_priority_and_selector_is_enforced
     assert_eq!(
         job["spec"]["template"]["metadata"]["labels"]["kueue.x-k8s.io/podset"],
         "main"
+    );
+}
+
+#[test]
+fn timed_run_restores_running_workloads_and_keeps_one_clock() {
+    let o = sluice(&[
+        "simulate",
+        "-f",
+        "tests/fixtures/timed-small.yaml",
+        "--no-progress",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let r = &v["report"];
+    assert_eq!(r["workloads"], 2);
+    assert_eq!(
+        r["finished"], 2,
+        "the running workload finishes after its run time: {r}"
+    );
+    assert!(r["unfinished"].as_array().unwrap().is_empty(), "{r}");
+    // "next" (4 GPUs) arrives at 5m and waits for "running" to end at 30m, then runs an hour.
+    assert_eq!(r["durationSeconds"], 5400.0, "{r}");
+    let q = &r["queues"][0];
+    assert_eq!(q["waitSeconds"]["max"], 1500.0, "{q}");
+    assert!((q["gpuHours"].as_f64().unwrap() - 6.0).abs() < 1e-9, "{q}");
+    let u = r["flavors"][0]["meanUtilisation"].as_f64().unwrap();
+    assert!(u > 0.0 && u <= 1.0, "{u}");
+}
+
+#[test]
+fn admission_checks_are_refused_as_not_simulated() {
+    assert_bad_input(
+        "tests/fixtures/admission-checks.yaml",
+        &[
+            "ClusterQueue cq",
+            "spec.admissionChecksStrategy",
+            "not simulated",
+        ],
     );
 }

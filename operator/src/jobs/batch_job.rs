@@ -77,34 +77,71 @@ impl BatchJob {
         Ok(Some(n))
     }
 
-    fn topology_request(job: &Job) -> Option<PodSetTopologyRequest> {
+    /// The pod set's topology request, built from the pod template's annotations as Kueue's builder does: one of
+    /// required, preferred or unconstrained (in that precedence), the slice layer and group name, and always the
+    /// completion-index label so that ranks map onto domains.
+    fn topology_request(job: &Job) -> Result<PodSetTopologyRequest, JobError> {
+        let empty = BTreeMap::new();
         let ann = job
             .spec
-            .as_ref()?
-            .template
-            .metadata
-            .as_ref()?
-            .annotations
-            .as_ref()?;
-        let required = ann
-            .get(labels::PODSET_REQUIRED_TOPOLOGY_ANNOTATION)
-            .cloned();
-        let preferred = ann
-            .get(labels::PODSET_PREFERRED_TOPOLOGY_ANNOTATION)
-            .cloned();
-        let unconstrained = ann
-            .get(labels::PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION)
-            .map(|v| v == "true");
-        if required.is_none() && preferred.is_none() && unconstrained.is_none() {
-            return None;
-        }
-        Some(PodSetTopologyRequest {
-            required,
-            preferred,
-            unconstrained,
+            .as_ref()
+            .and_then(|s| s.template.metadata.as_ref())
+            .and_then(|m| m.annotations.as_ref())
+            .unwrap_or(&empty);
+        let field = |key: &str| format!("spec.template.metadata.annotations[{key}]");
+        let mut req = PodSetTopologyRequest {
             pod_index_label: Some(JOB_COMPLETION_INDEX.to_string()),
             ..Default::default()
-        })
+        };
+        if let Some(v) = ann.get(labels::PODSET_REQUIRED_TOPOLOGY_ANNOTATION) {
+            req.required = Some(v.clone());
+        } else if let Some(v) = ann.get(labels::PODSET_PREFERRED_TOPOLOGY_ANNOTATION) {
+            req.preferred = Some(v.clone());
+        } else if let Some(v) = ann.get(labels::PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION) {
+            let parsed = match v.as_str() {
+                "1" | "t" | "T" | "true" | "TRUE" | "True" => true,
+                "0" | "f" | "F" | "false" | "FALSE" | "False" => false,
+                _ => {
+                    let key = labels::PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION;
+                    return Err(error(job, &field(key), format!("{v:?} is not a boolean")));
+                }
+            };
+            req.unconstrained = Some(parsed);
+        }
+        if let (Some(topology), Some(size)) = (
+            ann.get(labels::PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION),
+            ann.get(labels::PODSET_SLICE_SIZE_ANNOTATION),
+        ) {
+            let key = labels::PODSET_SLICE_SIZE_ANNOTATION;
+            let size: i32 = size
+                .parse()
+                .map_err(|_| error(job, &field(key), format!("{size:?} is not an integer")))?;
+            req.pod_set_slice_required_topology = Some(topology.clone());
+            req.pod_set_slice_size = Some(size);
+        }
+        if let Some(group) = ann.get(labels::PODSET_GROUP_NAME_ANNOTATION) {
+            req.pod_set_group_name = Some(group.clone());
+        }
+        Ok(req)
+    }
+
+    /// The pod template as Kueue records it: without the labels the Job controller manages for itself.
+    fn clean_template(job: &Job) -> k8s_openapi::api::core::v1::PodTemplateSpec {
+        let mut template = job
+            .spec
+            .as_ref()
+            .map(|s| s.template.clone())
+            .unwrap_or_default();
+        if let Some(l) = template.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
+            for managed in [
+                "job-name",
+                "controller-uid",
+                "batch.kubernetes.io/controller-uid",
+            ] {
+                l.remove(managed);
+            }
+        }
+        template
     }
 }
 
@@ -151,9 +188,15 @@ impl JobIntegration for BatchJob {
             .spec
             .as_ref()
             .and_then(|s| s.priority_class_name.as_deref());
-        let priority = priorities
-            .resolve(label(job, labels::PRIORITY_CLASS_LABEL), pod_class)
-            .map_err(|m| error(job, "priority", m))?;
+        let wpc = label(job, labels::PRIORITY_CLASS_LABEL);
+        let priority = priorities.resolve(wpc, pod_class).map_err(|m| {
+            let field = if wpc.is_some() {
+                format!("metadata.labels[{}]", labels::PRIORITY_CLASS_LABEL)
+            } else {
+                "spec.template.spec.priorityClassName".to_string()
+            };
+            error(job, &field, m)
+        })?;
         let max_exec = match label(job, labels::MAX_EXEC_TIME_SECONDS_LABEL) {
             None => None,
             Some(v) => Some(v.parse::<i32>().ok().filter(|n| *n > 0).ok_or_else(|| {
@@ -186,10 +229,10 @@ impl JobIntegration for BatchJob {
         };
         let pod_set = PodSet {
             name: DEFAULT_POD_SET_NAME.to_string(),
-            template: spec.template.clone(),
+            template: Self::clean_template(job),
             count: Self::pods_count(job),
             min_count,
-            topology_request: Self::topology_request(job),
+            topology_request: Some(Self::topology_request(job)?),
         };
         Ok(Workload {
             metadata,
@@ -390,7 +433,7 @@ spec:
                 ..Default::default()
             }],
         };
-        let infos = super::super::pod_set_infos(&admission, "lq", &flavors).unwrap();
+        let infos = super::super::pod_set_infos(&admission, &[], "lq", &flavors).unwrap();
         let original = BatchJob::workload(&j, &priorities()).unwrap();
         BatchJob::run_with(&mut j, &infos).unwrap();
         let spec = j.spec.as_ref().unwrap();

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{PodTemplateSpec, Toleration};
 use sluice_sdk::kueue::labels;
-use sluice_sdk::kueue::v1beta2::{Admission, ResourceFlavor};
+use sluice_sdk::kueue::v1beta2::{Admission, PodSet, ResourceFlavor};
 
 /// The changes admission makes to one pod set's template.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -96,9 +96,10 @@ fn merge_map(
 
 /// Builds the per-pod-set infos of an admission: the union of the node labels of every flavor assigned to the pod
 /// set (two flavors disagreeing on a label is an error), their tolerations, the `kueue.x-k8s.io/podset` label and
-/// the ClusterQueue/LocalQueue labels Kueue adds to pods.
+/// the ClusterQueue/LocalQueue labels Kueue adds to pods. A missing count means the pod set's full count.
 pub fn pod_set_infos(
     admission: &Admission,
+    pod_sets: &[PodSet],
     local_queue: &str,
     flavors: &BTreeMap<String, ResourceFlavor>,
 ) -> Result<Vec<PodSetInfo>, String> {
@@ -107,7 +108,9 @@ pub fn pod_set_infos(
         .iter()
         .enumerate()
         .map(|(i, psa)| {
-            let mut info = PodSetInfo { name: psa.name.clone(), count: psa.count.unwrap_or(0), ..Default::default() };
+            let mut info = PodSetInfo { name: psa.name.clone(), count: psa.count.unwrap_or_else(|| {
+                    pod_sets.iter().find(|ps| ps.name == psa.name).map_or(0, |ps| ps.count)
+                }), ..Default::default() };
             info.labels.insert(labels::PODSET_LABEL.to_string(), psa.name.clone());
             info.labels.insert(labels::CLUSTER_QUEUE_NAME_LABEL.to_string(), admission.cluster_queue.clone());
             info.labels.insert(labels::LOCAL_QUEUE_NAME_LABEL.to_string(), local_queue.to_string());

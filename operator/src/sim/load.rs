@@ -8,6 +8,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde::de::DeserializeOwned;
 use sluice_sdk::kueue::decode::{KueueObject, decode};
 use sluice_sdk::kueue::v1beta2 as api;
+use sluice_sdk::kueue::validation::validate;
 
 use crate::manifest::{Document, Origin};
 
@@ -131,6 +132,7 @@ impl ClusterObjects {
         for doc in docs {
             out.add(doc)?;
         }
+        out.default_job_queues();
         out.check_references()?;
         Ok(out)
     }
@@ -143,6 +145,15 @@ impl ClusterObjects {
         if api_version.starts_with("kueue.x-k8s.io/") {
             let obj = decode(doc.value.clone())
                 .map_err(|e| LoadError::new(&doc.origin, &what, e.to_string()))?;
+            // Kinds the engine does not take are validated here; the others when they are ingested.
+            if matches!(
+                obj,
+                KueueObject::WorkloadPriorityClass(_)
+                    | KueueObject::Topology(_)
+                    | KueueObject::AdmissionCheck(_)
+            ) {
+                validate(&obj).map_err(|e| LoadError::new(&doc.origin, &what, e.to_string()))?;
+            }
             let o = &doc.origin;
             return match obj {
                 KueueObject::ResourceFlavor(x) => insert(&mut self.flavors, name, o, what, x),
@@ -190,6 +201,27 @@ impl ClusterObjects {
         }
     }
 
+    /// As Kueue's Job webhook does: a Job without `kueue.x-k8s.io/queue-name` goes to the LocalQueue named
+    /// `default` of its namespace, when there is one.
+    fn default_job_queues(&mut self) {
+        use sluice_sdk::kueue::labels::{DEFAULT_LOCAL_QUEUE_NAME, QUEUE_NAME_LABEL};
+        for ((ns, _), job) in self.jobs.iter_mut() {
+            let labels = job
+                .object
+                .metadata
+                .labels
+                .get_or_insert_with(Default::default);
+            let default_lq = (ns.clone(), DEFAULT_LOCAL_QUEUE_NAME.to_string());
+            if !labels.contains_key(QUEUE_NAME_LABEL) && self.local_queues.contains_key(&default_lq)
+            {
+                labels.insert(
+                    QUEUE_NAME_LABEL.to_string(),
+                    DEFAULT_LOCAL_QUEUE_NAME.to_string(),
+                );
+            }
+        }
+    }
+
     /// Every reference must resolve: LocalQueue -> ClusterQueue, ClusterQueue -> ResourceFlavors, Workload/Job ->
     /// LocalQueue, priority class labels -> classes. (Cohorts may be implicit, as in Kueue.)
     fn check_references(&self) -> Result<(), LoadError> {
@@ -205,6 +237,20 @@ impl ClusterObjects {
             }
         }
         for (name, cq) in &self.cluster_queues {
+            if cq
+                .object
+                .spec
+                .admission_checks_strategy
+                .as_ref()
+                .is_some_and(|s| !s.admission_checks.is_empty())
+            {
+                return Err(LoadError::new(
+                    &cq.origin,
+                    format!("ClusterQueue {name}"),
+                    "field `spec.admissionChecksStrategy`: admission checks are not simulated; remove them \
+                     to see how the queue admits without them",
+                ));
+            }
             for (g, rg) in cq.object.spec.resource_groups.iter().enumerate() {
                 for (f, fq) in rg.flavors.iter().enumerate() {
                     if !self.flavors.contains_key(&fq.name) {
@@ -237,6 +283,42 @@ impl ClusterObjects {
             }
         };
         for ((ns, name), wl) in &self.workloads {
+            let what = || format!("Workload {ns}/{name}");
+            if let Some(a) = wl.object.status.as_ref().and_then(|s| s.admission.as_ref())
+                && !self.cluster_queues.contains_key(&a.cluster_queue)
+            {
+                return Err(LoadError::new(
+                    &wl.origin,
+                    what(),
+                    format!(
+                        "field `status.admission.clusterQueue`: ClusterQueue {:?} is not defined",
+                        a.cluster_queue
+                    ),
+                ));
+            }
+            if let Some(r) = &wl.object.spec.priority_class_ref {
+                use sluice_sdk::kueue::v1beta2::PriorityClassKind;
+                let known = match r.kind {
+                    Some(PriorityClassKind::PriorityClass) => {
+                        self.priority_classes.contains_key(&r.name)
+                    }
+                    _ => self.workload_priority_classes.contains_key(&r.name),
+                };
+                if !known {
+                    return Err(LoadError::new(
+                        &wl.origin,
+                        what(),
+                        format!(
+                            "field `spec.priorityClassRef`: {} {:?} is not defined",
+                            match r.kind {
+                                Some(PriorityClassKind::PriorityClass) => "PriorityClass",
+                                _ => "WorkloadPriorityClass",
+                            },
+                            r.name
+                        ),
+                    ));
+                }
+            }
             check_queue(
                 &wl.origin,
                 format!("Workload {ns}/{name}"),

@@ -18,6 +18,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
 use k8s_openapi::api::batch::v1::Job;
+use sluice_sdk::kueue::labels;
 use sluice_sdk::kueue::v1beta2 as api;
 
 use crate::engine::{self, Decision, Engine, EngineConfig, Event, Time, WorkloadKey};
@@ -36,20 +37,20 @@ pub enum SimError {
     #[error(transparent)]
     Load(#[from] LoadError),
     /// An object the engine refused.
-    #[error("{origin}: {source}")]
+    #[error("{origin}: {error}")]
     Ingest {
         /// Where the object came from.
         origin: String,
         /// Why.
-        source: IngestError,
+        error: IngestError,
     },
     /// A Job that cannot become a Workload.
-    #[error("{origin}: {source}")]
+    #[error("{origin}: {error}")]
     Job {
         /// Where the Job came from.
         origin: String,
         /// Why.
-        source: Box<JobError>,
+        error: Box<JobError>,
     },
     /// The engine refused an object.
     #[error("{origin}: {message}")]
@@ -60,7 +61,7 @@ pub enum SimError {
         message: String,
     },
     /// A timing annotation could not be read.
-    #[error("{origin}: {object}: annotation `{annotation}`: {source}")]
+    #[error("{origin}: {object}: annotation `{annotation}`: {error}")]
     Timing {
         /// Where.
         origin: String,
@@ -69,7 +70,7 @@ pub enum SimError {
         /// Which annotation.
         annotation: &'static str,
         /// Why.
-        source: DurationError,
+        error: DurationError,
     },
 }
 
@@ -86,6 +87,8 @@ pub struct SimWorkload {
     pub run_time: Option<Time>,
     /// Pod set infos to restore the Job with after an eviction.
     original: Vec<PodSetInfo>,
+    /// Total requests per pod set, shown while it waits.
+    requests: Vec<api::PodSetRequest>,
     /// Incremented on each admission, so stale completions are ignored after an eviction.
     run: u64,
     started: bool,
@@ -103,8 +106,12 @@ pub struct Simulation {
     /// The engine.
     pub engine: Engine,
     timed: bool,
+    fair_sharing: bool,
     cycles: u64,
 }
+
+/// The queue of future completions, when the simulation runs in virtual time.
+type Completions<'a> = Option<&'a mut BinaryHeap<Reverse<(Time, SimEvent)>>>;
 
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum SimEvent {
@@ -148,12 +155,13 @@ impl Simulation {
     /// Builds a simulation from manifest documents.
     pub fn from_documents(docs: &[Document], config: EngineConfig) -> Result<Self, SimError> {
         let objects = ClusterObjects::from_documents(docs)?;
+        let fair_sharing = config.fair_sharing.is_some();
         let mut engine = Engine::new(config);
         let ingest_err = |origin: &crate::manifest::Origin| {
             let origin = origin.to_string();
-            move |source| SimError::Ingest {
+            move |error| SimError::Ingest {
                 origin: origin.clone(),
-                source,
+                error,
             }
         };
         let feed = |engine: &mut Engine, origin: &crate::manifest::Origin, ev: Event| {
@@ -193,10 +201,9 @@ impl Simulation {
         // would make them.
         for ((ns, _), lq) in &objects.local_queues {
             if !objects.namespaces.contains_key(ns) {
-                let implicit = engine::Namespace {
-                    name: ns.clone(),
-                    labels: BTreeMap::new(),
-                };
+                let mut object = k8s_openapi::api::core::v1::Namespace::default();
+                object.metadata.name = Some(ns.clone());
+                let implicit = ingest::namespace(&object).map_err(ingest_err(&lq.origin))?;
                 feed(&mut engine, &lq.origin, Event::UpsertNamespace(implicit))?;
             }
         }
@@ -219,23 +226,25 @@ impl Simulation {
             jobs: BTreeMap::new(),
             engine,
             timed: false,
+            fair_sharing,
             cycles: 0,
         };
         let order = sim.objects.submission_order.clone();
+        let mut timings = Vec::with_capacity(order.len());
         for (index, (kind, ns, name)) in order.iter().enumerate() {
             let key = (ns.clone(), name.clone());
             // Document order breaks ties between objects without timestamps, as creation order does in Kueue.
             let default_created = SIM_EPOCH + index as Time;
-            let (mut wl, job, origin, meta) = if *kind == "Job" {
+            let (wl, job, origin, meta) = if *kind == "Job" {
                 let loaded = &sim.objects.jobs[&key];
                 let mut job = loaded.object.clone();
                 job.metadata
                     .uid
                     .get_or_insert_with(|| synthetic_uid("Job", ns, name));
                 BatchJob::suspend(&mut job);
-                let wl = BatchJob::workload(&job, &priorities).map_err(|source| SimError::Job {
+                let wl = BatchJob::workload(&job, &priorities).map_err(|error| SimError::Job {
                     origin: loaded.origin.to_string(),
-                    source: Box::new(source),
+                    error: Box::new(error),
                 })?;
                 let meta = job.metadata.clone();
                 sim.jobs.insert(key.clone(), job);
@@ -254,22 +263,17 @@ impl Simulation {
                 annotation(&meta, ann)
                     .map(parse_duration)
                     .transpose()
-                    .map_err(|source| SimError::Timing {
+                    .map_err(|error| SimError::Timing {
                         origin: origin.to_string(),
                         object: object.clone(),
                         annotation: ann,
-                        source,
+                        error,
                     })
             };
             let arrival_offset = timing(ARRIVAL_TIME_ANNOTATION)?;
             let run_time = timing(RUN_TIME_ANNOTATION)?;
             sim.timed |= arrival_offset.is_some() || run_time.is_some();
-            let arrival = match (arrival_offset, &meta.creation_timestamp) {
-                (Some(off), _) => SIM_EPOCH + off,
-                (None, Some(t)) => ingest::time_of(t),
-                (None, None) => default_created,
-            };
-            wl.metadata.creation_timestamp = Some(status::k8s_time(arrival));
+            let created = meta.creation_timestamp.as_ref().map(ingest::time_of);
             let original = wl
                 .spec
                 .pod_sets
@@ -277,20 +281,37 @@ impl Simulation {
                 .map(|ps| PodSetInfo::from_template(&ps.name, ps.count, &ps.template))
                 .collect();
             // Validate now, so bad input fails before anything runs.
-            ingest::workload(&wl).map_err(ingest_err(&origin))?;
+            let (engine_wl, _) = ingest::workload(&wl).map_err(ingest_err(&origin))?;
+            let requests = status::resource_requests(&engine_wl);
+            timings.push((key_of(&wl), arrival_offset, created, default_created));
             sim.workloads.insert(
                 key_of(&wl),
                 SimWorkload {
                     workload: wl,
                     job,
-                    arrival,
+                    arrival: default_created,
                     run_time,
                     original,
+                    requests,
                     run: 0,
                     started: false,
                     finished: false,
                 },
             );
+        }
+        // In virtual time everything is measured from the start: arrival is the annotation's offset (0 without
+        // one), never a creationTimestamp from another clock. Without timing, creationTimestamp orders the queue.
+        for (key, offset, created, default_created) in timings {
+            let arrival = match (sim.timed, offset, created) {
+                (true, Some(off), _) => SIM_EPOCH + off,
+                (true, None, _) => default_created,
+                (false, _, Some(t)) => t,
+                (false, _, None) => default_created,
+            };
+            if let Some(sw) = sim.workloads.get_mut(&key) {
+                sw.arrival = arrival;
+                sw.workload.metadata.creation_timestamp = Some(status::k8s_time(arrival));
+            }
         }
         Ok(sim)
     }
@@ -298,6 +319,11 @@ impl Simulation {
     /// Whether any Workload or Job carries timing annotations (then `run` is a discrete-event simulation).
     pub fn is_timed(&self) -> bool {
         self.timed
+    }
+
+    /// Whether fair sharing is on.
+    pub fn fair_sharing(&self) -> bool {
+        self.fair_sharing
     }
 
     /// Scheduling cycles run so far.
@@ -310,7 +336,9 @@ impl Simulation {
         key: &WorkloadKey,
         now: Time,
         recorder: &mut Recorder,
+        completions: &mut Completions<'_>,
     ) -> Result<(), SimError> {
+        let origin = self.origin_of(key);
         let Some(sw) = self.workloads.get_mut(key) else {
             return Ok(());
         };
@@ -322,31 +350,35 @@ impl Simulation {
             .workload
             .status
             .as_ref()
-            .and_then(|s| {
-                status::condition(
-                    &s.conditions,
-                    sluice_sdk::kueue::labels::condition::FINISHED,
-                )
-            })
+            .and_then(|s| status::condition(&s.conditions, labels::condition::FINISHED))
             .is_some_and(|c| c.status == "True");
         if finished {
             sw.finished = true;
             return Ok(());
         }
-        let (wl, admission) =
-            ingest::workload(&sw.workload).map_err(|source| SimError::Ingest {
-                origin: key.to_string(),
-                source,
-            })?;
-        let cq = self.cluster_queue_of(&wl.namespace, &wl.queue_name);
+        let (wl, admission) = ingest::workload(&sw.workload).map_err(|error| SimError::Ingest {
+            origin: origin.clone(),
+            error,
+        })?;
+        let cq = match &admission {
+            Some(a) => a.cluster_queue.clone(),
+            None => self.cluster_queue_of(&wl.namespace, &wl.queue_name),
+        };
         recorder.arrive(key, &cq, now);
-        if let Some(a) = &admission {
+        if let Some(a) = &admission
+            && let Some(sw) = self.workloads.get_mut(key)
+        {
+            // Already running: it holds its quota from now and finishes after its run time.
+            sw.run += 1;
             recorder.admit(
                 key,
                 &a.cluster_queue,
                 ingest::gpus_by_flavor(a, GPU_RESOURCE),
                 now,
             );
+            if let (Some(rt), Some(heap)) = (sw.run_time, completions.as_deref_mut()) {
+                heap.push(Reverse((now + rt, SimEvent::Complete(key.clone(), sw.run))));
+            }
         }
         let decisions = self
             .engine
@@ -355,11 +387,25 @@ impl Simulation {
                 admission,
             })
             .map_err(|e| SimError::Engine {
-                origin: key.to_string(),
+                origin,
                 message: e.to_string(),
             })?;
-        self.carry_out(decisions, now, recorder, &mut None);
+        self.carry_out(decisions, now, recorder, completions);
         Ok(())
+    }
+
+    /// Where a workload (or the Job that made it) was defined.
+    fn origin_of(&self, key: &WorkloadKey) -> String {
+        let sw = self.workloads.get(key);
+        let job = sw
+            .and_then(|sw| sw.job.as_ref())
+            .and_then(|j| self.objects.jobs.get(j));
+        let nsname = (key.namespace.clone(), key.name.clone());
+        match (job, self.objects.workloads.get(&nsname)) {
+            (Some(j), _) => j.origin.to_string(),
+            (None, Some(w)) => w.origin.to_string(),
+            (None, None) => key.to_string(),
+        }
     }
 
     fn cluster_queue_of(&self, namespace: &str, queue: &str) -> String {
@@ -377,7 +423,7 @@ impl Simulation {
         decisions: Vec<Decision>,
         now: Time,
         recorder: &mut Recorder,
-        completions: &mut Option<&mut BinaryHeap<Reverse<(Time, SimEvent)>>>,
+        completions: &mut Completions<'_>,
     ) -> bool {
         let mut changed = false;
         let mut queue: std::collections::VecDeque<Decision> = decisions.into();
@@ -417,7 +463,7 @@ impl Simulation {
                         && let Some(job) = self.jobs.get_mut(job_key)
                     {
                         let lq = sw.workload.spec.queue_name.clone();
-                        match pod_set_infos(&api_adm, &lq, &flavors) {
+                        match pod_set_infos(&api_adm, &sw.workload.spec.pod_sets, &lq, &flavors) {
                             Ok(infos) => {
                                 if let Err(e) = BatchJob::run_with(job, &infos) {
                                     tracing::warn!(job = %e, "could not start job");
@@ -438,7 +484,7 @@ impl Simulation {
                     message,
                 } => {
                     if let Some(sw) = self.workloads.get_mut(&key) {
-                        status::pending(&mut sw.workload, &reason, &message, now);
+                        status::pending(&mut sw.workload, &reason, &message, &sw.requests, now);
                     }
                 }
                 Decision::Evict {
@@ -489,12 +535,19 @@ impl Simulation {
         changed
     }
 
-    fn complete(&mut self, key: &WorkloadKey, run: u64, now: Time, recorder: &mut Recorder) {
+    /// Finishes the workload's run `run`; false when that run was already over (evicted or finished).
+    fn complete(
+        &mut self,
+        key: &WorkloadKey,
+        run: u64,
+        now: Time,
+        recorder: &mut Recorder,
+    ) -> bool {
         let Some(sw) = self.workloads.get_mut(key) else {
-            return;
+            return false;
         };
         if sw.run != run || sw.finished {
-            return;
+            return false;
         }
         sw.finished = true;
         status::finish(&mut sw.workload, true, "Job finished successfully", now);
@@ -518,15 +571,11 @@ impl Simulation {
             }
             Err(e) => tracing::warn!(workload = %key, error = %e, "finish refused"),
         }
+        true
     }
 
     /// Runs scheduling cycles at `now` until nothing more can change.
-    fn settle(
-        &mut self,
-        now: Time,
-        recorder: &mut Recorder,
-        completions: &mut Option<&mut BinaryHeap<Reverse<(Time, SimEvent)>>>,
-    ) {
+    fn settle(&mut self, now: Time, recorder: &mut Recorder, completions: &mut Completions<'_>) {
         // A bound well above what a fixed point needs: every workload admitted or preempted a few times.
         let limit = 4 * self.workloads.len() as u64 + 64;
         let mut idle = 0;
@@ -565,7 +614,7 @@ impl Simulation {
             // Everything is there at once; arrival order is creation order.
             while let Some(Reverse((t, ev))) = heap.pop() {
                 if let SimEvent::Arrive(k) = ev {
-                    self.arrive(&k, t, &mut recorder)?;
+                    self.arrive(&k, t, &mut recorder, &mut None)?;
                 }
                 now = now.max(t);
             }
@@ -583,10 +632,13 @@ impl Simulation {
                         break;
                     };
                     match ev {
-                        SimEvent::Arrive(k) => self.arrive(&k, t, &mut recorder)?,
+                        SimEvent::Arrive(k) => {
+                            self.arrive(&k, t, &mut recorder, &mut Some(&mut heap))?
+                        }
                         SimEvent::Complete(k, run) => {
-                            self.complete(&k, run, t, &mut recorder);
-                            done += 1;
+                            if self.complete(&k, run, t, &mut recorder) {
+                                done += 1;
+                            }
                             progress(done, total);
                         }
                     }

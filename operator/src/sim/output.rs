@@ -62,7 +62,12 @@ fn final_objects(sim: &Simulation, now: i64) -> Vec<Value> {
         let mut obj = cq.object.clone();
         if let Some(u) = sim.engine.cluster_queue_usage(name) {
             let stopped = obj.spec.stop_policy() != api::StopPolicy::None;
-            obj.status = Some(status::cluster_queue_status(&u, stopped, now));
+            obj.status = Some(status::cluster_queue_status(
+                &u,
+                stopped,
+                sim.fair_sharing(),
+                now,
+            ));
         }
         items.push(with_type_meta(
             serde_json::to_value(&obj).unwrap_or(Value::Null),
@@ -73,7 +78,19 @@ fn final_objects(sim: &Simulation, now: i64) -> Vec<Value> {
     for ((ns, name), lq) in &sim.objects.local_queues {
         let mut obj = lq.object.clone();
         if let Some(u) = sim.engine.local_queue_usage(ns, name) {
-            obj.status = Some(status::local_queue_status(&u, now));
+            let cq_name = &obj.spec.cluster_queue;
+            let cq_active = match (
+                sim.engine.cluster_queue_usage(cq_name),
+                sim.objects.cluster_queues.get(cq_name),
+            ) {
+                (Some(cu), Some(cq)) => status::cluster_queue_is_active(
+                    &cu,
+                    cq.object.spec.stop_policy() != api::StopPolicy::None,
+                ),
+                _ => false,
+            };
+            let stopped = obj.spec.stop_policy() != api::StopPolicy::None;
+            obj.status = Some(status::local_queue_status(&u, stopped, cq_active, now));
         }
         items.push(with_type_meta(
             serde_json::to_value(&obj).unwrap_or(Value::Null),
