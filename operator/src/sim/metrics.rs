@@ -43,6 +43,7 @@ pub struct Recorder {
     runs: Vec<Run>,
     open: HashMap<WorkloadKey, usize>,
     evictions: Vec<EvictionRecord>,
+    unsettled: Vec<Time>,
 }
 
 /// One eviction on the timeline.
@@ -62,6 +63,11 @@ pub struct EvictionRecord {
 }
 
 impl Recorder {
+    /// Scheduling kept changing decisions at `at` until the simulator's cycle limit.
+    pub fn unsettled(&mut self, at: Time) {
+        self.unsettled.push(at);
+    }
+
     /// A workload entered its queue.
     pub fn arrive(&mut self, key: &WorkloadKey, cluster_queue: &str, at: Time) {
         self.workloads
@@ -253,6 +259,7 @@ impl Recorder {
                 })
                 .collect(),
             unfinished: Vec::new(),
+            unsettled_at_seconds: self.unsettled.iter().map(|t| (t - start) as f64 / 1000.0).collect(),
         }
     }
 }
@@ -290,6 +297,9 @@ pub struct SimulationReport {
     pub evictions: Vec<EvictionRecord>,
     /// Workloads still running or waiting when the simulation ended.
     pub unfinished: Vec<Unfinished>,
+    /// Instants (seconds from the start) at which scheduling did not settle within the simulator's cycle limit:
+    /// the engine kept admitting and preempting.
+    pub unsettled_at_seconds: Vec<f64>,
 }
 
 /// A workload that had not finished when the simulation ended.

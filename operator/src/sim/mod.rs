@@ -576,10 +576,15 @@ impl Simulation {
 
     /// Runs scheduling cycles at `now` until nothing more can change.
     fn settle(&mut self, now: Time, recorder: &mut Recorder, completions: &mut Completions<'_>) {
-        // A bound well above what a fixed point needs: every workload admitted or preempted a few times.
+        // A bound well above what a fixed point needs: every workload admitted or preempted a few times. Hitting
+        // it means the engine kept changing its mind at one instant; the report says when.
         let limit = 4 * self.workloads.len() as u64 + 64;
         let mut idle = 0;
-        for _ in 0..limit {
+        for cycle in 0..limit {
+            if cycle + 1 == limit {
+                recorder.unsettled(now);
+                tracing::warn!(at = now, cycles = limit, "scheduling did not settle");
+            }
             let decisions = self.engine.schedule(now);
             self.cycles += 1;
             let acted = self.carry_out(decisions, now, recorder, completions);
