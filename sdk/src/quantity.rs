@@ -37,6 +37,9 @@ fn unit_scale(resource: &str) -> u32 {
     if resource == CPU { 3 } else { 0 }
 }
 
+/// Why a quantity with more significant digits than 128 bits hold does not parse exactly.
+const TOO_MANY_DIGITS: &str = "too many significant digits";
+
 /// A parsed quantity: `sign * mantissa * 10^exp10 * 2^exp2`.
 struct Parsed {
     negative: bool,
@@ -81,7 +84,7 @@ fn parse(s: &str) -> Result<Parsed, &'static str> {
         mantissa = mantissa
             .checked_mul(10)
             .and_then(|m| m.checked_add(u128::from(d - b'0')))
-            .ok_or("too many significant digits")?;
+            .ok_or(TOO_MANY_DIGITS)?;
     }
     let frac_len = i64::try_from(frac_digits.len()).map_err(|_| "too many digits")?;
     Ok(Parsed {
@@ -129,6 +132,48 @@ fn parse_suffix(suffix: &str) -> Result<(i64, u32), &'static str> {
             (exp.clamp(-10_000, 10_000), 0)
         }
     })
+}
+
+/// The exact value of `q` in nano-units (the finest precision Kubernetes keeps), rounded away from zero below one
+/// nano-unit and saturated to the i128 range, for comparing quantities of any size; None when `q` is malformed.
+pub fn nano_value(q: &Quantity) -> Option<i128> {
+    let s = q.0.trim();
+    let p = match parse(s) {
+        Ok(p) => p,
+        Err(TOO_MANY_DIGITS) => {
+            return Some(if s.starts_with('-') {
+                -i128::MAX
+            } else {
+                i128::MAX
+            });
+        }
+        Err(_) => return None,
+    };
+    if p.mantissa == 0 {
+        return Some(0);
+    }
+    let scale = p.exp10 + 9;
+    let shifted = p
+        .mantissa
+        .checked_shl(p.exp2)
+        .filter(|x| x >> p.exp2 == p.mantissa);
+    let magnitude = match shifted {
+        None => u128::MAX,
+        Some(x) if scale >= 0 => u32::try_from(scale)
+            .ok()
+            .and_then(|e| 10u128.checked_pow(e))
+            .and_then(|f| x.checked_mul(f))
+            .unwrap_or(u128::MAX),
+        Some(x) => match u32::try_from(-scale)
+            .ok()
+            .and_then(|e| 10u128.checked_pow(e))
+        {
+            Some(den) => x.div_ceil(den),
+            None => 1,
+        },
+    };
+    let v = i128::try_from(magnitude).unwrap_or(i128::MAX);
+    Some(if p.negative { -v } else { v })
 }
 
 /// Value of `q` in the scheduler unit of `resource`: milli-units for `cpu`, base units rounded up otherwise.
@@ -228,6 +273,24 @@ mod tests {
 
     fn val(resource: &str, s: &str) -> Result<i64, QuantityError> {
         parse_value(resource, s)
+    }
+
+    #[test]
+    fn nano_values_compare_any_size() {
+        let n = |s: &str| nano_value(&Quantity(s.to_string()));
+        assert_eq!(n("1"), Some(1_000_000_000));
+        assert_eq!(n("1Ki"), Some(1024 * 1_000_000_000));
+        assert_eq!(n("250m"), Some(250_000_000));
+        assert_eq!(n("1n"), Some(1));
+        assert_eq!(
+            n("0.1n"),
+            Some(1),
+            "below one nano-unit rounds away from zero"
+        );
+        assert_eq!(n("-2"), Some(-2_000_000_000));
+        assert_eq!(n("1e400"), Some(i128::MAX));
+        assert_eq!(n(&"9".repeat(60)), Some(i128::MAX));
+        assert_eq!(n("lots"), None);
     }
 
     #[test]

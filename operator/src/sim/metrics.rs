@@ -259,7 +259,11 @@ impl Recorder {
                 })
                 .collect(),
             unfinished: Vec::new(),
-            unsettled_at_seconds: self.unsettled.iter().map(|t| (t - start) as f64 / 1000.0).collect(),
+            unsettled_at_seconds: self
+                .unsettled
+                .iter()
+                .map(|t| (t - start) as f64 / 1000.0)
+                .collect(),
         }
     }
 }

@@ -353,8 +353,11 @@ pub fn render_report(sim: &Simulation, report: &SimulationReport, format: Output
         report.fairness.jain_index_gpu_hours, report.fairness.jain_index_vs_entitlement
     );
     if !report.unsettled_at_seconds.is_empty() {
-        let at: Vec<String> =
-            report.unsettled_at_seconds.iter().map(|s| format_duration((s * 1000.0) as i64)).collect();
+        let at: Vec<String> = report
+            .unsettled_at_seconds
+            .iter()
+            .map(|s| format_duration((s * 1000.0) as i64))
+            .collect();
         let _ = writeln!(
             out,
             "\nWARNING: scheduling did not settle (admissions and preemptions kept alternating) at {}.",
