@@ -1,6 +1,8 @@
 //! One Kueue scheduling cycle: heads, nomination, ordering, admission/preemption, requeueing.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
+
+use super::fasthash::FastSet;
 
 use super::assign::{Assignment, Mode, WAITING_FOR_QUOTA};
 use super::fairness::OrderKey;
@@ -96,14 +98,16 @@ impl Engine {
         self.cycle += 1;
         // A tree where no head changed and no quota moved since the last cycle would produce the
         // same outcome again, so only trees with work take part.
-        let live_roots: HashSet<NodeId> = (0..self.cqs.len() as NodeId)
-            .filter(|&n| self.cq_has_work(n))
-            .map(|n| self.tree.root(n))
-            .collect();
+        let mut live_roots = vec![false; self.tree.nodes.len()];
+        for n in 0..self.cqs.len() as NodeId {
+            if self.cq_has_work(n) {
+                live_roots[self.tree.root(n) as usize] = true;
+            }
+        }
         let mut heads = Vec::new();
         for n in 0..self.cqs.len() as NodeId {
             let Some(c) = self.cq(n) else { continue };
-            if !c.active || !self.tree.node(n).alive || !live_roots.contains(&self.tree.root(n)) {
+            if !c.active || !self.tree.node(n).alive || !live_roots[self.tree.root(n) as usize] {
                 continue;
             }
             if let Some(h) = self.head_of(n) {
@@ -172,7 +176,7 @@ impl Engine {
             );
         }
         let mut reserved: Vec<(NodeId, Vec<(Fr, i64)>)> = Vec::new();
-        let mut preempted: HashSet<u32> = HashSet::new();
+        let mut preempted: FastSet<u32> = FastSet::default();
         if self.fair_sharing() {
             let mut remaining: Vec<Entry> = entries;
             while !remaining.is_empty() {
@@ -223,7 +227,7 @@ impl Engine {
         e: Entry,
         now: Time,
         reserved: &mut Vec<(NodeId, Vec<(Fr, i64)>)>,
-        preempted: &mut HashSet<u32>,
+        preempted: &mut FastSet<u32>,
         requeues: &mut Vec<(u32, NodeId, Requeue)>,
     ) {
         let mode = e.assignment.mode();

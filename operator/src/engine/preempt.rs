@@ -2,7 +2,9 @@
 //! both simulated on the live quota tree (usage removal is exact and reverted afterwards).
 
 use std::cmp::Ordering;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
+
+use super::fasthash::{FastMap, FastSet};
 
 use super::fairness::{FairnessPolicy, ResourceBorrowing, Share, ShareInput};
 use super::quota::{Fr, NodeId, Tree};
@@ -633,21 +635,29 @@ impl<'a> Sim<'a> {
         (self.share(a), self.share(b))
     }
 
+    /// The children of the lowest common ancestor on the paths from `x` and `y` (`(x, y)` when
+    /// one lies on the other's path or they share no ancestor). Walks parent links without
+    /// allocating: trees are shallow.
     fn almost_lcas(&self, x: NodeId, y: NodeId) -> (NodeId, NodeId) {
-        let mut px = vec![x];
-        px.extend(self.tree.ancestors(x));
-        let mut py = vec![y];
-        py.extend(self.tree.ancestors(y));
-        let set: HashSet<NodeId> = py.iter().copied().collect();
-        let lca_pos = px.iter().position(|n| set.contains(n));
-        match lca_pos {
-            Some(i) if i > 0 => {
-                let lca = px[i];
-                let j = py.iter().position(|&n| n == lca).unwrap_or(0);
-                (px[i - 1], if j > 0 { py[j - 1] } else { y })
+        let mut below_x: Option<NodeId> = None;
+        let mut cx = Some(x);
+        while let Some(a) = cx {
+            let mut below_y: Option<NodeId> = None;
+            let mut cy = Some(y);
+            while let Some(b) = cy {
+                if b == a {
+                    return match below_x {
+                        Some(bx) => (bx, below_y.unwrap_or(y)),
+                        None => (x, y),
+                    };
+                }
+                below_y = Some(b);
+                cy = self.tree.parent(b);
             }
-            _ => (x, y),
+            below_x = Some(a);
+            cx = self.tree.parent(a);
         }
+        (x, y)
     }
 
     fn target_share_after_removal(&mut self, pre_cq: NodeId, tcq: NodeId, w: u32) -> Share {
@@ -694,23 +704,22 @@ pub(crate) fn share_of(
             borrowing: Vec::new(),
         });
     }
-    let root = tree.root(parent);
-    let rlen = tree.node(root).subtree.len();
-    let mut lendable: HashMap<u32, i64> = HashMap::new();
-    for fr in 0..rlen as Fr {
-        let (_, r) = ids.fr_parts(fr);
-        if borrowed.iter().any(|(x, _)| *x == r) {
-            *lendable.entry(r).or_default() += tree.potential_available(parent, fr);
-        }
-    }
-    let borrowing = borrowed
+    let mut borrowing: Vec<ResourceBorrowing> = borrowed
         .into_iter()
         .map(|(r, b)| ResourceBorrowing {
             resource: r,
             borrowed: b,
-            lendable: lendable.get(&r).copied().unwrap_or(0),
+            lendable: 0,
         })
         .collect();
+    let root = tree.root(parent);
+    let rlen = tree.node(root).subtree.len();
+    for fr in 0..rlen as Fr {
+        let (_, r) = ids.fr_parts(fr);
+        if let Some(e) = borrowing.iter_mut().find(|e| e.resource == r) {
+            e.lendable += tree.potential_available(parent, fr);
+        }
+    }
     policy.share(&ShareInput {
         weight,
         has_parent: true,
@@ -748,24 +757,24 @@ impl PolicyKind {
 /// highest share, pruning subtrees that don't borrow.
 struct TargetOrdering {
     preemptor_cq: NodeId,
-    ancestors: HashSet<NodeId>,
-    by_cq: HashMap<NodeId, VecDeque<u32>>,
-    pruned_cqs: HashSet<NodeId>,
-    pruned_cohorts: HashSet<NodeId>,
+    ancestors: Vec<NodeId>,
+    by_cq: FastMap<NodeId, VecDeque<u32>>,
+    pruned_cqs: FastSet<NodeId>,
+    pruned_cohorts: FastSet<NodeId>,
 }
 
 impl TargetOrdering {
     fn new(sim: &Sim<'_>, cq: NodeId, cands: &[(u32, NodeId)]) -> Self {
-        let mut by_cq: HashMap<NodeId, VecDeque<u32>> = HashMap::new();
+        let mut by_cq: FastMap<NodeId, VecDeque<u32>> = FastMap::default();
         for &(w, c) in cands {
             by_cq.entry(c).or_default().push_back(w);
         }
         Self {
             preemptor_cq: cq,
-            ancestors: sim.tree.ancestors(cq).into_iter().collect(),
+            ancestors: sim.tree.ancestors(cq),
             by_cq,
-            pruned_cqs: HashSet::new(),
-            pruned_cohorts: HashSet::new(),
+            pruned_cqs: FastSet::default(),
+            pruned_cohorts: FastSet::default(),
         }
     }
 
