@@ -1,6 +1,6 @@
 //! One Kueue scheduling cycle: heads, nomination, ordering, admission/preemption, requeueing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::fasthash::FastSet;
 
@@ -178,10 +178,26 @@ impl Engine {
         let mut reserved: Vec<(NodeId, Vec<(Fr, i64)>)> = Vec::new();
         let mut preempted: FastSet<u32> = FastSet::default();
         if self.fair_sharing() {
-            let mut remaining: Vec<Entry> = entries;
-            while !remaining.is_empty() {
-                let idx = self.fair_pick(&remaining);
-                let e = remaining.swap_remove(idx);
+            // Each pick goes to the tree holding the lowest-numbered remaining ClusterQueue and
+            // only looks at that tree's entries, so entries are grouped by tree once, keyed by
+            // their lowest ClusterQueue.
+            let mut groups: BTreeMap<NodeId, Vec<Entry>> = BTreeMap::new();
+            for e in entries {
+                groups.entry(self.tree.root(e.cq)).or_default().push(e);
+            }
+            let mut order: BTreeSet<(NodeId, NodeId)> = groups
+                .iter()
+                .filter_map(|(&root, es)| es.iter().map(|e| e.cq).min().map(|m| (m, root)))
+                .collect();
+            while let Some((_, root)) = order.pop_first() {
+                let Some(group) = groups.get_mut(&root) else {
+                    continue;
+                };
+                let idx = self.fair_pick(group);
+                let e = group.swap_remove(idx);
+                if let Some(m) = group.iter().map(|e| e.cq).min() {
+                    order.insert((m, root));
+                }
                 self.process(e, now, &mut reserved, &mut preempted, &mut requeues);
             }
         } else {
@@ -415,7 +431,7 @@ impl Engine {
         }
     }
 
-    /// Fair-sharing tournament: picks the next entry to process.
+    /// Fair-sharing tournament among the entries of one tree: picks the next entry to process.
     fn fair_pick(&mut self, entries: &[Entry]) -> usize {
         let Some(first) = (0..entries.len()).min_by_key(|&i| entries[i].cq) else {
             return 0;

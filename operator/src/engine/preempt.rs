@@ -685,33 +685,29 @@ pub(crate) fn share_of(
             borrowing: Vec::new(),
         });
     };
-    let mut borrowed: Vec<(u32, i64)> = Vec::new();
+    let mut borrowing: Vec<ResourceBorrowing> = Vec::new();
     let len = node.subtree.len().max(node.usage.len());
     for fr in 0..len as Fr {
         let b = tree.usage(n, fr) - tree.subtree(n, fr);
         if b > 0 {
             let (_, r) = ids.fr_parts(fr);
-            match borrowed.iter_mut().find(|(x, _)| *x == r) {
-                Some(e) => e.1 += b,
-                None => borrowed.push((r, b)),
+            match borrowing.iter_mut().find(|e| e.resource == r) {
+                Some(e) => e.borrowed += b,
+                None => borrowing.push(ResourceBorrowing {
+                    resource: r,
+                    borrowed: b,
+                    lendable: 0,
+                }),
             }
         }
     }
-    if borrowed.is_empty() {
+    if borrowing.is_empty() {
         return policy.share(&ShareInput {
             weight,
             has_parent: true,
-            borrowing: Vec::new(),
+            borrowing,
         });
     }
-    let mut borrowing: Vec<ResourceBorrowing> = borrowed
-        .into_iter()
-        .map(|(r, b)| ResourceBorrowing {
-            resource: r,
-            borrowed: b,
-            lendable: 0,
-        })
-        .collect();
     let root = tree.root(parent);
     let rlen = tree.node(root).subtree.len();
     for fr in 0..rlen as Fr {
