@@ -4,7 +4,7 @@
 use std::cmp::Ordering;
 use std::collections::VecDeque;
 
-use super::fasthash::{FastMap, FastSet};
+use super::fasthash::FastMap;
 
 use super::fairness::{FairnessPolicy, ResourceBorrowing, Share, ShareInput};
 use super::quota::{Fr, NodeId, Tree};
@@ -624,7 +624,7 @@ impl<'a> Sim<'a> {
                     return (true, targets);
                 }
             }
-            ord.pruned_cqs.insert(tcq);
+            ord.prune(tcq);
         }
         (false, targets)
     }
@@ -669,6 +669,12 @@ impl<'a> Sim<'a> {
     }
 }
 
+thread_local! {
+    /// Reused borrowing list for share computations (called millions of times per run).
+    static BORROWING: std::cell::RefCell<Vec<ResourceBorrowing>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Computes a node's share through the fairness policy.
 pub(crate) fn share_of(
     tree: &Tree,
@@ -685,7 +691,8 @@ pub(crate) fn share_of(
             borrowing: Vec::new(),
         });
     };
-    let mut borrowing: Vec<ResourceBorrowing> = Vec::new();
+    let mut borrowing = BORROWING.with(|b| b.take());
+    borrowing.clear();
     let len = node.subtree.len().max(node.usage.len());
     for fr in 0..len as Fr {
         let b = tree.usage(n, fr) - tree.subtree(n, fr);
@@ -701,26 +708,24 @@ pub(crate) fn share_of(
             }
         }
     }
-    if borrowing.is_empty() {
-        return policy.share(&ShareInput {
-            weight,
-            has_parent: true,
-            borrowing,
-        });
-    }
-    let root = tree.root(parent);
-    let rlen = tree.node(root).subtree.len();
-    for fr in 0..rlen as Fr {
-        let (_, r) = ids.fr_parts(fr);
-        if let Some(e) = borrowing.iter_mut().find(|e| e.resource == r) {
-            e.lendable += tree.potential_available(parent, fr);
+    if !borrowing.is_empty() {
+        let root = tree.root(parent);
+        let rlen = tree.node(root).subtree.len();
+        for fr in 0..rlen as Fr {
+            let (_, r) = ids.fr_parts(fr);
+            if let Some(e) = borrowing.iter_mut().find(|e| e.resource == r) {
+                e.lendable += tree.potential_available(parent, fr);
+            }
         }
     }
-    policy.share(&ShareInput {
+    let input = ShareInput {
         weight,
         has_parent: true,
         borrowing,
-    })
+    };
+    let share = policy.share(&input);
+    BORROWING.with(|b| b.replace(input.borrowing));
+    share
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -755,8 +760,8 @@ struct TargetOrdering {
     preemptor_cq: NodeId,
     ancestors: Vec<NodeId>,
     by_cq: FastMap<NodeId, VecDeque<u32>>,
-    pruned_cqs: FastSet<NodeId>,
-    pruned_cohorts: FastSet<NodeId>,
+    /// Pruned nodes, indexed by NodeId.
+    pruned: Vec<bool>,
 }
 
 impl TargetOrdering {
@@ -769,8 +774,17 @@ impl TargetOrdering {
             preemptor_cq: cq,
             ancestors: sim.tree.ancestors(cq),
             by_cq,
-            pruned_cqs: FastSet::default(),
-            pruned_cohorts: FastSet::default(),
+            pruned: vec![false; sim.tree.nodes.len()],
+        }
+    }
+
+    fn is_pruned(&self, n: NodeId) -> bool {
+        self.pruned.get(n as usize).copied().unwrap_or(false)
+    }
+
+    fn prune(&mut self, n: NodeId) {
+        if let Some(p) = self.pruned.get_mut(n as usize) {
+            *p = true;
         }
     }
 
@@ -785,10 +799,10 @@ impl TargetOrdering {
     fn next(&mut self, sim: &Sim<'_>, pre: &Preemptor) -> Option<NodeId> {
         if sim.tree.parent(self.preemptor_cq).is_none() {
             let cq = self.preemptor_cq;
-            return (!self.pruned_cqs.contains(&cq) && self.has_wl(cq)).then_some(cq);
+            return (!self.is_pruned(cq) && self.has_wl(cq)).then_some(cq);
         }
         let root = sim.tree.root(self.preemptor_cq);
-        while !self.pruned_cohorts.contains(&root) {
+        while !self.is_pruned(root) {
             if let Some(t) = self.next_target(sim, pre, root) {
                 return Some(t);
             }
@@ -800,12 +814,17 @@ impl TargetOrdering {
         let node = sim.tree.node(cohort);
         let mut best_cq: Option<(NodeId, Share)> = None;
         for &cq in &node.child_cqs {
-            if self.pruned_cqs.contains(&cq) {
+            if self.is_pruned(cq) {
+                continue;
+            }
+            // Without candidates the ClusterQueue is pruned whatever its share.
+            if !self.has_wl(cq) {
+                self.prune(cq);
                 continue;
             }
             let drs = sim.share(cq);
-            if (!drs.borrowing && cq != self.preemptor_cq) || !self.has_wl(cq) {
-                self.pruned_cqs.insert(cq);
+            if !drs.borrowing && cq != self.preemptor_cq {
+                self.prune(cq);
                 continue;
             }
             match &best_cq {
@@ -826,12 +845,12 @@ impl TargetOrdering {
         }
         let mut best_cohort: Option<(NodeId, Share)> = None;
         for &c in &node.child_cohorts {
-            if self.pruned_cohorts.contains(&c) {
+            if self.is_pruned(c) {
                 continue;
             }
             let drs = sim.share(c);
             if !drs.borrowing && !self.ancestors.contains(&c) {
-                self.pruned_cohorts.insert(c);
+                self.prune(c);
             } else if best_cohort
                 .as_ref()
                 .is_none_or(|(_, b)| sim.policy.compare(&drs, b) != Ordering::Less)
@@ -841,7 +860,7 @@ impl TargetOrdering {
         }
         match (best_cq, best_cohort) {
             (None, None) => {
-                self.pruned_cohorts.insert(cohort);
+                self.prune(cohort);
                 None
             }
             (Some((cq, _)), None) => Some(cq),
