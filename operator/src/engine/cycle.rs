@@ -85,6 +85,8 @@ impl Engine {
         };
         match &c.spec.namespace_selector {
             None => false,
+            // The empty selector matches every namespace: no label lookup needed.
+            Some(sel) if sel.match_labels.is_empty() && sel.match_expressions.is_empty() => true,
             Some(sel) => {
                 let empty = BTreeMap::new();
                 sel.matches(self.namespaces.get(&w.spec.namespace).unwrap_or(&empty))
@@ -112,10 +114,14 @@ impl Engine {
             }
             if let Some(h) = self.head_of(n) {
                 let generation = self.tree.node(self.tree.root(n)).generation;
-                if let (Some(key), Some(c)) =
-                    (self.wl(h).and_then(|w| w.qkey.clone()), self.cq_mut(n))
-                {
-                    c.heap.remove(&key);
+                if let (Some(key), Some(Some(c))) = (
+                    self.wls
+                        .get(h as usize)
+                        .and_then(|w| w.as_ref())
+                        .and_then(|w| w.qkey.as_ref()),
+                    self.cqs.get_mut(n as usize),
+                ) {
+                    c.heap.remove(key);
                 }
                 heads.push((h, n, generation));
             }

@@ -114,7 +114,8 @@ pub(crate) struct Rg {
 pub(crate) struct QKey {
     pub priority: Reverse<i32>,
     pub timestamp: Time,
-    pub uid: String,
+    /// Shared so that moving a key between a queue's sets doesn't copy the string.
+    pub uid: Arc<str>,
     pub wl: u32,
 }
 
@@ -210,7 +211,7 @@ impl Wl {
         QKey {
             priority: Reverse(self.spec.priority),
             timestamp: self.spec.creation_time,
-            uid: self.spec.uid.clone(),
+            uid: Arc::from(self.spec.uid.as_str()),
             wl: idx,
         }
     }
