@@ -472,16 +472,14 @@ impl<'a> Sim<'a> {
             return Vec::new();
         }
         cands.sort_by(|a, b| self.candidate_cmp(a.0, b.0, pre.cq));
-        let strategies: Vec<FairSharingStrategy> = self
-            .fair
-            .map(|f| f.preemption_strategies.clone())
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| {
-                vec![
-                    FairSharingStrategy::LessThanOrEqualToFinalShare,
-                    FairSharingStrategy::LessThanInitialShare,
-                ]
-            });
+        const DEFAULT_STRATEGIES: [FairSharingStrategy; 2] = [
+            FairSharingStrategy::LessThanOrEqualToFinalShare,
+            FairSharingStrategy::LessThanInitialShare,
+        ];
+        let strategies: &[FairSharingStrategy] = match self.fair {
+            Some(f) if !f.preemption_strategies.is_empty() => &f.preemption_strategies,
+            _ => &DEFAULT_STRATEGIES,
+        };
         self.add_usage(pre.cq, usage, 1);
         let (mut fits, mut targets, retry) =
             self.fs_first_strategy(pre, frs, usage, &cands, strategies[0]);
