@@ -1,7 +1,7 @@
 //! Preemption: classical (Kueue's candidate generator with hierarchical reclaim) and fair sharing,
 //! both simulated on the live quota tree (usage removal is exact and reverted afterwards).
 
-use std::cmp::Ordering;
+use std::cmp::{Ordering, Reverse};
 use std::collections::VecDeque;
 
 use super::fasthash::FastMap;
@@ -78,6 +78,10 @@ impl Variant {
         }
     }
 }
+
+/// Sort key of a preemption candidate: evicting first, other ClusterQueues first, lower
+/// priority, most recently reserved, UID.
+type CandidateKey<'a> = (Reverse<bool>, bool, i32, Reverse<Time>, &'a str);
 
 #[derive(Clone, Debug)]
 struct Candidate {
@@ -167,6 +171,37 @@ impl<'a> Sim<'a> {
             .then(wa.spec.priority.cmp(&wb.spec.priority))
             .then(rb.cmp(&ra))
             .then(wa.spec.uid.cmp(&wb.spec.uid))
+    }
+
+    /// [`Sim::candidate_cmp`] as a sort key (None when the workload is unknown).
+    fn candidate_key(&self, w: u32, cq: NodeId) -> Option<CandidateKey<'a>> {
+        let wl = self.wl(w)?;
+        let adm = wl.adm.as_ref();
+        Some((
+            Reverse(wl.phase == Phase::Evicting),
+            adm.is_some_and(|x| x.cq == cq),
+            wl.spec.priority,
+            Reverse(adm.map(|x| x.reserved_at).unwrap_or(self.now)),
+            wl.spec.uid.as_str(),
+        ))
+    }
+
+    /// Stable sort in [`Sim::candidate_cmp`] order, extracting each key once instead of per
+    /// comparison.
+    fn sort_candidates<T: Clone>(&self, items: &mut [T], wl_of: impl Fn(&T) -> u32, cq: NodeId) {
+        let keyed: Option<Vec<(CandidateKey<'a>, T)>> = items
+            .iter()
+            .map(|x| self.candidate_key(wl_of(x), cq).map(|k| (k, x.clone())))
+            .collect();
+        match keyed {
+            Some(mut keyed) => {
+                keyed.sort_by(|a, b| a.0.cmp(&b.0));
+                for (slot, (_, x)) in items.iter_mut().zip(keyed) {
+                    *slot = x;
+                }
+            }
+            None => items.sort_by(|a, b| self.candidate_cmp(wl_of(a), wl_of(b), cq)),
+        }
     }
 
     fn classify(
@@ -330,10 +365,9 @@ impl<'a> Sim<'a> {
                 prev = Some(anc);
             }
         }
-        let cmp = |s: &Self, a: &Candidate, b: &Candidate| s.candidate_cmp(a.wl, b.wl, pre.cq);
-        same.sort_by(|a, b| cmp(self, a, b));
-        prio.sort_by(|a, b| cmp(self, a, b));
-        hier.sort_by(|a, b| cmp(self, a, b));
+        self.sort_candidates(&mut same, |c| c.wl, pre.cq);
+        self.sort_candidates(&mut prio, |c| c.wl, pre.cq);
+        self.sort_candidates(&mut hier, |c| c.wl, pre.cq);
         let no_other = hier.is_empty() && prio.is_empty();
         let no_hier = hier.is_empty();
         let evicted =
@@ -471,7 +505,7 @@ impl<'a> Sim<'a> {
         if cands.is_empty() {
             return Vec::new();
         }
-        cands.sort_by(|a, b| self.candidate_cmp(a.0, b.0, pre.cq));
+        self.sort_candidates(&mut cands, |c| c.0, pre.cq);
         const DEFAULT_STRATEGIES: [FairSharingStrategy; 2] = [
             FairSharingStrategy::LessThanOrEqualToFinalShare,
             FairSharingStrategy::LessThanInitialShare,
