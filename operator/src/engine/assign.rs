@@ -397,8 +397,8 @@ impl Sim<'_> {
         let Some(cqd) = self.cq(pre.cq) else {
             return Default::default();
         };
-        let rg = cqd.rgs[rg_idx].clone();
-        let fung = cqd.spec.flavor_fungibility.clone();
+        let rg = &cqd.rgs[rg_idx];
+        let fung = &cqd.spec.flavor_fungibility;
         let reqs: Vec<(u32, i64)> = requests
             .iter()
             .copied()
@@ -503,15 +503,16 @@ impl Sim<'_> {
         let avail = self.tree.available(cq, fr);
         let max_cap = self.tree.potential_available(cq, fr);
         let val = assumed + req;
-        let (f, r) = self.ids.fr_parts(fr);
-        let rname = self.ids.resource_name(r).to_string();
-        let fname = self.ids.flavor_name(f).to_string();
+        let ids = self.ids;
+        let (f, r) = ids.fr_parts(fr);
+        let rname = ids.resource_name(r);
+        let fname = ids.flavor_name(f);
         if val > max_cap {
             let msg = format!(
                 "insufficient quota for {rname} in flavor {fname}, previously considered podsets requests ({}) + current podset request ({}) > maximum capacity ({})",
-                fmt_quantity(&rname, assumed),
-                fmt_quantity(&rname, req),
-                fmt_quantity(&rname, max_cap)
+                fmt_quantity(rname, assumed),
+                fmt_quantity(rname, req),
+                fmt_quantity(rname, max_cap)
             );
             return (PMode::NoFit, 0, Some((msg, EXCEEDS_MAX_QUOTA)));
         }
@@ -521,7 +522,7 @@ impl Sim<'_> {
         }
         let msg = format!(
             "insufficient unused quota for {rname} in flavor {fname}, {} more needed",
-            fmt_quantity(&rname, val - avail)
+            fmt_quantity(rname, val - avail)
         );
         let nominal = self.tree.quota(cq, fr).nominal;
         if nominal >= val || may_reclaim || self.can_preempt_while_borrowing(cq) {

@@ -1,6 +1,8 @@
 //! One Kueue scheduling cycle: heads, nomination, ordering, admission/preemption, requeueing.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::fasthash::FastSet;
 
 use super::assign::{Assignment, Mode, WAITING_FOR_QUOTA};
 use super::fairness::OrderKey;
@@ -83,6 +85,8 @@ impl Engine {
         };
         match &c.spec.namespace_selector {
             None => false,
+            // The empty selector matches every namespace: no label lookup needed.
+            Some(sel) if sel.match_labels.is_empty() && sel.match_expressions.is_empty() => true,
             Some(sel) => {
                 let empty = BTreeMap::new();
                 sel.matches(self.namespaces.get(&w.spec.namespace).unwrap_or(&empty))
@@ -96,22 +100,28 @@ impl Engine {
         self.cycle += 1;
         // A tree where no head changed and no quota moved since the last cycle would produce the
         // same outcome again, so only trees with work take part.
-        let live_roots: HashSet<NodeId> = (0..self.cqs.len() as NodeId)
-            .filter(|&n| self.cq_has_work(n))
-            .map(|n| self.tree.root(n))
-            .collect();
+        let mut live_roots = vec![false; self.tree.nodes.len()];
+        for n in 0..self.cqs.len() as NodeId {
+            if self.cq_has_work(n) {
+                live_roots[self.tree.root(n) as usize] = true;
+            }
+        }
         let mut heads = Vec::new();
         for n in 0..self.cqs.len() as NodeId {
             let Some(c) = self.cq(n) else { continue };
-            if !c.active || !self.tree.node(n).alive || !live_roots.contains(&self.tree.root(n)) {
+            if !c.active || !self.tree.node(n).alive || !live_roots[self.tree.root(n) as usize] {
                 continue;
             }
             if let Some(h) = self.head_of(n) {
                 let generation = self.tree.node(self.tree.root(n)).generation;
-                if let (Some(key), Some(c)) =
-                    (self.wl(h).and_then(|w| w.qkey.clone()), self.cq_mut(n))
-                {
-                    c.heap.remove(&key);
+                if let (Some(key), Some(Some(c))) = (
+                    self.wls
+                        .get(h as usize)
+                        .and_then(|w| w.as_ref())
+                        .and_then(|w| w.qkey.as_ref()),
+                    self.cqs.get_mut(n as usize),
+                ) {
+                    c.heap.remove(key);
                 }
                 heads.push((h, n, generation));
             }
@@ -172,12 +182,28 @@ impl Engine {
             );
         }
         let mut reserved: Vec<(NodeId, Vec<(Fr, i64)>)> = Vec::new();
-        let mut preempted: HashSet<u32> = HashSet::new();
+        let mut preempted: FastSet<u32> = FastSet::default();
         if self.fair_sharing() {
-            let mut remaining: Vec<Entry> = entries;
-            while !remaining.is_empty() {
-                let idx = self.fair_pick(&remaining);
-                let e = remaining.swap_remove(idx);
+            // Each pick goes to the tree holding the lowest-numbered remaining ClusterQueue and
+            // only looks at that tree's entries, so entries are grouped by tree once, keyed by
+            // their lowest ClusterQueue.
+            let mut groups: BTreeMap<NodeId, Vec<Entry>> = BTreeMap::new();
+            for e in entries {
+                groups.entry(self.tree.root(e.cq)).or_default().push(e);
+            }
+            let mut order: BTreeSet<(NodeId, NodeId)> = groups
+                .iter()
+                .filter_map(|(&root, es)| es.iter().map(|e| e.cq).min().map(|m| (m, root)))
+                .collect();
+            while let Some((_, root)) = order.pop_first() {
+                let Some(group) = groups.get_mut(&root) else {
+                    continue;
+                };
+                let idx = self.fair_pick(group);
+                let e = group.swap_remove(idx);
+                if let Some(m) = group.iter().map(|e| e.cq).min() {
+                    order.insert((m, root));
+                }
                 self.process(e, now, &mut reserved, &mut preempted, &mut requeues);
             }
         } else {
@@ -223,7 +249,7 @@ impl Engine {
         e: Entry,
         now: Time,
         reserved: &mut Vec<(NodeId, Vec<(Fr, i64)>)>,
-        preempted: &mut HashSet<u32>,
+        preempted: &mut FastSet<u32>,
         requeues: &mut Vec<(u32, NodeId, Requeue)>,
     ) {
         let mode = e.assignment.mode();
@@ -411,7 +437,7 @@ impl Engine {
         }
     }
 
-    /// Fair-sharing tournament: picks the next entry to process.
+    /// Fair-sharing tournament among the entries of one tree: picks the next entry to process.
     fn fair_pick(&mut self, entries: &[Entry]) -> usize {
         let Some(first) = (0..entries.len()).min_by_key(|&i| entries[i].cq) else {
             return 0;

@@ -20,6 +20,7 @@ mod assign;
 mod cycle;
 mod error;
 mod fairness;
+mod fasthash;
 mod matching;
 mod preempt;
 mod quota;
@@ -35,6 +36,7 @@ pub use error::EngineError;
 pub use fairness::{DrsPolicy, FairnessPolicy, OrderKey, ResourceBorrowing, Share, ShareInput};
 pub use types::*;
 
+use fasthash::FastMap;
 use quota::{Fr, NodeId, Tree};
 
 /// Interned names: flavors, resources and flavor-resource pairs.
@@ -44,7 +46,7 @@ pub(crate) struct Interner {
     flavor_names: Vec<String>,
     resource_ids: HashMap<String, u32>,
     resource_names: Vec<String>,
-    fr_ids: HashMap<(u32, u32), Fr>,
+    fr_ids: FastMap<(u32, u32), Fr>,
     fr_parts: Vec<(u32, u32)>,
 }
 
@@ -112,7 +114,8 @@ pub(crate) struct Rg {
 pub(crate) struct QKey {
     pub priority: Reverse<i32>,
     pub timestamp: Time,
-    pub uid: String,
+    /// Shared so that moving a key between a queue's sets doesn't copy the string.
+    pub uid: Arc<str>,
     pub wl: u32,
 }
 
@@ -121,7 +124,7 @@ pub(crate) struct QKey {
 pub(crate) struct CqData {
     pub spec: ClusterQueue,
     pub rgs: Vec<Rg>,
-    pub rg_of_resource: HashMap<u32, usize>,
+    pub rg_of_resource: FastMap<u32, usize>,
     pub active: bool,
     pub inactive_reason: String,
     pub heap: BTreeSet<QKey>,
@@ -208,7 +211,7 @@ impl Wl {
         QKey {
             priority: Reverse(self.spec.priority),
             timestamp: self.spec.creation_time,
-            uid: self.spec.uid.clone(),
+            uid: Arc::from(self.spec.uid.as_str()),
             wl: idx,
         }
     }

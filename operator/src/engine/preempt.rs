@@ -1,8 +1,10 @@
 //! Preemption: classical (Kueue's candidate generator with hierarchical reclaim) and fair sharing,
 //! both simulated on the live quota tree (usage removal is exact and reverted afterwards).
 
-use std::cmp::Ordering;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::cmp::{Ordering, Reverse};
+use std::collections::VecDeque;
+
+use super::fasthash::FastMap;
 
 use super::fairness::{FairnessPolicy, ResourceBorrowing, Share, ShareInput};
 use super::quota::{Fr, NodeId, Tree};
@@ -76,6 +78,10 @@ impl Variant {
         }
     }
 }
+
+/// Sort key of a preemption candidate: evicting first, other ClusterQueues first, lower
+/// priority, most recently reserved, UID.
+type CandidateKey<'a> = (Reverse<bool>, bool, i32, Reverse<Time>, &'a str);
 
 #[derive(Clone, Debug)]
 struct Candidate {
@@ -165,6 +171,37 @@ impl<'a> Sim<'a> {
             .then(wa.spec.priority.cmp(&wb.spec.priority))
             .then(rb.cmp(&ra))
             .then(wa.spec.uid.cmp(&wb.spec.uid))
+    }
+
+    /// [`Sim::candidate_cmp`] as a sort key (None when the workload is unknown).
+    fn candidate_key(&self, w: u32, cq: NodeId) -> Option<CandidateKey<'a>> {
+        let wl = self.wl(w)?;
+        let adm = wl.adm.as_ref();
+        Some((
+            Reverse(wl.phase == Phase::Evicting),
+            adm.is_some_and(|x| x.cq == cq),
+            wl.spec.priority,
+            Reverse(adm.map(|x| x.reserved_at).unwrap_or(self.now)),
+            wl.spec.uid.as_str(),
+        ))
+    }
+
+    /// Stable sort in [`Sim::candidate_cmp`] order, extracting each key once instead of per
+    /// comparison.
+    fn sort_candidates<T: Clone>(&self, items: &mut [T], wl_of: impl Fn(&T) -> u32, cq: NodeId) {
+        let keyed: Option<Vec<(CandidateKey<'a>, T)>> = items
+            .iter()
+            .map(|x| self.candidate_key(wl_of(x), cq).map(|k| (k, x.clone())))
+            .collect();
+        match keyed {
+            Some(mut keyed) => {
+                keyed.sort_by(|a, b| a.0.cmp(&b.0));
+                for (slot, (_, x)) in items.iter_mut().zip(keyed) {
+                    *slot = x;
+                }
+            }
+            None => items.sort_by(|a, b| self.candidate_cmp(wl_of(a), wl_of(b), cq)),
+        }
     }
 
     fn classify(
@@ -328,10 +365,9 @@ impl<'a> Sim<'a> {
                 prev = Some(anc);
             }
         }
-        let cmp = |s: &Self, a: &Candidate, b: &Candidate| s.candidate_cmp(a.wl, b.wl, pre.cq);
-        same.sort_by(|a, b| cmp(self, a, b));
-        prio.sort_by(|a, b| cmp(self, a, b));
-        hier.sort_by(|a, b| cmp(self, a, b));
+        self.sort_candidates(&mut same, |c| c.wl, pre.cq);
+        self.sort_candidates(&mut prio, |c| c.wl, pre.cq);
+        self.sort_candidates(&mut hier, |c| c.wl, pre.cq);
         let no_other = hier.is_empty() && prio.is_empty();
         let no_hier = hier.is_empty();
         let evicted =
@@ -469,17 +505,15 @@ impl<'a> Sim<'a> {
         if cands.is_empty() {
             return Vec::new();
         }
-        cands.sort_by(|a, b| self.candidate_cmp(a.0, b.0, pre.cq));
-        let strategies: Vec<FairSharingStrategy> = self
-            .fair
-            .map(|f| f.preemption_strategies.clone())
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| {
-                vec![
-                    FairSharingStrategy::LessThanOrEqualToFinalShare,
-                    FairSharingStrategy::LessThanInitialShare,
-                ]
-            });
+        self.sort_candidates(&mut cands, |c| c.0, pre.cq);
+        const DEFAULT_STRATEGIES: [FairSharingStrategy; 2] = [
+            FairSharingStrategy::LessThanOrEqualToFinalShare,
+            FairSharingStrategy::LessThanInitialShare,
+        ];
+        let strategies: &[FairSharingStrategy] = match self.fair {
+            Some(f) if !f.preemption_strategies.is_empty() => &f.preemption_strategies,
+            _ => &DEFAULT_STRATEGIES,
+        };
         self.add_usage(pre.cq, usage, 1);
         let (mut fits, mut targets, retry) =
             self.fs_first_strategy(pre, frs, usage, &cands, strategies[0]);
@@ -622,7 +656,7 @@ impl<'a> Sim<'a> {
                     return (true, targets);
                 }
             }
-            ord.pruned_cqs.insert(tcq);
+            ord.prune(tcq);
         }
         (false, targets)
     }
@@ -633,21 +667,29 @@ impl<'a> Sim<'a> {
         (self.share(a), self.share(b))
     }
 
+    /// The children of the lowest common ancestor on the paths from `x` and `y` (`(x, y)` when
+    /// one lies on the other's path or they share no ancestor). Walks parent links without
+    /// allocating: trees are shallow.
     fn almost_lcas(&self, x: NodeId, y: NodeId) -> (NodeId, NodeId) {
-        let mut px = vec![x];
-        px.extend(self.tree.ancestors(x));
-        let mut py = vec![y];
-        py.extend(self.tree.ancestors(y));
-        let set: HashSet<NodeId> = py.iter().copied().collect();
-        let lca_pos = px.iter().position(|n| set.contains(n));
-        match lca_pos {
-            Some(i) if i > 0 => {
-                let lca = px[i];
-                let j = py.iter().position(|&n| n == lca).unwrap_or(0);
-                (px[i - 1], if j > 0 { py[j - 1] } else { y })
+        let mut below_x: Option<NodeId> = None;
+        let mut cx = Some(x);
+        while let Some(a) = cx {
+            let mut below_y: Option<NodeId> = None;
+            let mut cy = Some(y);
+            while let Some(b) = cy {
+                if b == a {
+                    return match below_x {
+                        Some(bx) => (bx, below_y.unwrap_or(y)),
+                        None => (x, y),
+                    };
+                }
+                below_y = Some(b);
+                cy = self.tree.parent(b);
             }
-            _ => (x, y),
+            below_x = Some(a);
+            cx = self.tree.parent(a);
         }
+        (x, y)
     }
 
     fn target_share_after_removal(&mut self, pre_cq: NodeId, tcq: NodeId, w: u32) -> Share {
@@ -657,6 +699,12 @@ impl<'a> Sim<'a> {
         self.add_workloads(&[w]);
         s
     }
+}
+
+thread_local! {
+    /// Reused borrowing list for share computations (called millions of times per run).
+    static BORROWING: std::cell::RefCell<Vec<ResourceBorrowing>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Computes a node's share through the fairness policy.
@@ -675,47 +723,41 @@ pub(crate) fn share_of(
             borrowing: Vec::new(),
         });
     };
-    let mut borrowed: Vec<(u32, i64)> = Vec::new();
+    let mut borrowing = BORROWING.with(|b| b.take());
+    borrowing.clear();
     let len = node.subtree.len().max(node.usage.len());
     for fr in 0..len as Fr {
         let b = tree.usage(n, fr) - tree.subtree(n, fr);
         if b > 0 {
             let (_, r) = ids.fr_parts(fr);
-            match borrowed.iter_mut().find(|(x, _)| *x == r) {
-                Some(e) => e.1 += b,
-                None => borrowed.push((r, b)),
+            match borrowing.iter_mut().find(|e| e.resource == r) {
+                Some(e) => e.borrowed += b,
+                None => borrowing.push(ResourceBorrowing {
+                    resource: r,
+                    borrowed: b,
+                    lendable: 0,
+                }),
             }
         }
     }
-    if borrowed.is_empty() {
-        return policy.share(&ShareInput {
-            weight,
-            has_parent: true,
-            borrowing: Vec::new(),
-        });
-    }
-    let root = tree.root(parent);
-    let rlen = tree.node(root).subtree.len();
-    let mut lendable: HashMap<u32, i64> = HashMap::new();
-    for fr in 0..rlen as Fr {
-        let (_, r) = ids.fr_parts(fr);
-        if borrowed.iter().any(|(x, _)| *x == r) {
-            *lendable.entry(r).or_default() += tree.potential_available(parent, fr);
+    if !borrowing.is_empty() {
+        let root = tree.root(parent);
+        let rlen = tree.node(root).subtree.len();
+        for fr in 0..rlen as Fr {
+            let (_, r) = ids.fr_parts(fr);
+            if let Some(e) = borrowing.iter_mut().find(|e| e.resource == r) {
+                e.lendable += tree.potential_available(parent, fr);
+            }
         }
     }
-    let borrowing = borrowed
-        .into_iter()
-        .map(|(r, b)| ResourceBorrowing {
-            resource: r,
-            borrowed: b,
-            lendable: lendable.get(&r).copied().unwrap_or(0),
-        })
-        .collect();
-    policy.share(&ShareInput {
+    let input = ShareInput {
         weight,
         has_parent: true,
         borrowing,
-    })
+    };
+    let share = policy.share(&input);
+    BORROWING.with(|b| b.replace(input.borrowing));
+    share
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -748,24 +790,33 @@ impl PolicyKind {
 /// highest share, pruning subtrees that don't borrow.
 struct TargetOrdering {
     preemptor_cq: NodeId,
-    ancestors: HashSet<NodeId>,
-    by_cq: HashMap<NodeId, VecDeque<u32>>,
-    pruned_cqs: HashSet<NodeId>,
-    pruned_cohorts: HashSet<NodeId>,
+    ancestors: Vec<NodeId>,
+    by_cq: FastMap<NodeId, VecDeque<u32>>,
+    /// Pruned nodes, indexed by NodeId.
+    pruned: Vec<bool>,
 }
 
 impl TargetOrdering {
     fn new(sim: &Sim<'_>, cq: NodeId, cands: &[(u32, NodeId)]) -> Self {
-        let mut by_cq: HashMap<NodeId, VecDeque<u32>> = HashMap::new();
+        let mut by_cq: FastMap<NodeId, VecDeque<u32>> = FastMap::default();
         for &(w, c) in cands {
             by_cq.entry(c).or_default().push_back(w);
         }
         Self {
             preemptor_cq: cq,
-            ancestors: sim.tree.ancestors(cq).into_iter().collect(),
+            ancestors: sim.tree.ancestors(cq),
             by_cq,
-            pruned_cqs: HashSet::new(),
-            pruned_cohorts: HashSet::new(),
+            pruned: vec![false; sim.tree.nodes.len()],
+        }
+    }
+
+    fn is_pruned(&self, n: NodeId) -> bool {
+        self.pruned.get(n as usize).copied().unwrap_or(false)
+    }
+
+    fn prune(&mut self, n: NodeId) {
+        if let Some(p) = self.pruned.get_mut(n as usize) {
+            *p = true;
         }
     }
 
@@ -780,10 +831,10 @@ impl TargetOrdering {
     fn next(&mut self, sim: &Sim<'_>, pre: &Preemptor) -> Option<NodeId> {
         if sim.tree.parent(self.preemptor_cq).is_none() {
             let cq = self.preemptor_cq;
-            return (!self.pruned_cqs.contains(&cq) && self.has_wl(cq)).then_some(cq);
+            return (!self.is_pruned(cq) && self.has_wl(cq)).then_some(cq);
         }
         let root = sim.tree.root(self.preemptor_cq);
-        while !self.pruned_cohorts.contains(&root) {
+        while !self.is_pruned(root) {
             if let Some(t) = self.next_target(sim, pre, root) {
                 return Some(t);
             }
@@ -795,12 +846,17 @@ impl TargetOrdering {
         let node = sim.tree.node(cohort);
         let mut best_cq: Option<(NodeId, Share)> = None;
         for &cq in &node.child_cqs {
-            if self.pruned_cqs.contains(&cq) {
+            if self.is_pruned(cq) {
+                continue;
+            }
+            // Without candidates the ClusterQueue is pruned whatever its share.
+            if !self.has_wl(cq) {
+                self.prune(cq);
                 continue;
             }
             let drs = sim.share(cq);
-            if (!drs.borrowing && cq != self.preemptor_cq) || !self.has_wl(cq) {
-                self.pruned_cqs.insert(cq);
+            if !drs.borrowing && cq != self.preemptor_cq {
+                self.prune(cq);
                 continue;
             }
             match &best_cq {
@@ -821,12 +877,12 @@ impl TargetOrdering {
         }
         let mut best_cohort: Option<(NodeId, Share)> = None;
         for &c in &node.child_cohorts {
-            if self.pruned_cohorts.contains(&c) {
+            if self.is_pruned(c) {
                 continue;
             }
             let drs = sim.share(c);
             if !drs.borrowing && !self.ancestors.contains(&c) {
-                self.pruned_cohorts.insert(c);
+                self.prune(c);
             } else if best_cohort
                 .as_ref()
                 .is_none_or(|(_, b)| sim.policy.compare(&drs, b) != Ordering::Less)
@@ -836,7 +892,7 @@ impl TargetOrdering {
         }
         match (best_cq, best_cohort) {
             (None, None) => {
-                self.pruned_cohorts.insert(cohort);
+                self.prune(cohort);
                 None
             }
             (Some((cq, _)), None) => Some(cq),

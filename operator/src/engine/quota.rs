@@ -36,6 +36,9 @@ pub(crate) struct Node {
     pub subtree: Vec<i64>,
     pub usage: Vec<i64>,
     pub weight: f64,
+    /// Cached [`Tree::potential_available`] by flavor-resource; it depends only on quotas and
+    /// structure, so [`Tree::rebuild`] refreshes it. Entries past its end are computed on demand.
+    pub potential: Vec<i64>,
     /// Bumped on every usage change in the tree rooted here (only meaningful on roots).
     pub generation: u64,
 }
@@ -130,10 +133,23 @@ impl Tree {
 
     /// What a workload in this node could use with the whole tree empty.
     pub fn potential_available(&self, n: NodeId, fr: Fr) -> i64 {
+        match self.node(n).potential.get(fr as usize) {
+            Some(&v) => v,
+            None => self.compute_potential(n, fr),
+        }
+    }
+
+    /// [`Tree::potential_available`] without the cache.
+    pub fn compute_potential(&self, n: NodeId, fr: Fr) -> i64 {
         let Some(p) = self.parent(n) else {
             return self.subtree(n, fr);
         };
-        let mut avail = self.local_quota(n, fr) + self.potential_available(p, fr);
+        self.potential_below(n, fr, self.compute_potential(p, fr))
+    }
+
+    /// A node's potential given its parent's.
+    fn potential_below(&self, n: NodeId, fr: Fr, parent_potential: i64) -> i64 {
+        let mut avail = self.local_quota(n, fr) + parent_potential;
         if let Some(bl) = self.quota(n, fr).borrowing_limit {
             avail = avail.min(self.subtree(n, fr) + bl);
         }
@@ -252,10 +268,37 @@ impl Tree {
         let roots: Vec<NodeId> = (0..self.nodes.len() as NodeId)
             .filter(|&n| self.node(n).alive && self.parent(n).is_none())
             .collect();
+        for node in &mut self.nodes {
+            node.potential.clear();
+        }
         for r in roots {
             self.rebuild_node(r);
             self.node_mut(r).generation += 1;
+            let len = self.node(r).subtree.len();
+            let potential = self.node(r).subtree.clone();
+            self.fill_potential(r, potential, len);
         }
+    }
+
+    /// Stores the cached potential of `n` and derives its children's from it, top-down.
+    fn fill_potential(&mut self, n: NodeId, potential: Vec<i64>, len: usize) {
+        let children: Vec<NodeId> = if self.node(n).cycle {
+            Vec::new()
+        } else {
+            let node = self.node(n);
+            node.child_cohorts
+                .iter()
+                .chain(node.child_cqs.iter())
+                .copied()
+                .collect()
+        };
+        for c in children {
+            let below = (0..len as Fr)
+                .map(|fr| self.potential_below(c, fr, potential[fr as usize]))
+                .collect();
+            self.fill_potential(c, below, len);
+        }
+        self.node_mut(n).potential = potential;
     }
 
     fn rebuild_node(&mut self, n: NodeId) {

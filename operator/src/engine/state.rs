@@ -1,7 +1,8 @@
 //! Applying events: object upserts/deletes, queue placement, quota charging and release.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
+use super::fasthash::FastMap;
 use super::quota::{NodeId, Quota};
 use super::{
     Adm, Admission, ClusterQueue, Cohort, CqData, Decision, Engine, EngineError, Event, Flavor,
@@ -205,7 +206,7 @@ impl Engine {
             ));
         }
         let (rgs, quotas) = self.intern_groups("ClusterQueue", &name, &spec.resource_groups)?;
-        let mut rg_of_resource = HashMap::new();
+        let mut rg_of_resource = FastMap::default();
         for (i, rg) in rgs.iter().enumerate() {
             for &r in &rg.covered {
                 rg_of_resource.insert(r, i);

@@ -304,6 +304,14 @@ impl Engine {
                 continue;
             }
             let id = n as NodeId;
+            for fr in 0..node.potential.len() as Fr {
+                if self.tree.potential_available(id, fr) != self.tree.compute_potential(id, fr) {
+                    return Err(format!(
+                        "cached potential capacity of {} is stale for fr#{fr}",
+                        node.name
+                    ));
+                }
+            }
             for fr in 0..node.usage.len().max(fresh.node(id).usage.len()) as Fr {
                 if fresh.usage(id, fr) != self.tree.usage(id, fr) {
                     return Err(format!(
