@@ -41,6 +41,11 @@ struct SimulateArgs {
     /// Enable fair sharing (dominant resource share across the cohort), as Kueue's `fairSharing` config does.
     #[arg(long)]
     fair_sharing: bool,
+    /// Write Kueue's detailed pending reasons (WaitingForQuota, NoMatchingFlavor, ...) in Workload status, as
+    /// Kueue's UnadmittedWorkloadsObservability feature gate does; without it every waiting workload's
+    /// QuotaReserved=False reason is "Pending", Kueue's default.
+    #[arg(long)]
+    detailed_pending_reasons: bool,
     /// Stop a timed simulation after this much virtual time (e.g. "12h").
     #[arg(long, value_parser = parse_until)]
     until: Option<i64>,
@@ -123,6 +128,7 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         ..EngineConfig::default()
     };
     let mut simulation = Simulation::from_documents(&docs, config).map_err(bad_input)?;
+    simulation.set_detailed_pending_reasons(args.detailed_pending_reasons);
     let show_progress =
         simulation.is_timed() && !args.no_progress && std::io::stderr().is_terminal();
     let bar = show_progress.then(|| {

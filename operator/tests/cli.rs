@@ -73,6 +73,18 @@ fn two_teams_admits_the_non_borrowing_workload_first_as_kueue_does() {
         .unwrap();
     let qr = condition(train, "QuotaReserved").unwrap();
     assert_eq!(qr["status"], "False");
+    assert_eq!(
+        qr["reason"], "Pending",
+        "Kueue's default without UnadmittedWorkloadsObservability"
+    );
+    assert!(
+        qr["message"].as_str().unwrap().contains("nvidia.com/gpu"),
+        "the message says which resource is short: {qr}"
+    );
+    assert_eq!(
+        train["status"]["resourceRequests"][0]["resources"]["nvidia.com/gpu"],
+        "6"
+    );
     assert!(train["status"]["admission"].is_null());
     let owner = &train["metadata"]["ownerReferences"][0];
     assert_eq!(
@@ -351,5 +363,33 @@ fn admission_checks_are_refused_as_not_simulated() {
             "spec.admissionChecksStrategy",
             "not simulated",
         ],
+    );
+}
+
+#[test]
+fn detailed_pending_reasons_follow_kueues_feature_gate() {
+    let o = sluice(&[
+        "simulate",
+        "-f",
+        "tests/fixtures/two-teams.yaml",
+        "-o",
+        "json",
+        "--detailed-pending-reasons",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let list: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let wls = items_of_kind(&list, "Workload");
+    let train = wls
+        .iter()
+        .find(|w| {
+            w["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("job-train-")
+        })
+        .unwrap();
+    assert_eq!(
+        condition(train, "QuotaReserved").unwrap()["reason"],
+        "WaitingForQuota"
     );
 }

@@ -107,6 +107,7 @@ pub struct Simulation {
     pub engine: Engine,
     timed: bool,
     fair_sharing: bool,
+    detailed_pending_reasons: bool,
     cycles: u64,
 }
 
@@ -227,6 +228,7 @@ impl Simulation {
             engine,
             timed: false,
             fair_sharing,
+            detailed_pending_reasons: false,
             cycles: 0,
         };
         let order = sim.objects.submission_order.clone();
@@ -319,6 +321,12 @@ impl Simulation {
     /// Whether any Workload or Job carries timing annotations (then `run` is a discrete-event simulation).
     pub fn is_timed(&self) -> bool {
         self.timed
+    }
+
+    /// Writes Kueue's detailed QuotaReserved=False reasons (WaitingForQuota, NoMatchingFlavor, ...) as Kueue does
+    /// with its UnadmittedWorkloadsObservability feature gate; off (plain "Pending"), as Kueue's default.
+    pub fn set_detailed_pending_reasons(&mut self, on: bool) {
+        self.detailed_pending_reasons = on;
     }
 
     /// Whether fair sharing is on.
@@ -484,7 +492,14 @@ impl Simulation {
                     message,
                 } => {
                     if let Some(sw) = self.workloads.get_mut(&key) {
-                        status::pending(&mut sw.workload, &reason, &message, &sw.requests, now);
+                        // Kueue writes its detailed reasons only with the UnadmittedWorkloadsObservability gate
+                        // (off by default in v0.19); otherwise every waiting workload says "Pending".
+                        let written = if self.detailed_pending_reasons {
+                            reason.as_str()
+                        } else {
+                            "Pending"
+                        };
+                        status::pending(&mut sw.workload, written, &message, &sw.requests, now);
                     }
                 }
                 Decision::Evict {
