@@ -140,12 +140,17 @@ impl Engine {
                 .last
                 .clone()
                 .filter(|l| self.cycle - l.cycle <= 1 || l.cq_generation >= cq_generation);
+            // A sticky preemptor asks again for no more than the size its preemptions were
+            // computed for: the freed quota justified that size, not the full one.
+            let sticky = self.cq(cq).is_some_and(|c| c.sticky == Some(wl));
+            let max_counts = w.preempted_for.clone().filter(|_| sticky);
             let pre = Preemptor {
                 wl,
                 cq,
                 priority: w.spec.priority,
                 timestamp: w.spec.creation_time,
                 scan,
+                max_counts,
             };
             let (assignment, targets) = self.sim().get_assignments(&pre, partial);
             entries.push(Entry {
@@ -315,8 +320,11 @@ impl Engine {
                 "issuing preemptions"
             );
             self.issue_preemptions(&e, now);
+            let counts: Vec<i32> = e.assignment.podsets.iter().map(|p| p.count).collect();
             if let Some(w) = self.wl_mut(e.wl) {
                 w.last = None;
+                let full = w.spec.pod_sets.iter().map(|p| p.count);
+                w.preempted_for = (!counts.iter().copied().eq(full)).then_some(counts);
             }
             let n = e.targets.len();
             self.set_pending(
