@@ -30,6 +30,8 @@ struct Entry {
     targets: Vec<Target>,
     generation: u64,
     cq_generation: u64,
+    /// Its ClusterQueue's sticky preemptor when popped, waiting for its victims to leave.
+    preemptor: bool,
 }
 
 impl Engine {
@@ -162,6 +164,7 @@ impl Engine {
                 targets,
                 generation,
                 cq_generation,
+                preemptor: sticky,
             });
         }
 
@@ -460,7 +463,13 @@ impl Engine {
             sim.add_usage(e.cq, &usage, -1);
         }
         let by_cq: BTreeMap<NodeId, usize> = in_tree.iter().map(|&i| (entries[i].cq, i)).collect();
-        self.tournament(root, &by_cq, &keys).unwrap_or(first)
+        let preemptors: HashSet<usize> = in_tree
+            .iter()
+            .copied()
+            .filter(|&i| entries[i].preemptor)
+            .collect();
+        self.tournament(root, &by_cq, &keys, &preemptors)
+            .unwrap_or(first)
     }
 
     fn tournament(
@@ -468,11 +477,12 @@ impl Engine {
         cohort: NodeId,
         by_cq: &BTreeMap<NodeId, usize>,
         keys: &BTreeMap<(NodeId, usize), OrderKey>,
+        preemptors: &HashSet<usize>,
     ) -> Option<usize> {
         let node = self.tree.node(cohort);
         let mut cands: Vec<usize> = Vec::new();
         for &c in &node.child_cohorts {
-            if let Some(w) = self.tournament(c, by_cq, keys) {
+            if let Some(w) = self.tournament(c, by_cq, keys, preemptors) {
                 cands.push(w);
             }
         }
@@ -483,6 +493,16 @@ impl Engine {
         }
         let mut best = *cands.first()?;
         for &cur in &cands[1..] {
+            // A workload whose preemptions were issued goes first (Kueue's
+            // PrioritizePreemptorWorkloads): else a requeued victim with a lower share can take
+            // the quota it freed back, and be preempted for it again, forever.
+            let (cur_p, best_p) = (preemptors.contains(&cur), preemptors.contains(&best));
+            if cur_p != best_p {
+                if cur_p {
+                    best = cur;
+                }
+                continue;
+            }
             if let (Some(a), Some(b)) = (keys.get(&(cohort, cur)), keys.get(&(cohort, best)))
                 && self.policy.order(a, b) == std::cmp::Ordering::Less
             {
