@@ -81,3 +81,72 @@ fn preemptor_keeps_the_quota_it_freed() {
         WorkloadState::Pending { .. }
     ));
 }
+
+/// `a` (nominal 4) borrows 2 GPUs for `a/low`; `b` (nominal 4, never reclaims) holds 2.
+/// `a/high` preempts `a/low` within its ClusterQueue; before the eviction completes `b/small`
+/// arrives, and would fit without borrowing in the quota that `a/high` freed.
+fn stealing_env() -> Env {
+    let mut env = Env::fair();
+    env.flavor("f").ns("a", &[]).ns("b", &[]);
+    env.cq_lq(
+        cq("a")
+            .cohort("pool")
+            .preemption(ReclaimPolicy::Any, WithinCqPolicy::LowerPriority)
+            .group(&[GPU], vec![fq("f", vec![rq(GPU, 4)])]),
+        "a",
+    );
+    env.cq_lq(
+        cq("b")
+            .cohort("pool")
+            .group(&[GPU], vec![fq("f", vec![rq(GPU, 4)])]),
+        "b",
+    );
+    env.admitted(
+        wl("a", "low")
+            .queue("main")
+            .created(10)
+            .ps("main", 6, &[(GPU, 1)]),
+        "a",
+        &[(GPU, "f")],
+    );
+    env.admitted(
+        wl("b", "running")
+            .queue("main")
+            .created(10)
+            .ps("main", 2, &[(GPU, 1)]),
+        "b",
+        &[(GPU, "f")],
+    );
+    env
+}
+
+#[test]
+fn requeued_competitor_does_not_take_the_preemptors_quota() {
+    let mut env = stealing_env();
+    env.submit(
+        wl("a", "high")
+            .queue("main")
+            .prio(10)
+            .created(30)
+            .ps("main", 6, &[(GPU, 1)]),
+    );
+    let ds = env.schedule();
+    assert_eq!(
+        evictions(&ds),
+        vec![("a/low".to_string(), Some("InClusterQueue".to_string()))]
+    );
+    env.submit(
+        wl("b", "small")
+            .queue("main")
+            .created(20)
+            .ps("main", 2, &[(GPU, 1)]),
+    );
+    env.complete_evictions(&ds);
+    let ds = env.schedule();
+    assert_eq!(admits(&ds), vec!["a/high".to_string()]);
+    env.assert_admitted_on("a/high", GPU, "f", 6);
+    assert!(matches!(
+        env.state("b/small"),
+        WorkloadState::Pending { .. }
+    ));
+}
