@@ -558,7 +558,7 @@ impl Sim<'_> {
         pre: &Preemptor,
         partial: bool,
     ) -> (Assignment, Vec<Target>) {
-        let full = self.assign(pre, None);
+        let full = self.assign(pre, pre.max_counts.as_deref());
         match full.mode() {
             Mode::Fit => return (full, Vec::new()),
             Mode::Preempt => {
@@ -575,12 +575,16 @@ impl Sim<'_> {
         let Some(w) = self.wl(pre.wl) else {
             return (full, Vec::new());
         };
-        let full_counts: Vec<i32> = w.spec.pod_sets.iter().map(|p| p.count).collect();
+        let full_counts: Vec<i32> = match &pre.max_counts {
+            Some(c) => c.clone(),
+            None => w.spec.pod_sets.iter().map(|p| p.count).collect(),
+        };
         let deltas: Vec<i32> = w
             .spec
             .pod_sets
             .iter()
-            .map(|p| p.count - p.min_count.unwrap_or(p.count))
+            .zip(&full_counts)
+            .map(|(p, &c)| (c - p.min_count.unwrap_or(p.count)).max(0))
             .collect();
         let total: i32 = deltas.iter().sum();
         if total <= 0 {

@@ -32,6 +32,8 @@ struct Entry {
     targets: Vec<Target>,
     generation: u64,
     cq_generation: u64,
+    /// Its ClusterQueue's sticky preemptor when popped, waiting for its victims to leave.
+    preemptor: bool,
 }
 
 impl Engine {
@@ -150,12 +152,17 @@ impl Engine {
                 .last
                 .clone()
                 .filter(|l| self.cycle - l.cycle <= 1 || l.cq_generation >= cq_generation);
+            // A sticky preemptor asks again for no more than the size its preemptions were
+            // computed for: the freed quota justified that size, not the full one.
+            let sticky = self.cq(cq).is_some_and(|c| c.sticky == Some(wl));
+            let max_counts = w.preempted_for.clone().filter(|_| sticky);
             let pre = Preemptor {
                 wl,
                 cq,
                 priority: w.spec.priority,
                 timestamp: w.spec.creation_time,
                 scan,
+                max_counts,
             };
             let (assignment, targets) = self.sim().get_assignments(&pre, partial);
             entries.push(Entry {
@@ -167,6 +174,7 @@ impl Engine {
                 targets,
                 generation,
                 cq_generation,
+                preemptor: sticky,
             });
         }
 
@@ -341,8 +349,11 @@ impl Engine {
                 "issuing preemptions"
             );
             self.issue_preemptions(&e, now);
+            let counts: Vec<i32> = e.assignment.podsets.iter().map(|p| p.count).collect();
             if let Some(w) = self.wl_mut(e.wl) {
                 w.last = None;
+                let full = w.spec.pod_sets.iter().map(|p| p.count);
+                w.preempted_for = (!counts.iter().copied().eq(full)).then_some(counts);
             }
             let n = e.targets.len();
             self.set_pending(
@@ -478,7 +489,13 @@ impl Engine {
             sim.add_usage(e.cq, &usage, -1);
         }
         let by_cq: BTreeMap<NodeId, usize> = in_tree.iter().map(|&i| (entries[i].cq, i)).collect();
-        self.tournament(root, &by_cq, &keys).unwrap_or(first)
+        let preemptors: HashSet<usize> = in_tree
+            .iter()
+            .copied()
+            .filter(|&i| entries[i].preemptor)
+            .collect();
+        self.tournament(root, &by_cq, &keys, &preemptors)
+            .unwrap_or(first)
     }
 
     fn tournament(
@@ -486,11 +503,12 @@ impl Engine {
         cohort: NodeId,
         by_cq: &BTreeMap<NodeId, usize>,
         keys: &BTreeMap<(NodeId, usize), OrderKey>,
+        preemptors: &HashSet<usize>,
     ) -> Option<usize> {
         let node = self.tree.node(cohort);
         let mut cands: Vec<usize> = Vec::new();
         for &c in &node.child_cohorts {
-            if let Some(w) = self.tournament(c, by_cq, keys) {
+            if let Some(w) = self.tournament(c, by_cq, keys, preemptors) {
                 cands.push(w);
             }
         }
@@ -501,6 +519,16 @@ impl Engine {
         }
         let mut best = *cands.first()?;
         for &cur in &cands[1..] {
+            // A workload whose preemptions were issued goes first (Kueue's
+            // PrioritizePreemptorWorkloads): else a requeued victim with a lower share can take
+            // the quota it freed back, and be preempted for it again, forever.
+            let (cur_p, best_p) = (preemptors.contains(&cur), preemptors.contains(&best));
+            if cur_p != best_p {
+                if cur_p {
+                    best = cur;
+                }
+                continue;
+            }
             if let (Some(a), Some(b)) = (keys.get(&(cohort, cur)), keys.get(&(cohort, best)))
                 && self.policy.order(a, b) == std::cmp::Ordering::Less
             {

@@ -180,6 +180,8 @@ pub(crate) struct Wl {
     pub adm: Option<Adm>,
     /// Flavor scan progress from the last nomination (Kueue's LastAssignment).
     pub last: Option<ScanProgress>,
+    /// Reduced pod counts its pending preemptions were computed for (partial admission).
+    pub preempted_for: Option<Vec<i32>>,
 }
 
 /// Where the flavor search stopped per pod set and resource (-1: all flavors were tried), so the

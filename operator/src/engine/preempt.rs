@@ -46,6 +46,8 @@ pub(crate) struct Preemptor {
     pub timestamp: Time,
     /// Where the flavor search resumes (None: from the first flavor).
     pub scan: Option<ScanProgress>,
+    /// Pod counts not to exceed (a sticky preemptor's reduced size), None: the full counts.
+    pub max_counts: Option<Vec<i32>>,
 }
 
 /// Split borrows of the engine for simulation: the tree is mutable, everything else read-only.

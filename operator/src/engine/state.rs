@@ -701,6 +701,7 @@ impl Engine {
                     pending: None,
                     adm: None,
                     last: None,
+                    preempted_for: None,
                 };
                 let i = match self.free_wls.pop() {
                     Some(i) => {
