@@ -489,7 +489,7 @@ impl Engine {
             sim.add_usage(e.cq, &usage, -1);
         }
         let by_cq: BTreeMap<NodeId, usize> = in_tree.iter().map(|&i| (entries[i].cq, i)).collect();
-        let preemptors: HashSet<usize> = in_tree
+        let preemptors: FastSet<usize> = in_tree
             .iter()
             .copied()
             .filter(|&i| entries[i].preemptor)
@@ -503,7 +503,7 @@ impl Engine {
         cohort: NodeId,
         by_cq: &BTreeMap<NodeId, usize>,
         keys: &BTreeMap<(NodeId, usize), OrderKey>,
-        preemptors: &HashSet<usize>,
+        preemptors: &FastSet<usize>,
     ) -> Option<usize> {
         let node = self.tree.node(cohort);
         let mut cands: Vec<usize> = Vec::new();

@@ -109,6 +109,8 @@ pub struct Simulation {
     fair_sharing: bool,
     detailed_pending_reasons: bool,
     cycles: u64,
+    /// Evictions per workload at the current instant, to notice a preemption cycle.
+    evicted_now: BTreeMap<WorkloadKey, u32>,
 }
 
 /// The queue of future completions, when the simulation runs in virtual time.
@@ -229,6 +231,7 @@ impl Simulation {
             timed: false,
             fair_sharing,
             detailed_pending_reasons: false,
+            evicted_now: BTreeMap::new(),
             cycles: 0,
         };
         let order = sim.objects.submission_order.clone();
@@ -516,6 +519,7 @@ impl Simulation {
                     };
                     // The run is over: its pending completion must not finish the workload.
                     sw.run += 1;
+                    *self.evicted_now.entry(key.clone()).or_default() += 1;
                     status::evict(
                         &mut sw.workload,
                         &reason,
@@ -591,18 +595,27 @@ impl Simulation {
 
     /// Runs scheduling cycles at `now` until nothing more can change.
     fn settle(&mut self, now: Time, recorder: &mut Recorder, completions: &mut Completions<'_>) {
-        // A bound well above what a fixed point needs: every workload admitted or preempted a few times. Hitting
-        // it means the engine kept changing its mind at one instant; the report says when.
+        // Preemptions can chase each other in a circle (each one allowed by Kueue's rules), and with evictions
+        // completing at once nothing else breaks the circle at this instant. A workload evicted more than this
+        // many times at one instant means that happened: stop here, say so in the report, and let time move.
+        const MAX_EVICTIONS_PER_INSTANT: u32 = 3;
+        // A bound well above what a fixed point needs: every workload admitted or preempted a few times.
         let limit = 4 * self.workloads.len() as u64 + 64;
+        self.evicted_now.clear();
         let mut idle = 0;
         for cycle in 0..limit {
-            if cycle + 1 == limit {
-                recorder.unsettled(now);
-                tracing::warn!(at = now, cycles = limit, "scheduling did not settle");
-            }
             let decisions = self.engine.schedule(now);
             self.cycles += 1;
             let acted = self.carry_out(decisions, now, recorder, completions);
+            let cycling = self
+                .evicted_now
+                .values()
+                .any(|n| *n > MAX_EVICTIONS_PER_INSTANT);
+            if cycling || cycle + 1 == limit {
+                recorder.unsettled(now);
+                tracing::warn!(at = now, cycles = cycle + 1, "scheduling did not settle");
+                break;
+            }
             if !acted {
                 idle += 1;
                 if !self.engine.has_work() || idle > self.objects.cluster_queues.len() + 2 {
