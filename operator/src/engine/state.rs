@@ -777,7 +777,9 @@ impl Engine {
                 let f = self.ids.flavor(flavor);
                 let r = self.ids.resource(res);
                 let fr = self.ids.fr(f, r);
-                *usage.entry(fr).or_default() += psa.resource_usage.get(res).copied().unwrap_or(0);
+                let u = usage.entry(fr).or_default();
+                // Restored admissions are input: oversized sums saturate.
+                *u = u.saturating_add(psa.resource_usage.get(res).copied().unwrap_or(0));
             }
         }
         let usage: Vec<_> = usage.into_iter().collect();

@@ -1,0 +1,121 @@
+//! Regression tests for the engine review's findings (overflow, cohort lending limits,
+//! terminating ClusterQueues, clamped availability, no-op upserts, preemption messages).
+
+mod common;
+
+use common::*;
+use sluice_operator::engine::*;
+
+fn single(nominal: Quantity) -> Env {
+    let mut env = Env::new();
+    env.flavor("default").ns("ns", &[]);
+    env.cq_lq(
+        cq("cq").group(&["cpu"], vec![fq("default", vec![rq("cpu", nominal)])]),
+        "ns",
+    );
+    env
+}
+
+// --- 1. Integer overflow on input ---
+
+#[test]
+fn oversized_second_pod_set_is_exceeds_max_quota_not_overflow() {
+    let mut env = single(cpu(10));
+    env.submit(
+        wl("ns", "huge")
+            .ps("a", 1, &[("cpu", cpu(5))])
+            .ps("b", 1, &[("cpu", i64::MAX)]),
+    );
+    env.schedule();
+    env.assert_pending("ns/huge", "ExceedsMaxQuota");
+}
+
+#[test]
+fn count_times_request_saturates() {
+    let mut env = single(cpu(10));
+    env.submit(wl("ns", "many").ps("main", 4, &[("cpu", i64::MAX / 2)]));
+    env.schedule();
+    env.assert_pending("ns/many", "ExceedsMaxQuota");
+}
+
+#[test]
+fn cohort_subtree_sum_saturates() {
+    let mut env = Env::new();
+    env.flavor("default").ns("ns", &[]);
+    for name in ["a", "b"] {
+        env.cq(cq(name)
+            .cohort("co")
+            .group(&["cpu"], vec![fq("default", vec![rq("cpu", i64::MAX)])]));
+    }
+    env.lq("ns", "main", "a");
+    env.submit(wl("ns", "w").ps("main", 1, &[("cpu", cpu(1))]));
+    env.schedule();
+    env.assert_admitted_on("ns/w", "cpu", "default", cpu(1));
+}
+
+#[test]
+fn huge_borrowing_limit_saturates() {
+    let mut env = Env::new();
+    env.flavor("default").ns("ns", &[]);
+    env.cq_lq(
+        cq("a").cohort("co").group(
+            &["cpu"],
+            vec![fq(
+                "default",
+                vec![rql("cpu", cpu(1), Some(i64::MAX), None)],
+            )],
+        ),
+        "ns",
+    );
+    env.cq(cq("b").cohort("co").group(
+        &["cpu"],
+        vec![fq("default", vec![rql("cpu", cpu(4), None, Some(cpu(2)))])],
+    ));
+    env.submit(wl("ns", "w").ps("main", 1, &[("cpu", cpu(3))]));
+    env.submit(
+        wl("ns", "big")
+            .created(1)
+            .ps("main", 1, &[("cpu", i64::MAX)]),
+    );
+    env.schedule();
+    env.schedule();
+    env.assert_admitted_on("ns/w", "cpu", "default", cpu(3));
+    env.assert_pending("ns/big", "ExceedsMaxQuota");
+}
+
+#[test]
+fn restored_admission_usage_sum_saturates() {
+    let mut env = single(cpu(10));
+    // Restored admissions beyond the quota are accepted as they are (Kueue does the same).
+    env.check = false;
+    env.admitted(
+        wl("ns", "old")
+            .ps("a", 1, &[("cpu", i64::MAX)])
+            .ps("b", 1, &[("cpu", i64::MAX)]),
+        "cq",
+        &[("cpu", "default")],
+    );
+    env.assert_admitted("ns/old");
+    let u = env.engine.cluster_queue_usage("cq").expect("usage");
+    assert_eq!(u.flavors_reservation[0].resources[0].total, i64::MAX);
+}
+
+#[test]
+fn partial_admission_count_sums_do_not_overflow() {
+    let mut env = single(cpu(10));
+    env.submit(
+        wl("ns", "wide")
+            .ps("a", i32::MAX, &[("cpu", 1)])
+            .min(1)
+            .ps("b", i32::MAX, &[("cpu", 1)])
+            .min(1),
+    );
+    env.schedule();
+    let a = env.assert_admitted("ns/wide");
+    let total: i64 = a
+        .pod_set_assignments
+        .iter()
+        .map(|p| p.resource_usage["cpu"])
+        .sum();
+    assert!(total <= cpu(10), "{a:?}");
+}
