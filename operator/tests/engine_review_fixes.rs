@@ -119,3 +119,48 @@ fn partial_admission_count_sums_do_not_overflow() {
         .sum();
     assert!(total <= cpu(10), "{a:?}");
 }
+
+// --- 2. Cohort lendingLimit above nominalQuota ---
+
+#[test]
+fn cohort_lending_limit_may_exceed_nominal() {
+    let mut env = Env::new();
+    env.flavor("default").ns("ns", &[]);
+    let res = env.engine.apply(Event::UpsertCohort(Cohort {
+        name: "mid".into(),
+        parent: Some("root".into()),
+        resource_groups: vec![ResourceGroup {
+            covered_resources: vec!["cpu".into()],
+            flavors: vec![fq("default", vec![rql("cpu", cpu(2), None, Some(cpu(5)))])],
+        }],
+        fair_weight: 1.0,
+    }));
+    assert!(res.is_ok(), "{res:?}");
+    env.cq(cq("a")
+        .cohort("mid")
+        .group(&["cpu"], vec![fq("default", vec![rq("cpu", 0)])]));
+    env.cq_lq(
+        cq("b")
+            .cohort("root")
+            .group(&["cpu"], vec![fq("default", vec![rq("cpu", 0)])]),
+        "ns",
+    );
+    env.submit(wl("ns", "w").ps("main", 1, &[("cpu", cpu(2))]));
+    env.schedule();
+    env.assert_admitted_on("ns/w", "cpu", "default", cpu(2));
+}
+
+#[test]
+fn cluster_queue_lending_limit_above_nominal_is_still_rejected() {
+    let mut env = Env::new();
+    let res = env.engine.apply(Event::UpsertClusterQueue(
+        cq("a")
+            .cohort("co")
+            .group(
+                &["cpu"],
+                vec![fq("default", vec![rql("cpu", cpu(2), None, Some(cpu(5)))])],
+            )
+            .build(),
+    ));
+    assert!(res.is_err());
+}

@@ -170,7 +170,17 @@ impl Engine {
                             "must be >= 0",
                         ));
                     }
-                    if rq.lending_limit.is_some_and(|l| l < 0 || l > rq.nominal) {
+                    if rq.lending_limit.is_some_and(|l| l < 0) {
+                        return Err(EngineError::invalid(
+                            kind,
+                            name,
+                            format!("{rfield}.lendingLimit"),
+                            "must be >= 0",
+                        ));
+                    }
+                    // Kueue bounds lendingLimit by nominalQuota only for ClusterQueues; a
+                    // Cohort may lend more than its own nominal (e.g. its children's quota).
+                    if kind == "ClusterQueue" && rq.lending_limit.is_some_and(|l| l > rq.nominal) {
                         return Err(EngineError::invalid(
                             kind,
                             name,
