@@ -164,3 +164,69 @@ fn cluster_queue_lending_limit_above_nominal_is_still_rejected() {
     ));
     assert!(res.is_err());
 }
+
+// --- 3. Deleting a ClusterQueue that still holds admitted workloads ---
+
+#[test]
+fn deleted_cluster_queue_keeps_usage_until_its_last_workload_leaves() {
+    let mut env = Env::new();
+    env.flavor("default").ns("ns", &[]).ns("other", &[]);
+    env.cq_lq(
+        cq("a")
+            .cohort("co")
+            .group(&["cpu"], vec![fq("default", vec![rq("cpu", cpu(10))])]),
+        "ns",
+    );
+    env.cq_lq(
+        cq("b")
+            .cohort("co")
+            .group(&["cpu"], vec![fq("default", vec![rq("cpu", cpu(5))])]),
+        "other",
+    );
+    env.submit(wl("ns", "old").ps("main", 1, &[("cpu", cpu(8))]));
+    env.schedule();
+    env.assert_admitted("ns/old");
+
+    env.apply(Event::DeleteClusterQueue("a".into()));
+    let u = env
+        .engine
+        .cluster_queue_usage("a")
+        .expect("a is terminating");
+    assert!(!u.active);
+    assert_eq!(u.inactive_reason, "Terminating");
+    assert_eq!(u.reserving_workloads, 1);
+
+    // a stays in the cohort: its unused 2 cpu can be borrowed, its 8 used cpu cannot.
+    env.submit(wl("other", "b7").ps("main", 1, &[("cpu", cpu(7))]));
+    env.submit(wl("ns", "new").ps("main", 1, &[("cpu", cpu(1))]));
+    env.schedule();
+    env.assert_admitted_on("other/b7", "cpu", "default", cpu(7));
+    env.submit(
+        wl("other", "b1")
+            .created(1)
+            .ps("main", 1, &[("cpu", cpu(1))]),
+    );
+    env.schedule();
+    env.schedule();
+    assert!(
+        !matches!(env.state("other/b1"), WorkloadState::Admitted(_)),
+        "a's usage must still count"
+    );
+    // A terminating ClusterQueue admits nothing.
+    assert!(!matches!(env.state("ns/new"), WorkloadState::Admitted(_)));
+
+    // b's borrowing ends first, so removing a's quota leaves the cohort within its quota.
+    env.apply(Event::FinishWorkload(key_of("other/b7")));
+    assert!(env.engine.cluster_queue_usage("a").is_some());
+    env.apply(Event::FinishWorkload(key_of("ns/old")));
+    assert!(env.engine.cluster_queue_usage("a").is_none());
+    let msg = env.assert_pending("ns/new", "Inadmissible");
+    assert_eq!(msg, "ClusterQueue a doesn't exist");
+}
+
+#[test]
+fn deleted_empty_cluster_queue_goes_at_once() {
+    let mut env = single(cpu(10));
+    env.apply(Event::DeleteClusterQueue("cq".into()));
+    assert!(env.engine.cluster_queue_usage("cq").is_none());
+}

@@ -262,6 +262,7 @@ impl Engine {
                     tried: None,
                     admitted: BTreeSet::new(),
                     generation: 1,
+                    terminating: false,
                 });
             }
         }
@@ -301,7 +302,28 @@ impl Engine {
         let Some(&n) = self.cq_by_name.get(name) else {
             return;
         };
+        if !self.tree.node(n).alive {
+            return;
+        }
+        if let Some(c) = self.cq_mut(n)
+            && !c.admitted.is_empty()
+        {
+            // Its admitted workloads still hold quota in the cohort: it stays linked but inactive
+            // until they are gone (see `release`).
+            c.terminating = true;
+            self.refresh_cq_states();
+            return;
+        }
+        self.remove_cq(n);
+    }
+
+    /// Unlinks a deleted ClusterQueue that holds no quota and reroutes its LocalQueues.
+    fn remove_cq(&mut self, n: NodeId) {
+        let name = self.tree.node(n).name.clone();
         self.tree.node_mut(n).alive = false;
+        if let Some(c) = self.cq_mut(n) {
+            c.terminating = false;
+        }
         let queued: Vec<u32> = match self.cq_mut(n) {
             Some(c) => {
                 let q = c
@@ -441,7 +463,7 @@ impl Engine {
         for n in 0..self.cqs.len() as NodeId {
             let Some(c) = self.cq(n) else { continue };
             let node = self.tree.node(n);
-            let reason = if !node.alive {
+            let reason = if !node.alive || c.terminating {
                 "Terminating"
             } else if c.spec.stop_policy != StopPolicy::None {
                 "Stopped"
@@ -824,12 +846,17 @@ impl Engine {
             self.tree.add_usage(adm.cq, fr, -v);
         }
         self.tree.bump(adm.cq);
+        let mut gone = false;
         if let Some(c) = self.cq_mut(adm.cq) {
             c.admitted.remove(&i);
             c.generation += 1;
+            gone = c.terminating && c.admitted.is_empty();
         }
         let root = self.tree.root(adm.cq);
         self.requeue_inadmissible_tree(root);
+        if gone {
+            self.remove_cq(adm.cq);
+        }
     }
 
     /// Marks an admitted workload as evicting (its quota stays held) and emits the decision.
