@@ -230,3 +230,49 @@ fn deleted_empty_cluster_queue_goes_at_once() {
     env.apply(Event::DeleteClusterQueue("cq".into()));
     assert!(env.engine.cluster_queue_usage("cq").is_none());
 }
+
+// --- 4. Available quota clamped at zero ---
+
+fn over_admitted() -> Env {
+    let mut env = Env::new();
+    env.check = false;
+    env.flavor("default").ns("ns", &[]);
+    let group = |cpu_nominal| {
+        cq("cq").group(
+            &["cpu", "memory"],
+            vec![fq(
+                "default",
+                vec![rq("cpu", cpu_nominal), rq("memory", 100)],
+            )],
+        )
+    };
+    env.cq_lq(group(cpu(10)), "ns");
+    env.admitted(
+        wl("ns", "old").ps("main", 1, &[("cpu", cpu(8))]),
+        "cq",
+        &[("cpu", "default")],
+    );
+    // The quota shrinks below what is already admitted.
+    env.cq(group(cpu(5)));
+    env
+}
+
+#[test]
+fn over_admitted_queue_still_admits_a_zero_request() {
+    let mut env = over_admitted();
+    env.submit(wl("ns", "mem").ps("main", 1, &[("cpu", 0), ("memory", 10)]));
+    env.schedule();
+    env.assert_admitted("ns/mem");
+}
+
+#[test]
+fn more_needed_excludes_the_overdraft() {
+    let mut env = over_admitted();
+    env.submit(wl("ns", "two").ps("main", 1, &[("cpu", cpu(2))]));
+    env.schedule();
+    let msg = env.assert_pending("ns/two", "WaitingForQuota");
+    assert_eq!(
+        msg,
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 2 more needed"
+    );
+}

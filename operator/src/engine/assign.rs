@@ -501,7 +501,7 @@ impl Sim<'_> {
         req: i64,
     ) -> (PMode, i32, Status) {
         let cq = pre.cq;
-        let avail = self.tree.available(cq, fr);
+        let avail = self.tree.cq_available(cq, fr);
         let max_cap = self.tree.potential_available(cq, fr);
         // Requests come from input: an oversized sum saturates and then exceeds the capacity.
         let val = assumed.saturating_add(req);

@@ -318,7 +318,7 @@ impl Engine {
             sim.remove_workloads(&removed);
             let fits = usage
                 .iter()
-                .all(|&(fr, v)| v <= sim.tree.available(e.cq, fr));
+                .all(|&(fr, v)| v <= sim.tree.cq_available(e.cq, fr));
             sim.add_workloads(&removed);
             fits
         };

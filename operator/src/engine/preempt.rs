@@ -318,7 +318,7 @@ impl<'a> Sim<'a> {
     fn workload_fits(&self, cq: NodeId, usage: &[(Fr, i64)], allow_borrowing: bool) -> bool {
         usage.iter().all(|&(fr, v)| {
             (allow_borrowing || !self.tree.borrowing_with(cq, fr, v))
-                && v <= self.tree.available(cq, fr)
+                && v <= self.tree.cq_available(cq, fr)
         })
     }
 

@@ -137,6 +137,13 @@ impl Tree {
         self.local_available(n, fr).saturating_add(parent_avail)
     }
 
+    /// What a new workload in ClusterQueue `n` can use now: [`Tree::available`] floored at 0, so
+    /// an over-admitted queue (quota shrunk below usage) still fits zero requests and its
+    /// overdraft is not reported as missing quota (Kueue's ClusterQueueSnapshot.Available).
+    pub fn cq_available(&self, n: NodeId, fr: Fr) -> i64 {
+        self.available(n, fr).max(0)
+    }
+
     /// What a workload in this node could use with the whole tree empty.
     pub fn potential_available(&self, n: NodeId, fr: Fr) -> i64 {
         match self.node(n).potential.get(fr as usize) {
