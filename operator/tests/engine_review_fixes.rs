@@ -276,3 +276,71 @@ fn more_needed_excludes_the_overdraft() {
         "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 2 more needed"
     );
 }
+
+// --- 5. An UpsertWorkload that changes nothing scheduling-relevant ---
+
+#[test]
+fn unchanged_upsert_keeps_an_inadmissible_workload_parked() {
+    let mut env = single(cpu(5));
+    let w = || wl("ns", "big").ps("main", 1, &[("cpu", cpu(4))]);
+    env.admitted(
+        wl("ns", "holder").ps("main", 1, &[("cpu", cpu(3))]),
+        "cq",
+        &[("cpu", "default")],
+    );
+    env.submit(w());
+    env.schedule();
+    env.assert_pending("ns/big", "WaitingForQuota");
+    assert!(!env.engine.has_work());
+    // A status-only update arrives: same spec.
+    env.submit(w());
+    assert!(
+        !env.engine.has_work(),
+        "the workload must stay inadmissible"
+    );
+    // A scheduling-relevant change does requeue it.
+    env.submit(w().prio(1));
+    assert!(env.engine.has_work());
+}
+
+#[test]
+fn unchanged_upsert_keeps_the_flavor_scan_progress() {
+    let mut env = Env::new();
+    env.flavor("f1").flavor("f2").ns("ns", &[]);
+    env.cq_lq(
+        cq("x").cohort("co").group(
+            &["cpu"],
+            vec![
+                fq("f1", vec![rq("cpu", 0)]),
+                fq("f2", vec![rq("cpu", cpu(10))]),
+            ],
+        ),
+        "ns",
+    );
+    env.cq(cq("y").cohort("co").group(
+        &["cpu"],
+        vec![fq("f1", vec![rq("cpu", 0)]), fq("f2", vec![rq("cpu", 0)])],
+    ));
+    env.cq(cq("lender").cohort("co").group(
+        &["cpu"],
+        vec![
+            fq("f1", vec![rq("cpu", cpu(5))]),
+            fq("f2", vec![rq("cpu", 0)]),
+        ],
+    ));
+    env.lq("ns", "y", "y");
+    let x1 = || wl("ns", "x1").ps("main", 1, &[("cpu", cpu(5))]);
+    env.submit(x1());
+    env.submit(
+        wl("ns", "y1")
+            .queue("y")
+            .prio(1)
+            .ps("main", 1, &[("cpu", cpu(5))]),
+    );
+    env.schedule();
+    env.assert_admitted_on("ns/y1", "cpu", "f1", cpu(5));
+    env.apply(Event::FinishWorkload(key_of("ns/y1")));
+    env.submit(x1());
+    env.schedule();
+    env.assert_admitted_on("ns/x1", "cpu", "f2", cpu(5));
+}

@@ -11,6 +11,17 @@ use super::{
 
 const INADMISSIBLE: &str = "Inadmissible";
 
+/// Whether two versions of a workload schedule identically: same pod sets and requests, same
+/// LocalQueue, activation and priority, and the same queue ordering key (creation time, UID).
+fn same_scheduling_inputs(old: &Workload, new: &Workload) -> bool {
+    old.pod_sets == new.pod_sets
+        && old.queue_name == new.queue_name
+        && old.active == new.active
+        && old.priority == new.priority
+        && old.creation_time == new.creation_time
+        && old.uid == new.uid
+}
+
 impl Engine {
     /// Applies one event; returns the decisions it causes (evictions, pending reasons).
     pub fn apply(&mut self, event: Event) -> Result<Vec<Decision>, EngineError> {
@@ -700,6 +711,17 @@ impl Engine {
             })
             .collect();
         let lq_key = (spec.namespace.clone(), spec.queue_name.clone());
+        if let Some(&i) = self.wl_by_key.get(&key)
+            && let Some(w) = self.wl_mut(i)
+            && (admission.is_none() || w.adm.is_some())
+            && same_scheduling_inputs(&w.spec, &spec)
+        {
+            // Nothing that scheduling reads changed (e.g. a status update): keep the workload
+            // where it is queued and keep its flavor scan progress, as Kueue's PushOrUpdate does.
+            w.spec = spec;
+            w.reqs = reqs;
+            return Ok(());
+        }
         let i = match self.wl_by_key.get(&key) {
             Some(&i) => {
                 let old_lq = self
