@@ -624,6 +624,7 @@ pub fn workload(
         creation_time,
         active: wl.spec.is_active(),
         pod_sets,
+        job_uid: None,
     };
     Ok((out, admission))
 }

@@ -344,3 +344,49 @@ fn unchanged_upsert_keeps_the_flavor_scan_progress() {
     env.schedule();
     env.assert_admitted_on("ns/x1", "cpu", "f2", cpu(5));
 }
+
+// --- 6. JobUID in preemption messages ---
+
+fn preemption_message(job_uid: Option<&str>) -> String {
+    let mut env = Env::new();
+    env.flavor("default").ns("ns", &[]);
+    env.cq_lq(
+        cq("cq")
+            .preemption(ReclaimPolicy::Never, WithinCqPolicy::LowerPriority)
+            .group(&["cpu"], vec![fq("default", vec![rq("cpu", cpu(5))])]),
+        "ns",
+    );
+    env.admitted(
+        wl("ns", "low").ps("main", 1, &[("cpu", cpu(5))]),
+        "cq",
+        &[("cpu", "default")],
+    );
+    let mut high = wl("ns", "high").prio(10).ps("main", 1, &[("cpu", cpu(5))]);
+    high.0.job_uid = job_uid.map(Into::into);
+    env.submit(high);
+    let ds = env.schedule();
+    ds.iter()
+        .find_map(|d| match d {
+            Decision::Evict { message, .. } => Some(message.clone()),
+            _ => None,
+        })
+        .expect("low is preempted")
+}
+
+#[test]
+fn preemption_message_names_the_job_uid() {
+    assert_eq!(
+        preemption_message(Some("job-123")),
+        "Preempted to accommodate a workload (UID: high, JobUID: job-123) due to prioritization in the ClusterQueue; preemptor path: /cq; preemptee path: /cq"
+    );
+}
+
+#[test]
+fn preemption_message_without_job_uid_says_unknown() {
+    for uid in [None, Some("")] {
+        assert!(
+            preemption_message(uid).contains("JobUID: UNKNOWN"),
+            "{uid:?}"
+        );
+    }
+}

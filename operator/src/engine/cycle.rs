@@ -414,6 +414,13 @@ impl Engine {
         } else {
             w.spec.uid.clone()
         };
+        // Kueue prints UNKNOWN for a missing or empty job-uid label.
+        let job_uid = w
+            .spec
+            .job_uid
+            .clone()
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(|| "UNKNOWN".to_string());
         let preemptor = w.key.clone();
         let preemptor_path = self.cq_path(e.cq);
         for t in &e.targets {
@@ -422,7 +429,7 @@ impl Engine {
                 continue;
             }
             let message = format!(
-                "Preempted to accommodate a workload (UID: {uid}, JobUID: UNKNOWN) due to {}; preemptor path: {preemptor_path}; preemptee path: {}",
+                "Preempted to accommodate a workload (UID: {uid}, JobUID: {job_uid}) due to {}; preemptor path: {preemptor_path}; preemptee path: {}",
                 human_reason(t.reason),
                 self.cq_path(t.cq)
             );
