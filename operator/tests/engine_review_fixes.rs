@@ -390,3 +390,23 @@ fn preemption_message_without_job_uid_says_unknown() {
         );
     }
 }
+
+// --- 7. Namespace mismatch is Misconfigured ---
+
+#[test]
+fn namespace_mismatch_is_misconfigured() {
+    let mut env = Env::new();
+    env.flavor("default").ns("ns", &[]);
+    env.cq_lq(
+        cq("cq")
+            .ns_selector(None)
+            .group(&["cpu"], vec![fq("default", vec![rq("cpu", cpu(5))])]),
+        "ns",
+    );
+    env.submit(wl("ns", "w").ps("main", 1, &[("cpu", 1)]));
+    env.schedule();
+    assert_eq!(
+        env.assert_pending("ns/w", "Misconfigured"),
+        "workload namespace doesn't match ClusterQueue selector"
+    );
+}

@@ -134,9 +134,11 @@ impl Engine {
                 c.tried = Some((wl, generation));
             }
             if !self.namespace_matches(wl, cq) {
+                // Kueue's reason with UnadmittedWorkloadsObservability on; callers map it to
+                // "Pending" when the gate is off.
                 self.set_pending(
                     wl,
-                    "Inadmissible",
+                    "Misconfigured",
                     "workload namespace doesn't match ClusterQueue selector".into(),
                 );
                 requeues.push((wl, cq, Requeue::Mismatch));
