@@ -410,3 +410,64 @@ fn namespace_mismatch_is_misconfigured() {
         "workload namespace doesn't match ClusterQueue selector"
     );
 }
+
+#[test]
+fn reserving_capacity_with_a_huge_borrowing_limit_saturates() {
+    let mut env = Env::new();
+    env.flavor("default").ns("ns", &[]);
+    env.cq_lq(
+        cq("a")
+            .cohort("co")
+            .preemption(ReclaimPolicy::Never, WithinCqPolicy::LowerPriority)
+            .group(
+                &["cpu"],
+                vec![fq(
+                    "default",
+                    vec![rql("cpu", cpu(5), Some(i64::MAX), None)],
+                )],
+            ),
+        "ns",
+    );
+    env.cq(cq("b")
+        .cohort("co")
+        .group(&["cpu"], vec![fq("default", vec![rq("cpu", cpu(5))])]));
+    env.admitted(
+        wl("ns", "held").prio(10).ps("main", 1, &[("cpu", cpu(5))]),
+        "a",
+        &[("cpu", "default")],
+    );
+    env.admitted(
+        wl("ns", "lent").prio(10).ps("main", 1, &[("cpu", cpu(5))]),
+        "a",
+        &[("cpu", "default")],
+    );
+    env.submit(wl("ns", "new").ps("main", 1, &[("cpu", cpu(3))]));
+    env.schedule();
+    env.assert_pending("ns/new", "WaitingForQuota");
+}
+
+#[test]
+fn fair_share_of_huge_lendable_quota_saturates() {
+    let mut env = Env::fair();
+    env.flavor("f1").flavor("f2").ns("ns", &[]);
+    env.cq_lq(
+        cq("a").cohort("co").group(
+            &["cpu"],
+            vec![fq("f1", vec![rq("cpu", 0)]), fq("f2", vec![rq("cpu", 0)])],
+        ),
+        "ns",
+    );
+    env.cq(cq("lender").cohort("co").group(
+        &["cpu"],
+        vec![
+            fq("f1", vec![rq("cpu", i64::MAX)]),
+            fq("f2", vec![rq("cpu", i64::MAX)]),
+        ],
+    ));
+    env.submit(wl("ns", "w").ps("main", 1, &[("cpu", cpu(1))]));
+    env.schedule();
+    env.assert_admitted("ns/w");
+    let u = env.engine.cluster_queue_usage("a").expect("usage");
+    // 1 cpu borrowed out of an effectively unbounded lendable amount: the smallest share.
+    assert!(u.weighted_share <= 1, "{}", u.weighted_share);
+}

@@ -390,10 +390,10 @@ impl Engine {
                 let v = if e.assignment.borrowing > 0 {
                     match q.borrowing_limit {
                         None => u,
-                        Some(bl) => u.min(q.nominal + bl - used),
+                        Some(bl) => u.min(q.nominal.saturating_add(bl).saturating_sub(used)),
                     }
                 } else {
-                    u.min(q.nominal - used).max(0)
+                    u.min(q.nominal.saturating_sub(used)).max(0)
                 };
                 (fr, v)
             })
