@@ -186,6 +186,7 @@ pub fn synthetic_cluster(args: &BenchArgs) -> (Vec<Event>, Vec<Event>) {
                     ]),
                     ..Default::default()
                 }],
+                job_uid: None,
             },
             admission: None,
         });

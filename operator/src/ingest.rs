@@ -624,6 +624,12 @@ pub fn workload(
         creation_time,
         active: wl.spec.is_active(),
         pod_sets,
+        job_uid: wl
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(sluice_sdk::kueue::labels::JOB_UID_LABEL))
+            .cloned(),
     };
     Ok((out, admission))
 }

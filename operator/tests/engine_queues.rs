@@ -193,12 +193,12 @@ fn namespace_selector_nil_empty_and_matching() {
     env.schedule();
     env.schedule();
     let mismatch = "workload namespace doesn't match ClusterQueue selector";
-    assert_eq!(env.assert_pending("team-a/none", "Inadmissible"), mismatch);
+    assert_eq!(env.assert_pending("team-a/none", "Misconfigured"), mismatch);
     env.assert_admitted("team-a/all");
     env.assert_admitted("team-b/all");
     env.assert_admitted("team-a/only-a");
     assert_eq!(
-        env.assert_pending("team-b/only-a", "Inadmissible"),
+        env.assert_pending("team-b/only-a", "Misconfigured"),
         mismatch
     );
     // Relabelling the namespace makes it admissible.

@@ -331,6 +331,7 @@ fn run(specs: Vec<CqSpec>, steps: Vec<Step>, fair: bool) -> Result<(), TestCaseE
                             requests,
                             ..Default::default()
                         }],
+                        job_uid: None,
                     },
                     admission: None,
                 })

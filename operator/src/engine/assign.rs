@@ -372,7 +372,8 @@ impl Sim<'_> {
                         .find(|(x, _)| *x == r)
                         .map(|(_, q)| *q)
                         .unwrap_or(0);
-                    *a.usage.entry(fr).or_default() += q;
+                    let u = a.usage.entry(fr).or_default();
+                    *u = u.saturating_add(q);
                 }
             }
             let failed = psa.failed;
@@ -500,9 +501,10 @@ impl Sim<'_> {
         req: i64,
     ) -> (PMode, i32, Status) {
         let cq = pre.cq;
-        let avail = self.tree.available(cq, fr);
+        let avail = self.tree.cq_available(cq, fr);
         let max_cap = self.tree.potential_available(cq, fr);
-        let val = assumed + req;
+        // Requests come from input: an oversized sum saturates and then exceeds the capacity.
+        let val = assumed.saturating_add(req);
         let ids = self.ids;
         let (f, r) = ids.fr_parts(fr);
         let rname = ids.resource_name(r);
@@ -522,7 +524,7 @@ impl Sim<'_> {
         }
         let msg = format!(
             "insufficient unused quota for {rname} in flavor {fname}, {} more needed",
-            fmt_quantity(rname, val - avail)
+            fmt_quantity(rname, val.saturating_sub(avail))
         );
         let nominal = self.tree.quota(cq, fr).nominal;
         if nominal >= val || may_reclaim || self.can_preempt_while_borrowing(cq) {
@@ -579,25 +581,30 @@ impl Sim<'_> {
             Some(c) => c.clone(),
             None => w.spec.pod_sets.iter().map(|p| p.count).collect(),
         };
-        let deltas: Vec<i32> = w
+        // Pod counts are i32 from input: their sum is taken in i64 so it cannot overflow.
+        let deltas: Vec<i64> = w
             .spec
             .pod_sets
             .iter()
             .zip(&full_counts)
-            .map(|(p, &c)| (c - p.min_count.unwrap_or(p.count)).max(0))
+            .map(|(p, &c)| (i64::from(c) - i64::from(p.min_count.unwrap_or(p.count))).max(0))
             .collect();
-        let total: i32 = deltas.iter().sum();
+        let total: i64 = deltas.iter().sum();
         if total <= 0 {
             return (full, Vec::new());
         }
-        let mut last_good: Option<(i32, Assignment, Vec<Target>)> = None;
-        let (mut lo, mut hi) = (0i32, total + 1);
+        let mut last_good: Option<(i64, Assignment, Vec<Target>)> = None;
+        let (mut lo, mut hi) = (0i64, total + 1);
         while lo < hi {
             let h = lo + (hi - lo) / 2;
             let counts: Vec<i32> = full_counts
                 .iter()
                 .zip(&deltas)
-                .map(|(&c, &d)| c - (i64::from(d) * i64::from(h) / i64::from(total)) as i32)
+                .map(|(&c, &d)| {
+                    // d * h / total <= d <= c, so the result stays within 0..=c.
+                    let cut = (i128::from(d) * i128::from(h) / i128::from(total)) as i64;
+                    (i64::from(c) - cut) as i32
+                })
                 .collect();
             let a = self.assign(pre, Some(&counts));
             let found = match a.mode() {

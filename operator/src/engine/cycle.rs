@@ -136,9 +136,11 @@ impl Engine {
                 c.tried = Some((wl, generation));
             }
             if !self.namespace_matches(wl, cq) {
+                // Kueue's reason with UnadmittedWorkloadsObservability on; callers map it to
+                // "Pending" when the gate is off.
                 self.set_pending(
                     wl,
-                    "Inadmissible",
+                    "Misconfigured",
                     "workload namespace doesn't match ClusterQueue selector".into(),
                 );
                 requeues.push((wl, cq, Requeue::Mismatch));
@@ -326,7 +328,7 @@ impl Engine {
             sim.remove_workloads(&removed);
             let fits = usage
                 .iter()
-                .all(|&(fr, v)| v <= sim.tree.available(e.cq, fr));
+                .all(|&(fr, v)| v <= sim.tree.cq_available(e.cq, fr));
             sim.add_workloads(&removed);
             fits
         };
@@ -399,10 +401,10 @@ impl Engine {
                 let v = if e.assignment.borrowing > 0 {
                     match q.borrowing_limit {
                         None => u,
-                        Some(bl) => u.min(q.nominal + bl - used),
+                        Some(bl) => u.min(q.nominal.saturating_add(bl).saturating_sub(used)),
                     }
                 } else {
-                    u.min(q.nominal - used).max(0)
+                    u.min(q.nominal.saturating_sub(used)).max(0)
                 };
                 (fr, v)
             })
@@ -425,6 +427,13 @@ impl Engine {
         } else {
             w.spec.uid.clone()
         };
+        // Kueue prints UNKNOWN for a missing or empty job-uid label.
+        let job_uid = w
+            .spec
+            .job_uid
+            .clone()
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(|| "UNKNOWN".to_string());
         let preemptor = w.key.clone();
         let preemptor_path = self.cq_path(e.cq);
         for t in &e.targets {
@@ -433,7 +442,7 @@ impl Engine {
                 continue;
             }
             let message = format!(
-                "Preempted to accommodate a workload (UID: {uid}, JobUID: UNKNOWN) due to {}; preemptor path: {preemptor_path}; preemptee path: {}",
+                "Preempted to accommodate a workload (UID: {uid}, JobUID: {job_uid}) due to {}; preemptor path: {preemptor_path}; preemptee path: {}",
                 human_reason(t.reason),
                 self.cq_path(t.cq)
             );

@@ -137,6 +137,9 @@ pub(crate) struct CqData {
     pub admitted: BTreeSet<u32>,
     /// Kueue's AllocatableResourceGeneration: bumped on quota changes and workload removal.
     pub generation: u64,
+    /// Deleted while still holding admitted workloads: kept (inactive, "Terminating") with its
+    /// usage counted until the last one leaves, as Kueue's finalizer does.
+    pub terminating: bool,
 }
 
 /// A LocalQueue and the workloads that name it.

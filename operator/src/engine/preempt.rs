@@ -320,7 +320,7 @@ impl<'a> Sim<'a> {
     fn workload_fits(&self, cq: NodeId, usage: &[(Fr, i64)], allow_borrowing: bool) -> bool {
         usage.iter().all(|&(fr, v)| {
             (allow_borrowing || !self.tree.borrowing_with(cq, fr, v))
-                && v <= self.tree.available(cq, fr)
+                && v <= self.tree.cq_available(cq, fr)
         })
     }
 
@@ -733,7 +733,7 @@ pub(crate) fn share_of(
         if b > 0 {
             let (_, r) = ids.fr_parts(fr);
             match borrowing.iter_mut().find(|e| e.resource == r) {
-                Some(e) => e.borrowed += b,
+                Some(e) => e.borrowed = e.borrowed.saturating_add(b),
                 None => borrowing.push(ResourceBorrowing {
                     resource: r,
                     borrowed: b,
@@ -748,7 +748,9 @@ pub(crate) fn share_of(
         for fr in 0..rlen as Fr {
             let (_, r) = ids.fr_parts(fr);
             if let Some(e) = borrowing.iter_mut().find(|e| e.resource == r) {
-                e.lendable += tree.potential_available(parent, fr);
+                e.lendable = e
+                    .lendable
+                    .saturating_add(tree.potential_available(parent, fr));
             }
         }
     }

@@ -107,28 +107,41 @@ impl Tree {
     /// Capacity of the node never lent to its parent.
     pub fn local_quota(&self, n: NodeId, fr: Fr) -> i64 {
         match self.quota(n, fr).lending_limit {
-            Some(ll) => (self.subtree(n, fr) - ll).max(0),
+            Some(ll) => self.subtree(n, fr).saturating_sub(ll).max(0),
             None => 0,
         }
     }
 
     pub fn local_available(&self, n: NodeId, fr: Fr) -> i64 {
-        (self.local_quota(n, fr) - self.usage(n, fr)).max(0)
+        self.local_quota(n, fr)
+            .saturating_sub(self.usage(n, fr))
+            .max(0)
     }
 
     /// What a workload in this node could use now.
     pub fn available(&self, n: NodeId, fr: Fr) -> i64 {
         let Some(p) = self.parent(n) else {
-            return self.subtree(n, fr) - self.usage(n, fr);
+            return self.subtree(n, fr).saturating_sub(self.usage(n, fr));
         };
         let mut parent_avail = self.available(p, fr);
         if let Some(bl) = self.quota(n, fr).borrowing_limit {
             let lq = self.local_quota(n, fr);
-            let stored_in_parent = self.subtree(n, fr) - lq;
-            let used_in_parent = (self.usage(n, fr) - lq).max(0);
-            parent_avail = parent_avail.min(stored_in_parent - used_in_parent + bl);
+            let stored_in_parent = self.subtree(n, fr).saturating_sub(lq);
+            let used_in_parent = self.usage(n, fr).saturating_sub(lq).max(0);
+            parent_avail = parent_avail.min(
+                stored_in_parent
+                    .saturating_sub(used_in_parent)
+                    .saturating_add(bl),
+            );
         }
-        self.local_available(n, fr) + parent_avail
+        self.local_available(n, fr).saturating_add(parent_avail)
+    }
+
+    /// What a new workload in ClusterQueue `n` can use now: [`Tree::available`] floored at 0, so
+    /// an over-admitted queue (quota shrunk below usage) still fits zero requests and its
+    /// overdraft is not reported as missing quota (Kueue's ClusterQueueSnapshot.Available).
+    pub fn cq_available(&self, n: NodeId, fr: Fr) -> i64 {
+        self.available(n, fr).max(0)
     }
 
     /// What a workload in this node could use with the whole tree empty.
@@ -149,16 +162,18 @@ impl Tree {
 
     /// A node's potential given its parent's.
     fn potential_below(&self, n: NodeId, fr: Fr, parent_potential: i64) -> i64 {
-        let mut avail = self.local_quota(n, fr) + parent_potential;
+        let mut avail = self.local_quota(n, fr).saturating_add(parent_potential);
         if let Some(bl) = self.quota(n, fr).borrowing_limit {
-            avail = avail.min(self.subtree(n, fr) + bl);
+            avail = avail.min(self.subtree(n, fr).saturating_add(bl));
         }
         avail
     }
 
     /// Usage the node places on its parent.
     fn contribution(&self, n: NodeId, fr: Fr) -> i64 {
-        (self.usage(n, fr) - self.local_quota(n, fr)).max(0)
+        self.usage(n, fr)
+            .saturating_sub(self.local_quota(n, fr))
+            .max(0)
     }
 
     /// Adds `delta` (may be negative) to a node's usage and propagates the change upwards.
@@ -170,11 +185,12 @@ impl Tree {
                 break;
             }
             let before = self.contribution(cur, fr);
-            *slot(&mut self.node_mut(cur).usage, fr) += delta;
+            let u = slot(&mut self.node_mut(cur).usage, fr);
+            *u = u.saturating_add(delta);
             let after = self.contribution(cur, fr);
             match self.parent(cur) {
                 Some(p) => {
-                    delta = after - before;
+                    delta = after.saturating_sub(before);
                     cur = p;
                 }
                 None => break,
@@ -214,7 +230,7 @@ impl Tree {
         } else {
             self.subtree(n, fr)
         };
-        limit < self.usage(n, fr) + val
+        limit < self.usage(n, fr).saturating_add(val)
     }
 
     pub fn within_nominal_in(&self, n: NodeId, frs: &[Fr]) -> bool {
@@ -227,10 +243,10 @@ impl Tree {
         let mut fits = true;
         let mut remaining = Vec::with_capacity(reqs.len());
         for &(fr, v) in reqs {
-            if self.subtree(n, fr) < self.usage(n, fr) + v {
+            if self.subtree(n, fr) < self.usage(n, fr).saturating_add(v) {
                 fits = false;
             }
-            remaining.push((fr, (v - self.local_available(n, fr)).max(0)));
+            remaining.push((fr, v.saturating_sub(self.local_available(n, fr)).max(0)));
         }
         (fits, remaining)
     }
@@ -251,13 +267,13 @@ impl Tree {
         if !self.borrowing_with(cq, fr, val) || !has_parent {
             return (0, has_parent);
         }
-        let mut remaining = val - self.local_available(cq, fr);
+        let mut remaining = val.saturating_sub(self.local_available(cq, fr));
         let mut cur = cq;
         while let Some(p) = self.parent(cur) {
             if !self.borrowing_with(p, fr, remaining) {
                 return (self.height(p), self.parent(p).is_some());
             }
-            remaining -= self.local_available(p, fr);
+            remaining = remaining.saturating_sub(self.local_available(p, fr));
             cur = p;
         }
         (self.height(cur), false)
@@ -330,13 +346,16 @@ impl Tree {
             let len = cn.subtree.len().max(cn.usage.len());
             for fr in 0..len as Fr {
                 let lq = self.local_quota(c, fr);
-                let d = self.subtree(c, fr) - lq;
+                // Quotas and usage come from input, so sums saturate instead of overflowing.
+                let d = self.subtree(c, fr).saturating_sub(lq);
                 if d != 0 {
-                    *slot(&mut subtree, fr) += d;
+                    let s = slot(&mut subtree, fr);
+                    *s = s.saturating_add(d);
                 }
                 let u = self.contribution(c, fr);
                 if u != 0 {
-                    *slot(&mut usage, fr) += u;
+                    let s = slot(&mut usage, fr);
+                    *s = s.saturating_add(u);
                 }
             }
         }

@@ -11,6 +11,17 @@ use super::{
 
 const INADMISSIBLE: &str = "Inadmissible";
 
+/// Whether two versions of a workload schedule identically: same pod sets and requests, same
+/// LocalQueue, activation and priority, and the same queue ordering key (creation time, UID).
+fn same_scheduling_inputs(old: &Workload, new: &Workload) -> bool {
+    old.pod_sets == new.pod_sets
+        && old.queue_name == new.queue_name
+        && old.active == new.active
+        && old.priority == new.priority
+        && old.creation_time == new.creation_time
+        && old.uid == new.uid
+}
+
 impl Engine {
     /// Applies one event; returns the decisions it causes (evictions, pending reasons).
     pub fn apply(&mut self, event: Event) -> Result<Vec<Decision>, EngineError> {
@@ -170,7 +181,17 @@ impl Engine {
                             "must be >= 0",
                         ));
                     }
-                    if rq.lending_limit.is_some_and(|l| l < 0 || l > rq.nominal) {
+                    if rq.lending_limit.is_some_and(|l| l < 0) {
+                        return Err(EngineError::invalid(
+                            kind,
+                            name,
+                            format!("{rfield}.lendingLimit"),
+                            "must be >= 0",
+                        ));
+                    }
+                    // Kueue bounds lendingLimit by nominalQuota only for ClusterQueues; a
+                    // Cohort may lend more than its own nominal (e.g. its children's quota).
+                    if kind == "ClusterQueue" && rq.lending_limit.is_some_and(|l| l > rq.nominal) {
                         return Err(EngineError::invalid(
                             kind,
                             name,
@@ -252,6 +273,7 @@ impl Engine {
                     tried: None,
                     admitted: BTreeSet::new(),
                     generation: 1,
+                    terminating: false,
                 });
             }
         }
@@ -291,7 +313,28 @@ impl Engine {
         let Some(&n) = self.cq_by_name.get(name) else {
             return;
         };
+        if !self.tree.node(n).alive {
+            return;
+        }
+        if let Some(c) = self.cq_mut(n)
+            && !c.admitted.is_empty()
+        {
+            // Its admitted workloads still hold quota in the cohort: it stays linked but inactive
+            // until they are gone (see `release`).
+            c.terminating = true;
+            self.refresh_cq_states();
+            return;
+        }
+        self.remove_cq(n);
+    }
+
+    /// Unlinks a deleted ClusterQueue that holds no quota and reroutes its LocalQueues.
+    fn remove_cq(&mut self, n: NodeId) {
+        let name = self.tree.node(n).name.clone();
         self.tree.node_mut(n).alive = false;
+        if let Some(c) = self.cq_mut(n) {
+            c.terminating = false;
+        }
         let queued: Vec<u32> = match self.cq_mut(n) {
             Some(c) => {
                 let q = c
@@ -431,7 +474,7 @@ impl Engine {
         for n in 0..self.cqs.len() as NodeId {
             let Some(c) = self.cq(n) else { continue };
             let node = self.tree.node(n);
-            let reason = if !node.alive {
+            let reason = if !node.alive || c.terminating {
                 "Terminating"
             } else if c.spec.stop_policy != StopPolicy::None {
                 "Stopped"
@@ -668,6 +711,17 @@ impl Engine {
             })
             .collect();
         let lq_key = (spec.namespace.clone(), spec.queue_name.clone());
+        if let Some(&i) = self.wl_by_key.get(&key)
+            && let Some(w) = self.wl_mut(i)
+            && (admission.is_none() || w.adm.is_some())
+            && same_scheduling_inputs(&w.spec, &spec)
+        {
+            // Nothing that scheduling reads changed (e.g. a status update): keep the workload
+            // where it is queued and keep its flavor scan progress, as Kueue's PushOrUpdate does.
+            w.spec = spec;
+            w.reqs = reqs;
+            return Ok(());
+        }
         let i = match self.wl_by_key.get(&key) {
             Some(&i) => {
                 let old_lq = self
@@ -778,7 +832,9 @@ impl Engine {
                 let f = self.ids.flavor(flavor);
                 let r = self.ids.resource(res);
                 let fr = self.ids.fr(f, r);
-                *usage.entry(fr).or_default() += psa.resource_usage.get(res).copied().unwrap_or(0);
+                let u = usage.entry(fr).or_default();
+                // Restored admissions are input: oversized sums saturate.
+                *u = u.saturating_add(psa.resource_usage.get(res).copied().unwrap_or(0));
             }
         }
         let usage: Vec<_> = usage.into_iter().collect();
@@ -813,12 +869,17 @@ impl Engine {
             self.tree.add_usage(adm.cq, fr, -v);
         }
         self.tree.bump(adm.cq);
+        let mut gone = false;
         if let Some(c) = self.cq_mut(adm.cq) {
             c.admitted.remove(&i);
             c.generation += 1;
+            gone = c.terminating && c.admitted.is_empty();
         }
         let root = self.tree.root(adm.cq);
         self.requeue_inadmissible_tree(root);
+        if gone {
+            self.remove_cq(adm.cq);
+        }
     }
 
     /// Marks an admitted workload as evicting (its quota stays held) and emits the decision.

@@ -70,7 +70,8 @@ impl Engine {
         for &i in holders {
             if let Some(a) = self.wl(i).and_then(|w| w.adm.as_ref()) {
                 for &(fr, v) in &a.usage {
-                    *usage.entry(fr).or_default() += v;
+                    let u: &mut i64 = usage.entry(fr).or_default();
+                    *u = u.saturating_add(v);
                 }
             }
         }
@@ -328,7 +329,7 @@ impl Engine {
                     ));
                 }
                 if let (true, Some(bl)) = (has_parent, self.tree.quota(id, fr).borrowing_limit)
-                    && used > self.tree.subtree(id, fr) + bl
+                    && used > self.tree.subtree(id, fr).saturating_add(bl)
                 {
                     return Err(format!(
                         "{} exceeds its borrowing limit for fr#{fr}",

@@ -473,6 +473,8 @@ pub struct Workload {
     pub active: bool,
     /// Pod sets.
     pub pod_sets: Vec<PodSet>,
+    /// UID of the owning job (Kueue's `kueue.x-k8s.io/job-uid` label), shown in preemption messages.
+    pub job_uid: Option<String>,
 }
 
 impl Workload {

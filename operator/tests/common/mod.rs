@@ -127,6 +127,7 @@ pub fn wl(ns: &str, name: &str) -> WlB {
         creation_time: 0,
         active: true,
         pod_sets: Vec::new(),
+        job_uid: None,
     })
 }
 
