@@ -301,10 +301,14 @@ fn running_workload_is_preempted_by_higher_pod_priority_and_selector_is_enforced
 
     // The running workload held 6 of 8 GPUs; the 4-GPU job preempted it.
     let old = by_name("old-run");
-    assert_eq!(
-        condition(old, "Preempted").unwrap()["reason"],
-        "InClusterQueue"
-    );
+    let preempted = condition(old, "Preempted").unwrap();
+    assert_eq!(preempted["reason"], "InClusterQueue");
+    let job_uid = items_of_kind(&list, "Job")[0]["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let message = preempted["message"].as_str().unwrap();
+    assert!(message.contains(&format!("JobUID: {job_uid}")), "{message}");
     assert_eq!(condition(old, "Evicted").unwrap()["reason"], "Preempted");
     assert_eq!(condition(old, "Requeued").unwrap()["status"], "True");
     assert!(old["status"]["admission"].is_null(), "{old}");
