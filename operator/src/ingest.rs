@@ -545,6 +545,7 @@ fn node_selector_terms(
 pub fn workload(
     wl: &api::Workload,
 ) -> Result<(engine::Workload, Option<engine::Admission>), IngestError> {
+    validation::validate_workload(wl)?;
     let name = name_of("Workload", &wl.metadata)?;
     let namespace = wl
         .metadata

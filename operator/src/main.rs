@@ -11,7 +11,11 @@ use sluice_operator::sim::{self, OutputFormat, Simulation};
 
 /// Sluice: Kueue-compatible queueing for GPU clusters.
 #[derive(Parser)]
-#[command(name = "sluice", version, about)]
+#[command(
+    name = "sluice",
+    version,
+    about = "Sluice: Kueue-compatible queueing for GPU clusters"
+)]
 struct Cli {
     /// Log as JSON lines instead of text (logs go to stderr; level from RUST_LOG, default warn).
     #[arg(long, global = true)]

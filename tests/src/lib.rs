@@ -1,1 +1,1 @@
-//! Cross-crate integration tests live in `tests/tests/`.
+//! Cross-crate integration tests: see `tests/`. The webhook and the engine must agree on every object.
