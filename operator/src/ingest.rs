@@ -397,24 +397,25 @@ pub fn pod_requests(
     field: &str,
     pod: &core::PodSpec,
 ) -> Result<engine::ResourceList, IngestError> {
-    let container_requests =
-        |c: &core::Container, cfield: String| -> Result<engine::ResourceList, IngestError> {
-            let mut out = engine::ResourceList::new();
-            let res = c.resources.as_ref();
-            let limits = res.and_then(|r| r.limits.as_ref());
-            let requests = res.and_then(|r| r.requests.as_ref());
-            for (name, q) in limits.into_iter().flatten() {
+    // Requests of one `resources` block (`field` is its path); a limit stands in for a missing request.
+    let requests_of = |res: Option<&core::ResourceRequirements>,
+                       field: String|
+     -> Result<engine::ResourceList, IngestError> {
+        let mut out = engine::ResourceList::new();
+        let limits = res.and_then(|r| r.limits.as_ref());
+        let requests = res.and_then(|r| r.requests.as_ref());
+        for (kind, values) in [("limits", limits), ("requests", requests)] {
+            for (name, q) in values.into_iter().flatten() {
                 let v = resource_value(name, q)
-                    .map_err(|e| err(object, format!("{cfield}.resources.limits[{name}]"), e))?;
+                    .map_err(|e| err(object, format!("{field}.{kind}[{name}]"), e))?;
                 out.insert(name.clone(), v);
             }
-            for (name, q) in requests.into_iter().flatten() {
-                let v = resource_value(name, q)
-                    .map_err(|e| err(object, format!("{cfield}.resources.requests[{name}]"), e))?;
-                out.insert(name.clone(), v);
-            }
-            Ok(out)
-        };
+        }
+        Ok(out)
+    };
+    let container_requests = |c: &core::Container, cfield: String| {
+        requests_of(c.resources.as_ref(), format!("{cfield}.resources"))
+    };
     let add = |into: &mut engine::ResourceList, from: &engine::ResourceList| {
         for (k, v) in from {
             let e = into.entry(k.clone()).or_default();
@@ -452,25 +453,7 @@ pub fn pod_requests(
     // support (cpu, memory, hugepages), as Kubernetes' PodRequests computes; a limit stands in for a missing
     // request here too.
     if let Some(pod_level) = &pod.resources {
-        let level = container_requests(
-            &core::Container {
-                resources: Some(pod_level.clone()),
-                ..Default::default()
-            },
-            format!("{field}.resources"),
-        )
-        .map_err(|e| match e {
-            IngestError::Field {
-                object,
-                field,
-                message,
-            } => IngestError::Field {
-                object,
-                field: field.replace(".resources.resources.", ".resources."),
-                message,
-            },
-            other => other,
-        })?;
+        let level = requests_of(Some(pod_level), format!("{field}.resources"))?;
         for (k, v) in level {
             if k == "cpu" || k == "memory" || k.starts_with("hugepages-") {
                 total.insert(k, v);

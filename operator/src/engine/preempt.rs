@@ -575,25 +575,19 @@ impl<'a> Sim<'a> {
             .iter()
             .any(|&fr| self.tree.borrowing_with(pre.cq, fr, 0));
         while let Some(tcq) = ord.next(self, pre) {
-            if tcq == pre.cq {
+            // Within its own queue, or while it stays within nominal quota, the preemptor takes victims
+            // without comparing shares.
+            if tcq == pre.cq || within_nominal {
+                let reason = if tcq == pre.cq {
+                    IN_CLUSTER_QUEUE
+                } else {
+                    IN_COHORT_RECLAMATION
+                };
                 let Some(w) = ord.pop(tcq) else { continue };
                 self.remove_workloads(&[w]);
                 targets.push(Target {
                     wl: w,
-                    reason: IN_CLUSTER_QUEUE,
-                    cq: tcq,
-                });
-                if self.fits_for_fair_sharing(pre, usage) {
-                    return (true, targets, Vec::new());
-                }
-                continue;
-            }
-            if within_nominal {
-                let Some(w) = ord.pop(tcq) else { continue };
-                self.remove_workloads(&[w]);
-                targets.push(Target {
-                    wl: w,
-                    reason: IN_COHORT_RECLAMATION,
+                    reason,
                     cq: tcq,
                 });
                 if self.fits_for_fair_sharing(pre, usage) {

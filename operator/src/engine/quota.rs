@@ -296,18 +296,22 @@ impl Tree {
         }
     }
 
+    /// Children of `n` in the quota tree (none when `n` sits on a cohort cycle, which disables its tree).
+    fn tree_children(&self, n: NodeId) -> Vec<NodeId> {
+        let node = self.node(n);
+        if node.cycle {
+            return Vec::new();
+        }
+        node.child_cohorts
+            .iter()
+            .chain(node.child_cqs.iter())
+            .copied()
+            .collect()
+    }
+
     /// Stores the cached potential of `n` and derives its children's from it, top-down.
     fn fill_potential(&mut self, n: NodeId, potential: Vec<i64>, len: usize) {
-        let children: Vec<NodeId> = if self.node(n).cycle {
-            Vec::new()
-        } else {
-            let node = self.node(n);
-            node.child_cohorts
-                .iter()
-                .chain(node.child_cqs.iter())
-                .copied()
-                .collect()
-        };
+        let children = self.tree_children(n);
         for c in children {
             let below = (0..len as Fr)
                 .map(|fr| self.potential_below(c, fr, potential[fr as usize]))
@@ -330,16 +334,7 @@ impl Tree {
             return;
         }
         let mut usage: Vec<i64> = Vec::new();
-        let children: Vec<NodeId> = if self.node(n).cycle {
-            Vec::new()
-        } else {
-            let node = self.node(n);
-            node.child_cohorts
-                .iter()
-                .chain(node.child_cqs.iter())
-                .copied()
-                .collect()
-        };
+        let children = self.tree_children(n);
         for c in children {
             self.rebuild_node(c);
             let cn = self.node(c);

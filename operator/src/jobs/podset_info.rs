@@ -97,11 +97,11 @@ fn merge_map(
 /// Builds the per-pod-set infos of an admission: the union of the node labels of every flavor assigned to the pod
 /// set (two flavors disagreeing on a label is an error), their tolerations, the `kueue.x-k8s.io/podset` label and
 /// the ClusterQueue/LocalQueue labels Kueue adds to pods. A missing count means the pod set's full count.
-pub fn pod_set_infos(
+pub fn pod_set_infos<'a>(
     admission: &Admission,
     pod_sets: &[PodSet],
     local_queue: &str,
-    flavors: &BTreeMap<String, ResourceFlavor>,
+    flavor: impl Fn(&str) -> Option<&'a ResourceFlavor>,
 ) -> Result<Vec<PodSetInfo>, String> {
     admission
         .pod_set_assignments
@@ -119,7 +119,7 @@ pub fn pod_set_infos(
                 if !seen.insert(flavor_name) {
                     continue;
                 }
-                let flavor = flavors.get(flavor_name).ok_or_else(|| {
+                let flavor = flavor(flavor_name).ok_or_else(|| {
                     format!("status.admission.podSetAssignments[{i}].flavors: ResourceFlavor {flavor_name:?} not found")
                 })?;
                 merge_map(&mut info.node_selector, &flavor.spec.node_labels, "nodeLabels")

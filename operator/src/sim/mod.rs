@@ -89,6 +89,8 @@ pub struct SimWorkload {
     original: Vec<PodSetInfo>,
     /// Total requests per pod set, shown while it waits.
     requests: Vec<api::PodSetRequest>,
+    /// The engine's view of the workload, made (and validated) once when loaded; handed over on arrival.
+    ingested: Option<(engine::Workload, Option<engine::Admission>)>,
     /// Incremented on each admission, so stale completions are ignored after an eviction.
     run: u64,
     started: bool,
@@ -286,8 +288,8 @@ impl Simulation {
                 .map(|ps| PodSetInfo::from_template(&ps.name, ps.count, &ps.template))
                 .collect();
             // Validate now, so bad input fails before anything runs.
-            let (engine_wl, _) = ingest::workload(&wl).map_err(ingest_err(&origin))?;
-            let requests = status::resource_requests(&engine_wl);
+            let ingested = ingest::workload(&wl).map_err(ingest_err(&origin))?;
+            let requests = status::resource_requests(&ingested.0);
             timings.push((key_of(&wl), arrival_offset, created, default_created));
             sim.workloads.insert(
                 key_of(&wl),
@@ -298,6 +300,7 @@ impl Simulation {
                     run_time,
                     original,
                     requests,
+                    ingested: Some(ingested),
                     run: 0,
                     started: false,
                     finished: false,
@@ -316,6 +319,9 @@ impl Simulation {
             if let Some(sw) = sim.workloads.get_mut(&key) {
                 sw.arrival = arrival;
                 sw.workload.metadata.creation_timestamp = Some(status::k8s_time(arrival));
+                if let Some((wl, _)) = sw.ingested.as_mut() {
+                    wl.creation_time = arrival;
+                }
             }
         }
         Ok(sim)
@@ -367,10 +373,9 @@ impl Simulation {
             sw.finished = true;
             return Ok(());
         }
-        let (wl, admission) = ingest::workload(&sw.workload).map_err(|error| SimError::Ingest {
-            origin: origin.clone(),
-            error,
-        })?;
+        let Some((wl, admission)) = sw.ingested.take() else {
+            return Ok(());
+        };
         let cq = match &admission {
             Some(a) => a.cluster_queue.clone(),
             None => self.cluster_queue_of(&wl.namespace, &wl.queue_name),
@@ -446,12 +451,6 @@ impl Simulation {
                     time,
                 } => {
                     changed = true;
-                    let flavors: BTreeMap<String, api::ResourceFlavor> = self
-                        .objects
-                        .flavors
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.object.clone()))
-                        .collect();
                     let has_checks = self
                         .objects
                         .cluster_queues
@@ -474,7 +473,9 @@ impl Simulation {
                         && let Some(job) = self.jobs.get_mut(job_key)
                     {
                         let lq = sw.workload.spec.queue_name.clone();
-                        match pod_set_infos(&api_adm, &sw.workload.spec.pod_sets, &lq, &flavors) {
+                        let flavors = &self.objects.flavors;
+                        let flavor = |n: &str| flavors.get(n).map(|f| &f.object);
+                        match pod_set_infos(&api_adm, &sw.workload.spec.pod_sets, &lq, flavor) {
                             Ok(infos) => {
                                 if let Err(e) = BatchJob::run_with(job, &infos) {
                                     tracing::warn!(job = %e, "could not start job");
@@ -740,7 +741,7 @@ impl Simulation {
                 })
                 .filter_map(|q| sluice_sdk::quantity::resource_value(GPU_RESOURCE, &q).ok())
                 .sum();
-            let from_quota = self.nominal_gpus(|_| true, name);
+            let from_quota = self.nominal_gpus(name);
             let gpus = if self.objects.nodes.is_empty() {
                 from_quota
             } else {
@@ -753,28 +754,20 @@ impl Simulation {
         out
     }
 
-    fn nominal_gpus(&self, cq_filter: impl Fn(&str) -> bool, flavor: &str) -> i64 {
+    /// Nominal GPUs of one flavor over every ClusterQueue and Cohort.
+    fn nominal_gpus(&self, flavor: &str) -> i64 {
         let groups = self
             .objects
             .cluster_queues
-            .iter()
-            .filter(|(n, _)| cq_filter(n))
-            .flat_map(|(_, cq)| cq.object.spec.resource_groups.iter())
+            .values()
+            .flat_map(|cq| cq.object.spec.resource_groups.iter())
             .chain(
                 self.objects
                     .cohorts
                     .values()
                     .flat_map(|c| c.object.spec.resource_groups.iter()),
             );
-        groups
-            .flat_map(|rg| rg.flavors.iter())
-            .filter(|fq| fq.name == flavor)
-            .flat_map(|fq| fq.resources.iter())
-            .filter(|r| r.name == GPU_RESOURCE)
-            .filter_map(|r| {
-                sluice_sdk::quantity::resource_value(GPU_RESOURCE, &r.nominal_quota).ok()
-            })
-            .sum()
+        gpu_nominal(groups, |f| f == flavor)
     }
 
     /// Nominal GPUs of each ClusterQueue, over all flavors.
@@ -783,22 +776,27 @@ impl Simulation {
             .cluster_queues
             .iter()
             .map(|(name, cq)| {
-                let gpus = cq
-                    .object
-                    .spec
-                    .resource_groups
-                    .iter()
-                    .flat_map(|rg| rg.flavors.iter())
-                    .flat_map(|fq| fq.resources.iter())
-                    .filter(|r| r.name == GPU_RESOURCE)
-                    .filter_map(|r| {
-                        sluice_sdk::quantity::resource_value(GPU_RESOURCE, &r.nominal_quota).ok()
-                    })
-                    .sum();
-                (name.clone(), gpus)
+                (
+                    name.clone(),
+                    gpu_nominal(cq.object.spec.resource_groups.iter(), |_| true),
+                )
             })
             .collect()
     }
+}
+
+/// Sum of the GPU nominal quotas of the flavors `keep` selects in `groups`.
+fn gpu_nominal<'a>(
+    groups: impl Iterator<Item = &'a api::ResourceGroup>,
+    keep: impl Fn(&str) -> bool,
+) -> i64 {
+    groups
+        .flat_map(|rg| rg.flavors.iter())
+        .filter(|fq| keep(&fq.name))
+        .flat_map(|fq| fq.resources.iter())
+        .filter(|r| r.name == GPU_RESOURCE)
+        .filter_map(|r| sluice_sdk::quantity::resource_value(GPU_RESOURCE, &r.nominal_quota).ok())
+        .sum()
 }
 
 /// The bundled example's files, embedded in the binary.
