@@ -9,6 +9,7 @@
 //!   * [`kueue::conversion`]: lossless v1beta1 <-> v1beta2 conversion.
 //!   * [`kueue::crds`]: CRDs for all kinds, both versions.
 //!   * [`kueue::labels`]: well-known label, annotation, finalizer, condition and reason strings.
+//! * [`policy`]: the policy contract (placement scoring over a columnar node batch).
 //! * [`quantity`]: exact integer values of Kubernetes quantities in the units Kueue's scheduler uses.
 //!
 //! ```
@@ -29,6 +30,7 @@
 //! ```
 
 pub mod kueue;
+pub mod policy;
 pub mod quantity;
 
 /// Re-export of the Kubernetes API types these types are built on.

@@ -1,0 +1,11 @@
+//! The policy contract: plain-data inputs and outputs of the decisions that policies make.
+//!
+//! The same types are used by the engine's built-in policies, by native policy crates and (through
+//! the WIT package in `sdk/wit/`) by WebAssembly modules, so a module is only one implementation of
+//! a trait, never a special case in the engine.
+
+pub mod error;
+pub mod placement;
+
+pub use error::{PolicyError, PolicyFailure};
+pub use placement::{NodeBatch, NodeScores, PlacementPolicy, PodSetRequest, TopologyMode};
