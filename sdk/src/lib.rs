@@ -10,6 +10,7 @@
 //!   * [`kueue::crds`]: CRDs for all kinds, both versions.
 //!   * [`kueue::labels`]: well-known label, annotation, finalizer, condition and reason strings.
 //! * [`policy`]: the policy contract (placement scoring over a columnar node batch).
+//! * [`sluice`]: Sluice's own `sluice.dev` kinds.
 //! * [`quantity`]: exact integer values of Kubernetes quantities in the units Kueue's scheduler uses.
 //!
 //! ```
@@ -32,6 +33,7 @@
 pub mod kueue;
 pub mod policy;
 pub mod quantity;
+pub mod sluice;
 
 /// Re-export of the Kubernetes API types these types are built on.
 pub use k8s_openapi as k8s;
