@@ -1,6 +1,7 @@
 //! Sluice's operator: the scheduling engine, the simulator and the `sluice` binary's subcommands.
 
 pub mod bench;
+pub mod cli;
 pub mod engine;
 pub mod ingest;
 pub mod jobs;

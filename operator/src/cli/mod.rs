@@ -1,0 +1,1 @@
+//! Subcommands of the `sluice` binary that talk to a cluster or to policy modules; `main.rs` only dispatches.
