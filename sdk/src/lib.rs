@@ -11,6 +11,7 @@
 //!   * [`kueue::labels`]: well-known label, annotation, finalizer, condition and reason strings.
 //! * [`policy`]: the policy contract (placement scoring over a columnar node batch).
 //! * [`sluice`]: Sluice's own `sluice.dev` kinds.
+//! * [`topology`]: the GPU topology model (GPUs, NVLink islands, health) the node agent publishes.
 //! * [`quantity`]: exact integer values of Kubernetes quantities in the units Kueue's scheduler uses.
 //!
 //! ```
@@ -34,6 +35,7 @@ pub mod kueue;
 pub mod policy;
 pub mod quantity;
 pub mod sluice;
+pub mod topology;
 
 /// Re-export of the Kubernetes API types these types are built on.
 pub use k8s_openapi as k8s;

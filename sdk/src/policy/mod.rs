@@ -4,6 +4,7 @@
 //! the WIT package in `sdk/wit/`) by WebAssembly modules, so a module is only one implementation of
 //! a trait, never a special case in the engine.
 
+pub mod builtin;
 pub mod error;
 pub mod placement;
 

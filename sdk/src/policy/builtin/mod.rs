@@ -1,0 +1,62 @@
+//! Built-in placement policies, written against the contract types only (so they also build for
+//! WebAssembly guests): [`TopologyPack`] (the engine's default) and [`Spread`].
+
+mod pack;
+mod spread;
+
+pub use pack::TopologyPack;
+pub use spread::Spread;
+
+use super::placement::{NodeBatch, PodSetRequest};
+
+/// Pods of `request` that node `i` of `nodes` can take, by its free resources, GPUs and (with
+/// `nvlink_required`) NVLink islands; 0 for a node that is not ready.
+pub fn pods_fitting(request: &PodSetRequest, nodes: &NodeBatch, i: usize) -> u32 {
+    if !nodes.ready.get(i).copied().unwrap_or(false) {
+        return 0;
+    }
+    let mut fit = u32::MAX;
+    let k = request.resources.len();
+    for (r, &need) in request.per_pod.iter().enumerate() {
+        if need <= 0 {
+            continue;
+        }
+        let free = nodes.free.get(i * k + r).copied().unwrap_or(0).max(0);
+        fit = fit.min(u32::try_from(free / need).unwrap_or(u32::MAX));
+    }
+    let gpp = request.gpus_per_pod;
+    let by_gpu = if request.nvlink_required {
+        island_range(nodes, i)
+            .map(|j| {
+                let free = nodes.island_free.get(j).copied().unwrap_or(0);
+                free.checked_div(gpp).unwrap_or(u32::MAX)
+            })
+            .fold(0u32, u32::saturating_add)
+    } else {
+        let free = nodes.gpu_free.get(i).copied().unwrap_or(0);
+        free.checked_div(gpp).unwrap_or(u32::MAX)
+    };
+    if gpp > 0 {
+        fit = fit.min(by_gpu);
+    }
+    fit
+}
+
+/// Indexes into `island_size`/`island_free` of node `i`'s islands.
+pub fn island_range(nodes: &NodeBatch, i: usize) -> std::ops::Range<usize> {
+    let lo = nodes.island_offsets.get(i).copied().unwrap_or(0) as usize;
+    let hi = nodes.island_offsets.get(i + 1).copied().unwrap_or(0) as usize;
+    lo..hi.max(lo)
+}
+
+/// Share of node `i`'s healthy GPUs that are free (1.0 for a node without GPUs).
+pub fn free_share(nodes: &NodeBatch, i: usize) -> f64 {
+    let total = nodes.gpu_total.get(i).copied().unwrap_or(0);
+    if total == 0 {
+        return 1.0;
+    }
+    f64::from(nodes.gpu_free.get(i).copied().unwrap_or(0)) / f64::from(total)
+}
+
+#[cfg(test)]
+mod tests;
