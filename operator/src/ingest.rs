@@ -581,6 +581,7 @@ pub fn workload(
                 .enumerate()
                 .map(|(t, tol)| toleration(&object, &format!("{tfield}.tolerations[{t}]"), tol))
                 .collect::<Result<_, _>>()?,
+            topology: pod_set_topology(&object, &field, ps)?,
         });
     }
     let creation_time = wl
@@ -695,6 +696,152 @@ pub fn gpus_by_flavor(a: &engine::Admission, gpu_resource: &str) -> BTreeMap<Str
         }
     }
     out
+}
+
+/// A pod set's topology request: `spec.podSets[].topologyRequest`, else Kueue's pod template
+/// annotations, plus Sluice's `sluice.dev/podset-required-topology: nvlink`.
+pub fn pod_set_topology(
+    object: &str,
+    field: &str,
+    ps: &api::PodSet,
+) -> Result<Option<engine::PodSetTopology>, IngestError> {
+    use sluice_sdk::kueue::labels as kl;
+    use sluice_sdk::topology as st;
+    let empty = BTreeMap::new();
+    let ann = ps
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.annotations.as_ref())
+        .unwrap_or(&empty);
+    let tr = ps.topology_request.clone().unwrap_or_default();
+    let required = tr
+        .required
+        .or_else(|| ann.get(kl::PODSET_REQUIRED_TOPOLOGY_ANNOTATION).cloned());
+    let preferred = tr
+        .preferred
+        .or_else(|| ann.get(kl::PODSET_PREFERRED_TOPOLOGY_ANNOTATION).cloned());
+    let unconstrained = tr.unconstrained.unwrap_or(false)
+        || ann
+            .get(kl::PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION)
+            .is_some_and(|v| v == "true");
+    let nvlink = match ann.get(st::PODSET_REQUIRED_TOPOLOGY_ANNOTATION) {
+        None => false,
+        Some(v) if v == st::NVLINK => true,
+        Some(v) => {
+            return Err(err(
+                object,
+                format!(
+                    "{field}.template.metadata.annotations[{}]",
+                    st::PODSET_REQUIRED_TOPOLOGY_ANNOTATION
+                ),
+                format!(
+                    "unsupported value {v:?}: the only level is {:?}",
+                    st::NVLINK
+                ),
+            ));
+        }
+    };
+    let (mode, level) = match (required, preferred, unconstrained) {
+        (Some(l), _, _) => (engine::TopologyMode::Required, Some(l)),
+        (None, Some(l), _) => (engine::TopologyMode::Preferred, Some(l)),
+        (None, None, true) => (engine::TopologyMode::Unconstrained, None),
+        (None, None, false) if nvlink => (engine::TopologyMode::None, None),
+        (None, None, false) => return Ok(None),
+    };
+    Ok(Some(engine::PodSetTopology {
+        mode,
+        level,
+        nvlink,
+    }))
+}
+
+/// Kueue Topology -> engine topology levels.
+pub fn topology(t: &api::Topology) -> Result<engine::TopologyLevels, IngestError> {
+    let name = name_of("Topology", &t.metadata)?;
+    if t.spec.levels.is_empty() {
+        return Err(err(
+            &format!("Topology {name}"),
+            "spec.levels",
+            "at least one level is required",
+        ));
+    }
+    Ok(engine::TopologyLevels {
+        name,
+        levels: t.spec.levels.iter().map(|l| l.node_label.clone()).collect(),
+    })
+}
+
+/// v1 Node -> engine Node (allocatable in scheduler units, Ready condition, taints).
+pub fn node(n: &core::Node) -> Result<engine::Node, IngestError> {
+    let name = name_of("Node", &n.metadata)?;
+    let object = format!("Node {name}");
+    let mut allocatable = engine::ResourceList::new();
+    let status = n.status.clone().unwrap_or_default();
+    for (r, q) in status.allocatable.iter().flatten() {
+        let v = resource_value(r, q)
+            .map_err(|e| err(&object, format!("status.allocatable[{r}]"), e))?;
+        allocatable.insert(r.clone(), v);
+    }
+    // A node without conditions (e.g. a hand-written manifest) counts as Ready.
+    let ready = status.conditions.as_ref().is_none_or(|cs| {
+        cs.iter()
+            .find(|c| c.type_ == "Ready")
+            .is_none_or(|c| c.status == "True")
+    });
+    let spec = n.spec.clone().unwrap_or_default();
+    let taints = spec
+        .taints
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, t)| taint(&object, &format!("spec.taints[{i}]"), t))
+        .collect::<Result<_, _>>()?;
+    Ok(engine::Node {
+        name,
+        labels: n.metadata.labels.clone().unwrap_or_default(),
+        allocatable,
+        taints,
+        ready,
+        unschedulable: spec.unschedulable.unwrap_or(false),
+    })
+}
+
+/// NodeGpuTopology -> the engine's GPU report event.
+pub fn node_gpu_topology(
+    t: &sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology,
+) -> Result<engine::Event, IngestError> {
+    let name = name_of("NodeGpuTopology", &t.metadata)?;
+    let node = if t.spec.node_name.is_empty() {
+        name.clone()
+    } else {
+        t.spec.node_name.clone()
+    };
+    t.spec
+        .gpus
+        .validate(&node)
+        .map_err(|e| err(&format!("NodeGpuTopology {name}"), "spec", e))?;
+    Ok(engine::Event::UpsertNodeGpus {
+        node,
+        gpus: t.spec.gpus.clone(),
+    })
+}
+
+/// An engine placement's assignment in Kueue's v1beta2 (compressed) form.
+pub fn api_topology_assignment(a: &engine::TopologyAssignment) -> api::TopologyAssignment {
+    use sluice_sdk::kueue::v1beta1;
+    let ta = v1beta1::TopologyAssignment {
+        levels: a.levels.clone(),
+        domains: a
+            .domains
+            .iter()
+            .map(|d| v1beta1::TopologyDomainAssignment {
+                values: d.values.clone(),
+                count: d.count,
+            })
+            .collect(),
+    };
+    sluice_sdk::kueue::conversion::compress_topology_assignment(&ta)
 }
 
 #[cfg(test)]

@@ -8,7 +8,9 @@ use super::assign::{Assignment, Mode, WAITING_FOR_QUOTA};
 use super::fairness::OrderKey;
 use super::preempt::{Preemptor, Sim, Target, human_reason};
 use super::quota::{Fr, NodeId};
-use super::{Decision, Engine, Phase, QueueingStrategy, ReclaimPolicy, ScanProgress, Time};
+use super::{
+    Decision, Engine, Phase, PodSetPlacement, QueueingStrategy, ReclaimPolicy, ScanProgress, Time,
+};
 
 const WAITING_FOR_PREEMPTED: &str = "WaitingForPreemptedWorkloads";
 
@@ -34,6 +36,10 @@ struct Entry {
     cq_generation: u64,
     /// Its ClusterQueue's sticky preemptor when popped, waiting for its victims to leave.
     preemptor: bool,
+    /// Topology placement of its TAS pod sets, computed at nomination.
+    placement: Option<Vec<PodSetPlacement>>,
+    /// Node usage generation the placement was computed against.
+    tas_gen: u64,
 }
 
 impl Engine {
@@ -166,7 +172,18 @@ impl Engine {
                 scan,
                 max_counts,
             };
-            let (assignment, targets) = self.sim().get_assignments(&pre, partial);
+            let (mut assignment, mut targets) = self.sim().get_assignments(&pre, partial);
+            // TAS: quota is not enough, every pod needs a place (as if the targets were gone).
+            let placement = if assignment.mode() == Mode::Preempt && targets.is_empty() {
+                None
+            } else {
+                let victims: Vec<u32> = targets.iter().map(|t| t.wl).collect();
+                self.nominate_placement(&pre, partial, &mut assignment, &victims)
+            };
+            if assignment.mode() == Mode::NoFit {
+                targets.clear();
+            }
+            let tas_gen = self.topo.usage_gen;
             entries.push(Entry {
                 wl,
                 cq,
@@ -177,6 +194,8 @@ impl Engine {
                 generation,
                 cq_generation,
                 preemptor: sticky,
+                placement,
+                tas_gen,
             });
         }
 
@@ -371,9 +390,28 @@ impl Engine {
             requeues.push((e.wl, e.cq, Requeue::Immediate));
             return;
         }
+        let placement = match e.placement {
+            Some(p) if self.topo.usage_gen == e.tas_gen => Some(p),
+            Some(_) => match self.place_assignment(e.wl, &e.assignment, &[]) {
+                Ok(p) => Some(p),
+                Err(_) => {
+                    self.set_pending(
+                        e.wl,
+                        WAITING_FOR_QUOTA,
+                        "Workload no longer fits after processing another workload".into(),
+                    );
+                    requeues.push((e.wl, e.cq, Requeue::Immediate));
+                    return;
+                }
+            },
+            None => None,
+        };
         let admission = e.assignment.to_admission(&self.sim(), e.cq, e.wl);
         self.dequeue(e.wl);
         self.reserve(e.wl, e.cq, admission.clone(), now);
+        if let Some(p) = placement {
+            self.topo.hold(e.wl, p);
+        }
         if let Some(c) = self.cq_mut(e.cq)
             && c.tried.is_some_and(|(w, g)| w == e.wl && g == e.generation)
         {

@@ -13,8 +13,9 @@
 //!   reservation time (preemption ordering tie-break).
 //! * Queue order uses `creation_time`; the `EvictionComplete` time does not reorder (as Kueue
 //!   does for preemption evictions).
-//! * Not modelled: topology-aware scheduling (TAS flavors act as plain flavors), admission-check
-//!   states, admission fair sharing, waitForPodsReady, priority boost, workload slices.
+//! * Flavors with a `topology_name` are placed on Nodes (topology-aware, see `topology/place.rs`);
+//!   [`Engine::placement`] gives an admitted workload's placement.
+//! * Not modelled: admission-check states, admission fair sharing, waitForPodsReady, priority boost, workload slices.
 
 mod assign;
 mod cycle;
@@ -26,6 +27,7 @@ mod preempt;
 mod quota;
 mod state;
 mod status;
+mod topology;
 mod types;
 
 use std::cmp::Reverse;
@@ -244,6 +246,8 @@ pub struct Engine {
     pub(crate) now: Time,
     /// Scheduling cycles run so far.
     pub(crate) cycle: u64,
+    /// Nodes, GPU reports, Topologies and topology placements (TAS).
+    pub(crate) topo: topology::TopoState,
 }
 
 impl Engine {
@@ -274,6 +278,7 @@ impl Engine {
             pods_resource,
             now: 0,
             cycle: 0,
+            topo: topology::TopoState::default(),
         }
     }
 

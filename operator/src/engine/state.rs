@@ -80,6 +80,28 @@ impl Engine {
                     }
                 }
             }
+            Event::UpsertNode(node) => self.topo_upsert_node(node),
+            Event::DeleteNode(name) => self.topo_delete_node(&name),
+            Event::UpsertTopology(t) => {
+                self.topo.topologies.insert(t.name, t.levels);
+                self.topo.generation += 1;
+                self.capacity_changed();
+            }
+            Event::DeleteTopology(name) => {
+                self.topo.topologies.remove(&name);
+                self.topo.generation += 1;
+            }
+            Event::UpsertNodeGpus { node, gpus } => self.topo_upsert_gpus(&node, Some(gpus)),
+            Event::DeleteNodeGpus(node) => self.topo_upsert_gpus(&node, None),
+            Event::RestorePlacement { workload, pod_sets } => {
+                if let Some(&i) = self.wl_by_key.get(&workload)
+                    && self
+                        .wl(i)
+                        .is_some_and(|w| matches!(w.phase, Phase::Admitted | Phase::Evicting))
+                {
+                    self.topo.hold(i, pod_sets);
+                }
+            }
             Event::EvictionComplete { workload, time } => {
                 self.now = self.now.max(time);
                 if let Some(&i) = self.wl_by_key.get(&workload)
@@ -877,6 +899,10 @@ impl Engine {
         }
         let root = self.tree.root(adm.cq);
         self.requeue_inadmissible_tree(root);
+        // Node capacity is shared by every tree, not only this one.
+        if self.topo.release(i) {
+            self.capacity_changed();
+        }
         if gone {
             self.remove_cq(adm.cq);
         }
@@ -916,7 +942,7 @@ impl Engine {
         }
     }
 
-    fn requeue_all_inadmissible(&mut self) {
+    pub(crate) fn requeue_all_inadmissible(&mut self) {
         for n in 0..self.cqs.len() as NodeId {
             self.requeue_inadmissible_of(n);
         }

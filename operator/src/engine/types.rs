@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub use sluice_sdk::policy::TopologyMode;
+
 /// Milliseconds since the Unix epoch (virtual or real).
 pub type Time = i64;
 /// cpu in milli-units, everything else in base units (bytes, GPUs, pods).
@@ -452,9 +454,92 @@ pub struct PodSet {
     pub required_affinity: Vec<NodeSelectorTerm>,
     /// Pod tolerations.
     pub tolerations: Vec<Toleration>,
+    /// Topology request (None: TAS flavors place it unconstrained, as Kueue's implicit default).
+    pub topology: Option<PodSetTopology>,
 }
 
-/// A Workload.
+/// A pod set's topology request (Kueue's `topologyRequest`, plus Sluice's NVLink requirement).
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct PodSetTopology {
+    /// Required, preferred or unconstrained.
+    pub mode: TopologyMode,
+    /// Node label of the requested level (required/preferred).
+    pub level: Option<String>,
+    /// Each pod's GPUs on a node must share one NVLink island.
+    pub nvlink: bool,
+}
+
+/// A Kubernetes Node as the engine sees it.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Node {
+    /// Node name.
+    pub name: String,
+    /// Labels (topology levels, flavor labels).
+    pub labels: BTreeMap<String, String>,
+    /// Allocatable resources (cpu in milli-units).
+    pub allocatable: ResourceList,
+    /// Taints.
+    pub taints: Vec<Taint>,
+    /// Ready condition is True.
+    pub ready: bool,
+    /// `spec.unschedulable`.
+    pub unschedulable: bool,
+}
+
+/// A Kueue Topology object: node labels of its levels, outermost first.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct TopologyLevels {
+    /// Topology name.
+    pub name: String,
+    /// Node label keys, outermost (e.g. block) first.
+    pub levels: Vec<String>,
+}
+
+/// One topology domain of an assignment (Kueue's v1beta1 `domains[]` form).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct TopologyDomain {
+    /// Domain value per assignment level.
+    pub values: Vec<String>,
+    /// Pods in the domain.
+    pub count: i32,
+}
+
+/// Where the pods of one pod set go: Kueue's topology assignment (per-domain form).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct TopologyAssignment {
+    /// Node labels of the levels.
+    pub levels: Vec<String>,
+    /// Domains with pod counts.
+    pub domains: Vec<TopologyDomain>,
+}
+
+/// Pods of a pod set on one node, with the GPUs chosen for them.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct NodePlacement {
+    /// Node name.
+    pub node: String,
+    /// Pods on the node.
+    pub pods: i32,
+    /// Whole GPUs held (node GPU indexes), `gpus_per_pod` per pod in pod order; empty when the node has no GPU inventory.
+    pub gpus: Vec<u32>,
+    /// GPU index of each MIG instance held, grouped by pod.
+    pub mig_gpus: Vec<u32>,
+}
+
+/// Topology placement of one pod set of an admitted workload.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct PodSetPlacement {
+    /// Pod set name.
+    pub pod_set: String,
+    /// TAS flavor the pod set was placed in.
+    pub flavor: String,
+    /// Per-pod requests the nodes were charged for.
+    pub per_pod: ResourceList,
+    /// Kueue's topology assignment.
+    pub assignment: TopologyAssignment,
+    /// Per node pods and GPUs.
+    pub nodes: Vec<NodePlacement>,
+}
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Workload {
     /// Namespace.
@@ -617,6 +702,30 @@ pub enum Event {
         workload: WorkloadKey,
         /// Requeue time.
         time: Time,
+    },
+    /// Create or update a Node; a NotReady node evicts the workloads placed on it (`NodeFailures`).
+    UpsertNode(Node),
+    /// Delete a Node (its workloads are evicted).
+    DeleteNode(String),
+    /// Create or update a Kueue Topology.
+    UpsertTopology(TopologyLevels),
+    /// Delete a Kueue Topology.
+    DeleteTopology(String),
+    /// A node agent's report (NodeGpuTopology); GPUs that turn unhealthy evict their workloads.
+    UpsertNodeGpus {
+        /// Node name.
+        node: String,
+        /// What the agent found.
+        gpus: sluice_sdk::topology::NodeGpus,
+    },
+    /// The NodeGpuTopology of a node is gone.
+    DeleteNodeGpus(String),
+    /// Restores the topology placement of an admitted workload (after its `UpsertWorkload`).
+    RestorePlacement {
+        /// Workload.
+        workload: WorkloadKey,
+        /// One entry per TAS pod set.
+        pod_sets: Vec<PodSetPlacement>,
     },
 }
 

@@ -1,0 +1,354 @@
+//! Topology-aware gang placement (Kueue's TAS, with NVLink islands and MIG below the node level).
+//!
+//! The node inventory (Nodes, NodeGpuTopology reports, Kueue Topology objects) and what admitted
+//! workloads hold on each node live here; [`capacity`] builds the policy's node batch and the
+//! engine's own per-node fit, [`place`] chooses domains, nodes and GPUs.
+
+pub(crate) mod admit;
+pub(crate) mod capacity;
+pub(crate) mod place;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use sluice_sdk::policy::PlacementPolicy;
+use sluice_sdk::policy::builtin::TopologyPack;
+use sluice_sdk::topology::{GPU_RESOURCE, MIG_RESOURCE_PREFIX, NodeGpus};
+
+use super::fasthash::FastMap;
+use super::types::{Node, PodSetPlacement};
+use capacity::StaticBatch;
+
+/// One GPU of a node, as placement tracks it.
+#[derive(Clone, Debug)]
+pub(crate) struct GpuSlot {
+    pub index: u32,
+    pub healthy: bool,
+    /// Schedulable as a whole `nvidia.com/gpu` (not MIG-partitioned).
+    pub whole: bool,
+    pub held: bool,
+    /// MIG instances: (resource id of the profile, held).
+    pub mig: Vec<(u32, bool)>,
+}
+
+/// A node with what admitted workloads hold on it.
+#[derive(Clone, Debug)]
+pub(crate) struct NodeSlot {
+    pub spec: Node,
+    /// Allocatable by resource id.
+    pub alloc: Vec<i64>,
+    /// Held by placed workloads, by resource id.
+    pub used: Vec<i64>,
+    /// The agent's report, when there is one.
+    pub report: Option<NodeGpus>,
+    pub gpus: Vec<GpuSlot>,
+    /// GPU positions (into `gpus`) of each NVLink island.
+    pub islands: Vec<Vec<usize>>,
+}
+
+impl NodeSlot {
+    pub(crate) fn schedulable(&self) -> bool {
+        self.spec.ready && !self.spec.unschedulable
+    }
+
+    pub(crate) fn free(&self, r: u32) -> i64 {
+        let r = r as usize;
+        self.alloc.get(r).copied().unwrap_or(0) - self.used.get(r).copied().unwrap_or(0)
+    }
+
+    fn add_used(&mut self, r: u32, v: i64) {
+        let r = r as usize;
+        if self.used.len() <= r {
+            self.used.resize(r + 1, 0);
+        }
+        self.used[r] = self.used[r].saturating_add(v);
+    }
+
+    /// Rebuilds the GPU slots from the agent's report, keeping what is held.
+    fn rebuild_gpus(&mut self, res: &mut Resources) {
+        let held: Vec<(u32, bool, Vec<bool>)> = self
+            .gpus
+            .iter()
+            .map(|g| (g.index, g.held, g.mig.iter().map(|m| m.1).collect()))
+            .collect();
+        self.gpus.clear();
+        self.islands.clear();
+        let Some(report) = &self.report else { return };
+        for isl in report.complete_islands() {
+            let mut members = Vec::new();
+            for idx in isl.gpus {
+                let Some(g) = report.gpus.iter().find(|g| g.index == idx) else {
+                    continue;
+                };
+                let old = held.iter().find(|h| h.0 == idx);
+                let mig = g
+                    .mig_instances
+                    .iter()
+                    .enumerate()
+                    .map(|(k, m)| {
+                        let r = res.id(&format!("{MIG_RESOURCE_PREFIX}{}", m.profile));
+                        let was = old.and_then(|o| o.2.get(k).copied()).unwrap_or(false);
+                        (r, was)
+                    })
+                    .collect();
+                members.push(self.gpus.len());
+                self.gpus.push(GpuSlot {
+                    index: idx,
+                    healthy: g.health.healthy,
+                    whole: !g.mig_enabled,
+                    held: old.is_some_and(|o| o.1),
+                    mig,
+                });
+            }
+            self.islands.push(members);
+        }
+    }
+}
+
+/// Interned resource names of the node inventory.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Resources {
+    ids: HashMap<String, u32>,
+    names: Vec<String>,
+}
+
+impl Resources {
+    pub(crate) fn id(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.to_string());
+        self.ids.insert(name.to_string(), id);
+        id
+    }
+
+    pub(crate) fn name(&self, id: u32) -> &str {
+        self.names.get(id as usize).map_or("", String::as_str)
+    }
+}
+
+/// Node inventory, holdings and the placement policy.
+#[derive(Clone, Debug)]
+pub(crate) struct TopoState {
+    pub policy: Arc<dyn PlacementPolicy>,
+    pub policy_failures: u64,
+    pub last_policy_error: Option<String>,
+    /// Ignore topology levels and NVLink islands (for comparisons in the simulator).
+    pub blind: bool,
+    pub res: Resources,
+    pub gpu_res: u32,
+    pub nodes: Vec<NodeSlot>,
+    pub node_ids: HashMap<String, u32>,
+    pub topologies: HashMap<String, Vec<String>>,
+    /// Bumped when static node data (labels, taints, allocatable, GPU inventory) changes.
+    pub generation: u64,
+    /// Placements held by admitted (and evicting) workloads.
+    pub holdings: FastMap<u32, Vec<PodSetPlacement>>,
+    /// Static node batch per TAS flavor, valid for one inventory generation.
+    pub cache: FastMap<u32, Arc<StaticBatch>>,
+    /// Bumped whenever node usage changes (placements computed earlier may be stale).
+    pub usage_gen: u64,
+}
+
+impl Default for TopoState {
+    fn default() -> Self {
+        let mut res = Resources::default();
+        let gpu_res = res.id(GPU_RESOURCE);
+        Self {
+            policy: Arc::new(TopologyPack),
+            policy_failures: 0,
+            last_policy_error: None,
+            blind: false,
+            res,
+            gpu_res,
+            nodes: Vec::new(),
+            node_ids: HashMap::new(),
+            topologies: HashMap::new(),
+            generation: 0,
+            holdings: FastMap::default(),
+            cache: FastMap::default(),
+            usage_gen: 0,
+        }
+    }
+}
+
+impl TopoState {
+    /// Inserts or updates a node. Returns whether it stopped being usable (NotReady).
+    pub(crate) fn upsert_node(&mut self, node: Node) -> bool {
+        let alloc = self.alloc_vec(&node);
+        match self.node_ids.get(&node.name).copied() {
+            Some(id) => {
+                let slot = &mut self.nodes[id as usize];
+                let failed = slot.spec.ready && !node.ready;
+                let static_change = slot.spec.labels != node.labels
+                    || slot.spec.taints != node.taints
+                    || slot.alloc != alloc;
+                slot.spec = node;
+                slot.alloc = alloc;
+                if static_change {
+                    self.generation += 1;
+                }
+                failed
+            }
+            None => {
+                let id = self.nodes.len() as u32;
+                self.node_ids.insert(node.name.clone(), id);
+                self.nodes.push(NodeSlot {
+                    spec: node,
+                    alloc,
+                    used: Vec::new(),
+                    report: None,
+                    gpus: Vec::new(),
+                    islands: Vec::new(),
+                });
+                self.generation += 1;
+                false
+            }
+        }
+    }
+
+    fn alloc_vec(&mut self, node: &Node) -> Vec<i64> {
+        let mut v = Vec::new();
+        for (r, &q) in &node.allocatable {
+            let id = self.res.id(r) as usize;
+            if v.len() <= id {
+                v.resize(id + 1, 0);
+            }
+            v[id] = q;
+        }
+        v
+    }
+
+    /// Marks a deleted node NotReady with nothing allocatable (holdings on it are released later).
+    pub(crate) fn delete_node(&mut self, name: &str) {
+        if let Some(&id) = self.node_ids.get(name) {
+            let slot = &mut self.nodes[id as usize];
+            slot.spec.ready = false;
+            slot.spec.labels.clear();
+            slot.alloc.clear();
+            self.generation += 1;
+        }
+    }
+
+    /// Records an agent report; returns GPU indexes that turned unhealthy.
+    pub(crate) fn upsert_gpus(&mut self, node: &str, report: Option<NodeGpus>) -> Vec<u32> {
+        let Some(&id) = self.node_ids.get(node) else {
+            // Reports may arrive before their Node: keep them on a placeholder that is NotReady.
+            if report.is_some() {
+                self.upsert_node(Node {
+                    name: node.to_string(),
+                    ..Node::default()
+                });
+                return self.upsert_gpus(node, report);
+            }
+            return Vec::new();
+        };
+        let slot = &mut self.nodes[id as usize];
+        let was_healthy: Vec<u32> = slot
+            .gpus
+            .iter()
+            .filter(|g| g.healthy)
+            .map(|g| g.index)
+            .collect();
+        slot.report = report;
+        slot.rebuild_gpus(&mut self.res);
+        self.generation += 1;
+        slot.gpus
+            .iter()
+            .filter(|g| !g.healthy && was_healthy.contains(&g.index))
+            .map(|g| g.index)
+            .collect()
+    }
+
+    /// Charges (`sign` 1) or releases (-1) a placement on its nodes.
+    pub(crate) fn apply(&mut self, p: &PodSetPlacement, sign: i64) {
+        self.usage_gen += 1;
+        let per_pod: Vec<(u32, i64)> = p
+            .per_pod
+            .iter()
+            .map(|(r, &q)| (self.res.id(r), q))
+            .collect();
+        let mig: Vec<(u32, i64)> = per_pod
+            .iter()
+            .copied()
+            .filter(|&(r, _)| self.res.name(r).starts_with(MIG_RESOURCE_PREFIX))
+            .collect();
+        for np in &p.nodes {
+            let Some(&id) = self.node_ids.get(&np.node) else {
+                continue;
+            };
+            let slot = &mut self.nodes[id as usize];
+            for &(r, q) in &per_pod {
+                slot.add_used(r, sign * q.saturating_mul(i64::from(np.pods)));
+            }
+            for &g in &np.gpus {
+                if let Some(s) = slot.gpus.iter_mut().find(|s| s.index == g) {
+                    s.held = sign > 0;
+                }
+            }
+            // MIG instances are listed by resource (name order), then by pod.
+            let mut it = np.mig_gpus.iter();
+            for &(r, per) in &mig {
+                for _ in 0..per.saturating_mul(i64::from(np.pods)) {
+                    let Some(&g) = it.next() else { break };
+                    if let Some(s) = slot.gpus.iter_mut().find(|s| s.index == g)
+                        && let Some(m) = s.mig.iter_mut().find(|m| m.0 == r && m.1 == (sign < 0))
+                    {
+                        m.1 = sign > 0;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Records and charges a workload's placements.
+    pub(crate) fn hold(&mut self, wl: u32, placements: Vec<PodSetPlacement>) {
+        self.release(wl);
+        for p in &placements {
+            self.apply(p, 1);
+        }
+        if !placements.is_empty() {
+            self.holdings.insert(wl, placements);
+        }
+    }
+
+    /// Releases what a workload holds; returns whether it held anything.
+    pub(crate) fn release(&mut self, wl: u32) -> bool {
+        let Some(ps) = self.holdings.remove(&wl) else {
+            return false;
+        };
+        for p in &ps {
+            self.apply(p, -1);
+        }
+        true
+    }
+
+    /// Workloads holding pods on `node` (any GPU when `gpus` is None, else one of those GPUs).
+    pub(crate) fn holders_on(&self, node: &str, gpus: Option<&[u32]>) -> Vec<u32> {
+        let mut out: Vec<u32> = self
+            .holdings
+            .iter()
+            .filter(|(_, ps)| {
+                ps.iter().any(|p| {
+                    p.nodes.iter().any(|n| {
+                        n.node == node
+                            && gpus.is_none_or(|bad| {
+                                n.gpus.iter().chain(&n.mig_gpus).any(|g| bad.contains(g))
+                            })
+                    })
+                })
+            })
+            .map(|(&w, _)| w)
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// Records a policy failure (the built-in policy answered instead).
+    pub(crate) fn policy_failed(&mut self, message: String) {
+        self.policy_failures += 1;
+        tracing::warn!(%message, "placement policy failed; using topology-pack");
+        self.last_policy_error = Some(message);
+    }
+}

@@ -1,0 +1,116 @@
+//! All or nothing, property-tested: whatever the cluster and the gangs, no admitted TAS pod set is
+//! partially placed, every placed pod set has exactly its admitted count (at least minCount) and
+//! no node holds more than it has.
+
+mod common;
+
+use common::*;
+use proptest::prelude::*;
+use sluice_operator::engine::*;
+
+const GPU: &str = "nvidia.com/gpu";
+
+#[derive(Clone, Debug)]
+struct Gang {
+    pods: i32,
+    min: Option<i32>,
+    gpus: i64,
+    mode: u8,
+    level: u8,
+    finish_after: u8,
+}
+
+fn gang() -> impl Strategy<Value = Gang> {
+    (
+        1..12i32,
+        proptest::option::of(1..12i32),
+        1..=8i64,
+        0..3u8,
+        0..3u8,
+        0..4u8,
+    )
+        .prop_map(|(pods, min, gpus, mode, level, finish_after)| Gang {
+            pods,
+            min: min.map(|m| m.min(pods)),
+            gpus,
+            mode,
+            level,
+            finish_after,
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn never_a_partial_gang(
+        racks in 1..4usize,
+        per_rack in 1..5usize,
+        gpus_per_node in prop::sample::select(vec![4i64, 8]),
+        down in proptest::collection::vec(any::<bool>(), 16),
+        gangs in proptest::collection::vec(gang(), 1..10),
+    ) {
+        let levels = ["block", "rack", "kubernetes.io/hostname"];
+        let mut env = Env::new();
+        env.apply(Event::UpsertTopology(TopologyLevels {
+            name: "t".into(),
+            levels: levels.iter().map(|s| s.to_string()).collect(),
+        }));
+        env.flavor_obj(Flavor { name: "tas".into(), topology_name: Some("t".into()), ..Flavor::default() });
+        let mut k = 0;
+        for r in 0..racks {
+            for n in 0..per_rack {
+                let name = format!("n{r}-{n}");
+                env.apply(Event::UpsertNode(Node {
+                    name: name.clone(),
+                    labels: [("block", format!("b{}", r / 2)), ("rack", format!("r{r}")), ("kubernetes.io/hostname", name)]
+                        .into_iter().map(|(a, b)| (a.to_string(), b)).collect(),
+                    allocatable: [(GPU.to_string(), gpus_per_node)].into(),
+                    ready: !down[k % down.len()] || k == 0,
+                    ..Node::default()
+                }));
+                k += 1;
+            }
+        }
+        env.cq_lq(cq("cq").group(&[GPU], vec![fq("tas", vec![rq(GPU, 64)])]), "ns");
+        for (i, g) in gangs.iter().enumerate() {
+            let mut w = wl("ns", &format!("w{i}")).queue("main").ps("main", g.pods, &[(GPU, g.gpus)]);
+            if let Some(m) = g.min { w = w.min(m); }
+            let mode = [TopologyMode::Required, TopologyMode::Preferred, TopologyMode::Unconstrained][g.mode as usize];
+            w.0.pod_sets[0].topology = Some(PodSetTopology {
+                mode,
+                level: (mode != TopologyMode::Unconstrained).then(|| levels[g.level as usize].to_string()),
+                nvlink: false,
+            });
+            env.submit(w);
+        }
+        for cycle in 0..12u8 {
+            env.schedule();
+            env.engine.check_topology_invariants().map_err(TestCaseError::fail)?;
+            for (i, g) in gangs.iter().enumerate() {
+                let key = format!("ns/w{i}");
+                if let WorkloadState::Admitted(a) = env.state(&key) {
+                    let p = env.engine.placement(&key_of(&key));
+                    prop_assert!(p.is_some(), "{key} admitted without a placement");
+                    let placed: i32 = p.into_iter().flatten().flat_map(|p| &p.nodes).map(|n| n.pods).sum();
+                    let count = a.pod_set_assignments[0].count;
+                    prop_assert_eq!(placed, count);
+                    prop_assert!(count >= g.min.unwrap_or(g.pods) && count <= g.pods);
+                    if g.mode == 0 {
+                        // Required: one domain of the level.
+                        let p = &env.engine.placement(&key_of(&key)).unwrap()[0];
+                        let level = levels[g.level as usize];
+                        let domains: std::collections::BTreeSet<String> = p.nodes.iter().map(|n| {
+                            let (r, _) = n.node[1..].split_once('-').unwrap();
+                            let r: usize = r.parse().unwrap();
+                            match level { "block" => format!("b{}", r / 2), "rack" => format!("r{r}"), _ => n.node.clone() }
+                        }).collect();
+                        prop_assert_eq!(domains.len(), 1, "{} spans {:?}", key, domains);
+                    }
+                    if cycle >= g.finish_after {
+                        env.apply(Event::FinishWorkload(key_of(&key)));
+                    }
+                }
+            }
+        }
+    }
+}
