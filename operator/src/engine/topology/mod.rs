@@ -146,7 +146,7 @@ pub(crate) struct TopoState {
     /// Placements held by admitted (and evicting) workloads.
     pub holdings: FastMap<u32, Vec<PodSetPlacement>>,
     /// Static node batch per TAS flavor, valid for one inventory generation.
-    pub cache: FastMap<u32, Arc<StaticBatch>>,
+    pub cache: FastMap<u32, StaticBatch>,
     /// Bumped whenever node usage changes (placements computed earlier may be stale).
     pub usage_gen: u64,
 }

@@ -16,7 +16,6 @@
 //!    instances that still fit, so partitions stay packed on few GPUs.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 
 use sluice_sdk::policy::builtin::TopologyPack;
 use sluice_sdk::policy::{NodeScores, PlacementPolicy, PodSetRequest, TopologyMode};
@@ -49,22 +48,18 @@ struct Dom {
 }
 
 impl TopoState {
-    /// The flavor's static batch for the current inventory generation.
-    fn static_batch(
+    /// Takes the flavor's static batch for the current inventory generation out of the cache
+    /// (built when missing or stale); the caller puts it back.
+    fn take_static_batch(
         &mut self,
         flavor_id: u32,
         flavor: &Flavor,
         levels: &[String],
-    ) -> Arc<StaticBatch> {
-        if let Some(sb) = self.cache.get(&flavor_id)
-            && sb.generation == self.generation
-            && sb.levels == levels
-        {
-            return sb.clone();
+    ) -> StaticBatch {
+        match self.cache.remove(&flavor_id) {
+            Some(sb) if sb.generation == self.generation && sb.levels == levels => sb,
+            _ => StaticBatch::build(self, flavor, levels),
         }
-        let sb = Arc::new(StaticBatch::build(self, flavor, levels));
-        self.cache.insert(flavor_id, sb.clone());
-        sb
     }
 
     /// Places `count` pods of a pod set in a TAS flavor, or says why it cannot.
@@ -73,7 +68,19 @@ impl TopoState {
         let Some(levels) = self.topologies.get(&topo_name).cloned() else {
             return Err(format!("topology {topo_name:?} not found"));
         };
-        let sb = self.static_batch(inp.flavor_id, inp.flavor, &levels);
+        let mut sb = self.take_static_batch(inp.flavor_id, inp.flavor, &levels);
+        let out = self.place_in(inp, &mut sb, &topo_name, &levels);
+        self.cache.insert(inp.flavor_id, sb);
+        out
+    }
+
+    fn place_in(
+        &mut self,
+        inp: &PlaceInput<'_>,
+        sb: &mut StaticBatch,
+        topo_name: &str,
+        levels: &[String],
+    ) -> Result<PodSetPlacement, String> {
         let ps = inp.pod_set;
         let topo = ps.topology.clone().unwrap_or_default();
         let mut needs = PodNeeds {
@@ -91,8 +98,10 @@ impl TopoState {
             }
         }
         let resources: Vec<u32> = needs.per_pod.iter().map(|&(r, _)| r).collect();
-        let mut batch = sb.batch.clone();
-        fill_dynamic(self, &sb, &mut batch, &resources);
+        let mut batch = std::mem::take(&mut sb.batch);
+        fill_dynamic(self, sb, &mut batch, &resources);
+        sb.batch = batch;
+        let batch = &sb.batch;
         let request = PodSetRequest {
             workload: inp.workload.to_string(),
             pod_set: ps.name.clone(),
@@ -109,14 +118,14 @@ impl TopoState {
         };
         let policy = self.policy.clone();
         let scores = match policy
-            .score(&request, &batch)
-            .and_then(|s| s.check(policy.name(), &batch).map(|()| s))
+            .score(&request, batch)
+            .and_then(|s| s.check(policy.name(), batch).map(|()| s))
         {
             Ok(s) => s,
             Err(e) => {
                 self.policy_failed(e.to_string());
                 TopologyPack
-                    .score(&request, &batch)
+                    .score(&request, batch)
                     .unwrap_or_else(|_| NodeScores {
                         score: vec![0.0; batch.len()],
                         max_pods: vec![u32::MAX; batch.len()],
@@ -143,7 +152,7 @@ impl TopoState {
             .collect();
         let nlev = levels.len();
         let sel = Selector {
-            sb: &sb,
+            sb,
             caps: &caps,
             scores: &scores.score,
         };
@@ -206,7 +215,7 @@ impl TopoState {
                 }
             }
         }
-        Ok(self.realise(inp, &sb, &needs, &levels, chosen))
+        Ok(self.realise(inp, sb, &needs, levels, chosen))
     }
 
     /// Turns chosen (node, pods) pairs into a placement: GPUs per node and Kueue's assignment.
