@@ -684,6 +684,25 @@ pub fn api_admission(a: &engine::Admission) -> api::Admission {
     }
 }
 
+/// Engine admission plus its topology placement -> Kueue's `status.admission`, with each TAS pod
+/// set's `topologyAssignment` in v1beta2's compressed form.
+pub fn api_admission_with_placement(
+    a: &engine::Admission,
+    placement: Option<&[engine::PodSetPlacement]>,
+) -> api::Admission {
+    let mut out = api_admission(a);
+    for psa in &mut out.pod_set_assignments {
+        if let Some(p) = placement
+            .into_iter()
+            .flatten()
+            .find(|p| p.pod_set == psa.name)
+        {
+            psa.topology_assignment = Some(api_topology_assignment(&p.assignment));
+        }
+    }
+    out
+}
+
 /// Flavor name -> GPUs of that flavor held by an admission (for reports).
 pub fn gpus_by_flavor(a: &engine::Admission, gpu_resource: &str) -> BTreeMap<String, i64> {
     let mut out = BTreeMap::new();

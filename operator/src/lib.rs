@@ -1,5 +1,6 @@
 //! Sluice's operator: the scheduling engine, the simulator and the `sluice` binary's subcommands.
 
+pub mod agent;
 pub mod bench;
 pub mod cli;
 pub mod engine;

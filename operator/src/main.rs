@@ -32,6 +32,8 @@ enum Command {
     Crds,
     /// Measure the engine's admission throughput and cycle latency on a synthetic cluster.
     Bench(sluice_operator::bench::BenchArgs),
+    /// Discover this node's GPUs (NVML) and publish their topology as a NodeGpuTopology.
+    NodeAgent(sluice_operator::agent::AgentArgs),
 }
 
 #[derive(clap::Args)]
@@ -56,6 +58,9 @@ struct SimulateArgs {
     /// Never show a progress bar.
     #[arg(long)]
     no_progress: bool,
+    /// Place gangs in topology-aware flavors ignoring topology levels and NVLink islands (for comparison).
+    #[arg(long)]
+    ignore_topology: bool,
 }
 
 fn parse_until(s: &str) -> Result<i64, String> {
@@ -94,6 +99,9 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Bench(args) => sluice_operator::bench::run(&args).map_err(Failure::from),
+        Command::NodeAgent(args) => sluice_operator::agent::run(&args)
+            .map(|out| print!("{out}"))
+            .map_err(Failure::from),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -133,6 +141,7 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
     };
     let mut simulation = Simulation::from_documents(&docs, config).map_err(bad_input)?;
     simulation.set_detailed_pending_reasons(args.detailed_pending_reasons);
+    simulation.set_ignore_topology(args.ignore_topology);
     let show_progress =
         simulation.is_timed() && !args.no_progress && std::io::stderr().is_terminal();
     let bar = show_progress.then(|| {

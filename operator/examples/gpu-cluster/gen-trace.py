@@ -12,11 +12,13 @@ for i in range(15):
     spot = i >= 9
     name = f"gpu-{'spot' if spot else 'od'}-{i:02d}"
     rack = f"rack-{i // 4}"
+    # One on-demand node fails six hours in (failure injection: NodeFailures eviction and requeue).
+    fail = "\n  annotations:\n    sluice.dev/fail-at: 6h" if i == 5 else ""
     taints = "\n  taints:\n  - key: sluice.dev/spot\n    value: \"true\"\n    effect: NoSchedule" if spot else ""
     nodes.append(f"""apiVersion: v1
 kind: Node
 metadata:
-  name: {name}
+  name: {name}{fail}
   labels:
     kubernetes.io/hostname: {name}
     cloud.provider.com/topology-rack: {rack}
@@ -37,6 +39,30 @@ status:
     pods: "110\"""".replace('\\"', '"'))
 with open("nodes.yaml", "w") as f:
     f.write("# 9 on-demand and 6 spot H100 nodes, 8 GPUs each.\n" + "\n---\n".join(nodes) + "\n")
+
+# What each node's agent would publish: 8 GPUs in two NVLink islands of four.
+reports = []
+for i in range(15):
+    name = f"gpu-{'spot' if i >= 9 else 'od'}-{i:02d}"
+    gpus = "\n".join(
+        f"  - {{index: {g}, uuid: GPU-{i:02d}{g:02d}0000-0000-0000-0000-000000000000, model: NVIDIA H100 80GB HBM3, "
+        f"memoryMib: 81559, pciBusId: \"00000000:{0x18 + g * 0x10:02x}:00.0\", numaNode: {g // 4}, health: {{healthy: true}}}}"
+        for g in range(8))
+    reports.append(f"""apiVersion: sluice.dev/v1alpha1
+kind: NodeGpuTopology
+metadata:
+  name: {name}
+spec:
+  nodeName: {name}
+  driverVersion: "570.124.06"
+  gpus:
+{gpus}
+  nvlinkIslands:
+  - {{gpus: [0, 1, 2, 3]}}
+  - {{gpus: [4, 5, 6, 7]}}""")
+with open("gpu-topology.yaml", "w") as f:
+    f.write("# NodeGpuTopology of every node, as `sluice node-agent --print` would report it.\n"
+            + "\n---\n".join(reports) + "\n")
 
 # (team, kind, weight): who submits what.
 mix = [
@@ -62,6 +88,13 @@ for n in range(160):
     runtime = rng.randint(lo, hi)
     name = f"{kind}-{n:03d}"
     min_par = f"\n    kueue.x-k8s.io/job-min-parallelism: \"1\"" if kind == "train" and pods > 1 and rng.random() < 0.3 else ""
+    # Gangs prefer one rack; multi-GPU experiments need their GPUs inside one NVLink island.
+    if kind == "train" and pods > 1:
+        tpl = "\n    metadata:\n      annotations:\n        kueue.x-k8s.io/podset-preferred-topology: cloud.provider.com/topology-rack"
+    elif kind == "exp" and gpu > 1:
+        tpl = "\n    metadata:\n      annotations:\n        sluice.dev/podset-required-topology: nvlink"
+    else:
+        tpl = ""
     jobs.append(f"""apiVersion: batch/v1
 kind: Job
 metadata:
@@ -76,7 +109,7 @@ metadata:
 spec:
   parallelism: {pods}
   completions: {pods}
-  template:
+  template:{tpl}
     spec:
       restartPolicy: Never
       containers:

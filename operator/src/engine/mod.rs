@@ -36,6 +36,7 @@ use std::sync::Arc;
 
 pub use error::EngineError;
 pub use fairness::{DrsPolicy, FairnessPolicy, OrderKey, ResourceBorrowing, Share, ShareInput};
+pub use topology::admit::{NODE_FAILURES, TOPOLOGY_PLACEMENT_FAILED};
 pub use types::*;
 
 use fasthash::FastMap;

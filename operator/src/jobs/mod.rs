@@ -6,6 +6,7 @@
 mod batch_job;
 mod podset_info;
 mod priority;
+pub mod topology;
 
 pub use batch_job::BatchJob;
 pub use podset_info::{PodSetInfo, pod_set_infos};

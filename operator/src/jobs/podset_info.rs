@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{PodTemplateSpec, Toleration};
+use k8s_openapi::api::core::v1::{PodSchedulingGate, PodTemplateSpec, Toleration};
 use sluice_sdk::kueue::labels;
 use sluice_sdk::kueue::v1beta2::{Admission, PodSet, ResourceFlavor};
 
@@ -20,6 +20,11 @@ pub struct PodSetInfo {
     pub node_selector: BTreeMap<String, String>,
     /// Tolerations to add.
     pub tolerations: Vec<Toleration>,
+    /// Annotations to add (e.g. `kueue.x-k8s.io/workload` on TAS pod sets).
+    pub annotations: BTreeMap<String, String>,
+    /// Scheduling gates to add (`kueue.x-k8s.io/topology` on TAS pod sets, lifted per pod by
+    /// [`super::topology::node_selector_for_rank`]'s caller).
+    pub scheduling_gates: Vec<String>,
 }
 
 impl PodSetInfo {
@@ -43,6 +48,19 @@ impl PodSetInfo {
                 .as_ref()
                 .and_then(|s| s.tolerations.clone())
                 .unwrap_or_default(),
+            annotations: template
+                .metadata
+                .as_ref()
+                .and_then(|m| m.annotations.clone())
+                .unwrap_or_default(),
+            scheduling_gates: template
+                .spec
+                .as_ref()
+                .and_then(|s| s.scheduling_gates.clone())
+                .into_iter()
+                .flatten()
+                .map(|g| g.name)
+                .collect(),
         }
     }
 
@@ -52,6 +70,10 @@ impl PodSetInfo {
         let meta = template.metadata.get_or_insert_with(Default::default);
         let tpl_labels = meta.labels.get_or_insert_with(Default::default);
         merge_map(tpl_labels, &self.labels, "metadata.labels")?;
+        if !self.annotations.is_empty() {
+            let tpl_ann = meta.annotations.get_or_insert_with(Default::default);
+            merge_map(tpl_ann, &self.annotations, "metadata.annotations")?;
+        }
         let spec = template.spec.get_or_insert_with(Default::default);
         let selector = spec.node_selector.get_or_insert_with(Default::default);
         merge_map(selector, &self.node_selector, "spec.nodeSelector")?;
@@ -61,6 +83,14 @@ impl PodSetInfo {
                 tolerations.push(t.clone());
             }
         }
+        if !self.scheduling_gates.is_empty() {
+            let gates = spec.scheduling_gates.get_or_insert_with(Default::default);
+            for g in &self.scheduling_gates {
+                if !gates.iter().any(|x| &x.name == g) {
+                    gates.push(PodSchedulingGate { name: g.clone() });
+                }
+            }
+        }
         Ok(())
     }
 
@@ -68,7 +98,14 @@ impl PodSetInfo {
     pub fn restore_into(&self, template: &mut PodTemplateSpec) {
         let meta = template.metadata.get_or_insert_with(Default::default);
         meta.labels = (!self.labels.is_empty()).then(|| self.labels.clone());
+        meta.annotations = (!self.annotations.is_empty()).then(|| self.annotations.clone());
         let spec = template.spec.get_or_insert_with(Default::default);
+        spec.scheduling_gates = (!self.scheduling_gates.is_empty()).then(|| {
+            self.scheduling_gates
+                .iter()
+                .map(|g| PodSchedulingGate { name: g.clone() })
+                .collect()
+        });
         spec.node_selector = (!self.node_selector.is_empty()).then(|| self.node_selector.clone());
         spec.tolerations = (!self.tolerations.is_empty()).then(|| self.tolerations.clone());
     }
@@ -114,6 +151,10 @@ pub fn pod_set_infos<'a>(
             info.labels.insert(labels::PODSET_LABEL.to_string(), psa.name.clone());
             info.labels.insert(labels::CLUSTER_QUEUE_NAME_LABEL.to_string(), admission.cluster_queue.clone());
             info.labels.insert(labels::LOCAL_QUEUE_NAME_LABEL.to_string(), local_queue.to_string());
+            if psa.topology_assignment.is_some() {
+                // Kueue's TAS: pods wait at this gate until each gets its domain's node selector.
+                info.scheduling_gates.push(labels::TOPOLOGY_SCHEDULING_GATE.to_string());
+            }
             let mut seen = std::collections::BTreeSet::new();
             for flavor_name in psa.flavors.values() {
                 if !seen.insert(flavor_name) {

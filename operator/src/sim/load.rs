@@ -9,6 +9,7 @@ use serde::de::DeserializeOwned;
 use sluice_sdk::kueue::decode::{KueueObject, decode};
 use sluice_sdk::kueue::v1beta2 as api;
 use sluice_sdk::kueue::validation::validate;
+use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
 
 use crate::manifest::{Document, Origin};
 
@@ -69,6 +70,8 @@ pub struct ClusterObjects {
     pub namespaces: BTreeMap<String, Loaded<Namespace>>,
     /// Nodes by name.
     pub nodes: BTreeMap<String, Loaded<Node>>,
+    /// Node agents' reports (sluice.dev NodeGpuTopology) by name.
+    pub node_gpu_topologies: BTreeMap<String, Loaded<NodeGpuTopology>>,
     /// PriorityClasses by name.
     pub priority_classes: BTreeMap<String, Loaded<PriorityClass>>,
     /// batch/v1 Jobs by namespace/name.
@@ -181,6 +184,9 @@ impl ClusterObjects {
         match (api_version, doc.kind().unwrap_or_default()) {
             ("v1", "Namespace") => insert(&mut self.namespaces, name, o, what, typed(doc)?),
             ("v1", "Node") => insert(&mut self.nodes, name, o, what, typed(doc)?),
+            ("sluice.dev/v1alpha1", "NodeGpuTopology") => {
+                insert(&mut self.node_gpu_topologies, name, o, what, typed(doc)?)
+            }
             ("scheduling.k8s.io/v1", "PriorityClass") => {
                 insert(&mut self.priority_classes, name, o, what, typed(doc)?)
             }
@@ -195,7 +201,8 @@ impl ClusterObjects {
                 what,
                 format!(
                     "unsupported kind {k:?} in {v:?}: the simulator reads Kueue's kinds (kueue.x-k8s.io/v1beta2 or \
-                     v1beta1), v1 Namespace and Node, scheduling.k8s.io/v1 PriorityClass and batch/v1 Job"
+                     v1beta1), v1 Namespace and Node, scheduling.k8s.io/v1 PriorityClass, batch/v1 Job and sluice.dev/v1alpha1 \
+                     NodeGpuTopology"
                 ),
             )),
         }

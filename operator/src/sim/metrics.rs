@@ -264,6 +264,7 @@ impl Recorder {
                 .iter()
                 .map(|t| (t - start) as f64 / 1000.0)
                 .collect(),
+            topology: None,
         }
     }
 }
@@ -304,6 +305,9 @@ pub struct SimulationReport {
     /// Instants (seconds from the start) at which scheduling did not settle within the simulator's cycle limit:
     /// the engine kept admitting and preempting.
     pub unsettled_at_seconds: Vec<f64>,
+    /// Gang placement figures, when some flavor is topology-aware.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topology: Option<super::topology::TopologyReport>,
 }
 
 /// A workload that had not finished when the simulation ended.

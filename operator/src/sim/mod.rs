@@ -6,6 +6,7 @@ mod load;
 mod metrics;
 mod output;
 mod timing;
+pub mod topology;
 
 pub use load::{ClusterObjects, LoadError, Loaded, NsName};
 pub use metrics::{GPU_RESOURCE, Recorder, RunEnd, SimulationReport, jain};
@@ -113,6 +114,9 @@ pub struct Simulation {
     cycles: u64,
     /// Evictions per workload at the current instant, to notice a preemption cycle.
     evicted_now: BTreeMap<WorkloadKey, u32>,
+    /// Gang placement figures and scheduled failures (topology-aware flavors).
+    topo: topology::TopologyStats,
+    failures: Vec<topology::Failure>,
 }
 
 /// The queue of future completions, when the simulation runs in virtual time.
@@ -122,6 +126,8 @@ type Completions<'a> = Option<&'a mut BinaryHeap<Reverse<(Time, SimEvent)>>>;
 enum SimEvent {
     // Completions sort before arrivals at the same instant, so freed quota is seen by new arrivals.
     Complete(WorkloadKey, u64),
+    /// A scheduled failure (index into the failure list).
+    Fail(usize),
     Arrive(WorkloadKey),
 }
 
@@ -182,6 +188,71 @@ impl Simulation {
                 Event::UpsertFlavor(ingest::flavor(&f.object).map_err(ingest_err(&f.origin))?),
             )?;
         }
+        let mut topo = topology::TopologyStats::default();
+        let mut failures = Vec::new();
+        for t in objects.topologies.values() {
+            let v = ingest::topology(&t.object).map_err(ingest_err(&t.origin))?;
+            if topo.rack_label.is_none() && v.levels.len() >= 2 {
+                topo.rack_label = Some(v.levels[v.levels.len() - 2].clone());
+            }
+            feed(&mut engine, &t.origin, Event::UpsertTopology(v))?;
+        }
+        for n in objects.nodes.values() {
+            let v = ingest::node(&n.object).map_err(ingest_err(&n.origin))?;
+            if let Some(rack) = topo.rack_label.as_ref().and_then(|l| v.labels.get(l)) {
+                topo.rack_of.insert(v.name.clone(), rack.clone());
+            }
+            if let Some(at) = annotation(&n.object.metadata, topology::FAIL_AT_ANNOTATION) {
+                let bad = |m: String| SimError::Ingest {
+                    origin: n.origin.to_string(),
+                    error: IngestError::Field {
+                        object: format!("Node {}", v.name),
+                        field: m,
+                        message: "not a duration / list of GPU indexes".into(),
+                    },
+                };
+                let at = parse_duration(at).map_err(|_| {
+                    bad(format!(
+                        "metadata.annotations[{}]",
+                        topology::FAIL_AT_ANNOTATION
+                    ))
+                })?;
+                let gpus = match annotation(&n.object.metadata, topology::FAIL_GPUS_ANNOTATION) {
+                    None => Vec::new(),
+                    Some(list) => list
+                        .split(',')
+                        .map(|g| g.trim().parse::<u32>())
+                        .collect::<Result<_, _>>()
+                        .map_err(|_| {
+                            bad(format!(
+                                "metadata.annotations[{}]",
+                                topology::FAIL_GPUS_ANNOTATION
+                            ))
+                        })?,
+                };
+                failures.push(topology::Failure {
+                    at,
+                    node: v.name.clone(),
+                    gpus,
+                });
+            }
+            feed(&mut engine, &n.origin, Event::UpsertNode(v))?;
+        }
+        for g in objects.node_gpu_topologies.values() {
+            let ev = ingest::node_gpu_topology(&g.object).map_err(ingest_err(&g.origin))?;
+            if let Event::UpsertNodeGpus { node, gpus } = &ev {
+                topo.islands.insert(
+                    node.clone(),
+                    gpus.complete_islands()
+                        .into_iter()
+                        .map(|i| i.gpus.into_iter().collect())
+                        .collect(),
+                );
+            }
+            feed(&mut engine, &g.origin, ev)?;
+        }
+        failures.sort();
+        topo.report.placement = "topology-aware".into();
         for c in objects.cohorts.values() {
             feed(
                 &mut engine,
@@ -235,6 +306,8 @@ impl Simulation {
             detailed_pending_reasons: false,
             evicted_now: BTreeMap::new(),
             cycles: 0,
+            topo,
+            failures,
         };
         let order = sim.objects.submission_order.clone();
         let mut timings = Vec::with_capacity(order.len());
@@ -460,7 +533,12 @@ impl Simulation {
                     let Some(sw) = self.workloads.get_mut(&key) else {
                         continue;
                     };
-                    let api_adm = ingest::api_admission(&admission);
+                    let placement = self.engine.placement(&key).map(<[_]>::to_vec);
+                    if let Some(p) = &placement {
+                        self.topo.admitted(p);
+                    }
+                    let api_adm =
+                        ingest::api_admission_with_placement(&admission, placement.as_deref());
                     status::admit(&mut sw.workload, api_adm.clone(), has_checks, time);
                     sw.run += 1;
                     recorder.admit(
@@ -515,6 +593,9 @@ impl Simulation {
                     ..
                 } => {
                     changed = true;
+                    if reason == engine::NODE_FAILURES {
+                        self.topo.report.node_failure_evictions += 1;
+                    }
                     let Some(sw) = self.workloads.get_mut(&key) else {
                         continue;
                     };
@@ -640,6 +721,11 @@ impl Simulation {
         for (key, sw) in &self.workloads {
             heap.push(Reverse((sw.arrival, SimEvent::Arrive(key.clone()))));
         }
+        if self.timed {
+            for (i, f) in self.failures.iter().enumerate() {
+                heap.push(Reverse((SIM_EPOCH + f.at, SimEvent::Fail(i))));
+            }
+        }
         let total = self.workloads.len() as u64;
         let mut done = 0u64;
         let deadline = until.map(|u| SIM_EPOCH + u);
@@ -675,6 +761,7 @@ impl Simulation {
                             }
                             progress(done, total);
                         }
+                        SimEvent::Fail(i) => self.fail(i, t, &mut recorder, &mut Some(&mut heap)),
                     }
                 }
                 self.settle(now, &mut recorder, &mut Some(&mut heap));
@@ -689,7 +776,77 @@ impl Simulation {
             48,
         );
         report.unfinished = self.unfinished();
+        if self.topo.report.gangs > 0 || self.topo.report.failures_injected > 0 {
+            report.topology = Some(self.topo.finish());
+        }
         Ok(report)
+    }
+
+    /// Places gangs ignoring topology levels and NVLink islands, to compare on the same trace.
+    pub fn set_ignore_topology(&mut self, ignore: bool) {
+        self.engine.set_topology_blind(ignore);
+        self.topo.report.placement = if ignore {
+            "ignoring topology".into()
+        } else {
+            "topology-aware".into()
+        };
+    }
+
+    /// Figures on gang placement so far.
+    pub fn topology_report(&self) -> topology::TopologyReport {
+        self.topo.finish()
+    }
+
+    /// Injects failure `i`: the node goes NotReady, or its listed GPUs turn unhealthy.
+    fn fail(
+        &mut self,
+        i: usize,
+        now: Time,
+        recorder: &mut Recorder,
+        completions: &mut Completions<'_>,
+    ) {
+        let Some(f) = self.failures.get(i).cloned() else {
+            return;
+        };
+        self.topo.report.failures_injected += 1;
+        let event = if f.gpus.is_empty() {
+            let Some(n) = self.objects.nodes.get(&f.node) else {
+                return;
+            };
+            match ingest::node(&n.object) {
+                Ok(mut node) => {
+                    node.ready = false;
+                    Event::UpsertNode(node)
+                }
+                Err(e) => {
+                    tracing::warn!(node = %f.node, error = %e, "failure injection skipped");
+                    return;
+                }
+            }
+        } else {
+            let Some(g) = self.objects.node_gpu_topologies.get(&f.node) else {
+                tracing::warn!(node = %f.node, "GPU failure needs the node's NodeGpuTopology");
+                return;
+            };
+            let mut gpus = g.object.spec.gpus.clone();
+            for gpu in &mut gpus.gpus {
+                if f.gpus.contains(&gpu.index) {
+                    gpu.health.healthy = false;
+                    gpu.health.xid_errors.push(79);
+                }
+            }
+            Event::UpsertNodeGpus {
+                node: f.node.clone(),
+                gpus,
+            }
+        };
+        tracing::info!(node = %f.node, gpus = ?f.gpus, at = now, "injecting failure");
+        match self.engine.apply(event) {
+            Ok(decisions) => {
+                self.carry_out(decisions, now, recorder, completions);
+            }
+            Err(e) => tracing::warn!(node = %f.node, error = %e, "failure injection refused"),
+        }
     }
 
     /// Workloads that had not finished when the simulation ended, with their state.
@@ -800,7 +957,7 @@ fn gpu_nominal<'a>(
 }
 
 /// The bundled example's files, embedded in the binary.
-const BUNDLED_EXAMPLE: [(&str, &str); 4] = [
+const BUNDLED_EXAMPLE: [(&str, &str); 5] = [
     (
         "examples/gpu-cluster/cluster.yaml",
         include_str!("../../examples/gpu-cluster/cluster.yaml"),
@@ -814,12 +971,17 @@ const BUNDLED_EXAMPLE: [(&str, &str); 4] = [
         include_str!("../../examples/gpu-cluster/nodes.yaml"),
     ),
     (
+        "examples/gpu-cluster/gpu-topology.yaml",
+        include_str!("../../examples/gpu-cluster/gpu-topology.yaml"),
+    ),
+    (
         "examples/gpu-cluster/trace.yaml",
         include_str!("../../examples/gpu-cluster/trace.yaml"),
     ),
 ];
 
-/// The bundled example: four teams in a cohort on 15 H100 nodes (on-demand and spot), with a mixed
+/// The bundled example: four teams in a cohort on 15 H100 nodes (on-demand and spot) in racks of four,
+/// topology-aware flavors and NVLink reports, one node failing after six hours, with a mixed
 /// training/experiment/inference trace of 160 Jobs over about eighteen hours.
 pub fn bundled_example() -> Result<Vec<Document>, crate::manifest::ManifestError> {
     let mut docs = Vec::new();

@@ -352,6 +352,21 @@ pub fn render_report(sim: &Simulation, report: &SimulationReport, format: Output
         "\nFairness: Jain's index of GPU-hours per ClusterQueue {:.3}; of GPU-hours relative to nominal quota {:.3} (1 = perfectly fair).",
         report.fairness.jain_index_gpu_hours, report.fairness.jain_index_vs_entitlement
     );
+    if let Some(t) = &report.topology {
+        let _ = writeln!(
+            out,
+            "\nTopology ({}): {} of {} gang admissions inside one rack ({:.1}%); {} of {} multi-GPU pods inside one NVLink island ({:.1}%); {} failures injected, {} NodeFailures evictions.",
+            t.placement,
+            t.gangs_in_one_rack,
+            t.gangs,
+            t.one_rack_share * 100.0,
+            t.pods_in_one_island,
+            t.multi_gpu_pods,
+            t.one_island_share * 100.0,
+            t.failures_injected,
+            t.node_failure_evictions
+        );
+    }
     if !report.unsettled_at_seconds.is_empty() {
         let at: Vec<String> = report
             .unsettled_at_seconds

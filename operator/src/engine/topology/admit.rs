@@ -10,9 +10,9 @@ use crate::engine::preempt::Preemptor;
 use crate::engine::{Engine, Node, PodSetPlacement, WorkloadKey};
 
 /// QuotaReserved=False reason when quota fits but the topology does not.
-pub(crate) const TOPOLOGY_PLACEMENT_FAILED: &str = "TopologyPlacementFailed";
+pub const TOPOLOGY_PLACEMENT_FAILED: &str = "TopologyPlacementFailed";
 /// Eviction reason for workloads on a failed node or GPU (Kueue's `NodeFailures`).
-pub(crate) const NODE_FAILURES: &str = "NodeFailures";
+pub const NODE_FAILURES: &str = "NodeFailures";
 
 impl Engine {
     /// Uses `policy` for placement scores instead of the built-in `topology-pack`.
