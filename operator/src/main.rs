@@ -32,6 +32,8 @@ enum Command {
     Crds,
     /// Measure the engine's admission throughput and cycle latency on a synthetic cluster.
     Bench(sluice_operator::bench::BenchArgs),
+    /// Run the queue operator against the cluster of the current kubeconfig (or in-cluster config).
+    Operator(sluice_operator::controller::OperatorArgs),
 }
 
 #[derive(clap::Args)]
@@ -94,6 +96,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Bench(args) => sluice_operator::bench::run(&args).map_err(Failure::from),
+        Command::Operator(args) => operator(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -102,6 +105,19 @@ fn main() -> ExitCode {
             ExitCode::from(f.code)
         }
     }
+}
+
+fn operator(args: sluice_operator::controller::OperatorArgs) -> Result<(), Failure> {
+    use sluice_operator::controller::ControllerError;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime
+        .block_on(sluice_operator::controller::run_operator_command(args))
+        .map_err(|e| match e {
+            ControllerError::Config(_) | ControllerError::Usage(_) => bad_input(e),
+            other => Failure::from(other),
+        })
 }
 
 fn init_tracing(json: bool) {
