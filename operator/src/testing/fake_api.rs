@@ -364,7 +364,7 @@ impl FakeApi {
             None => {
                 st.uid += 1;
                 if v["metadata"]["uid"].is_null() {
-                    v["metadata"]["uid"] = json!(format!("uid-{}", st.uid));
+                    v["metadata"]["uid"] = json!(format!("uid-{:08}", st.uid));
                 }
                 if v["metadata"]["creationTimestamp"].is_null() {
                     v["metadata"]["creationTimestamp"] = json!(now_rfc3339());
@@ -640,7 +640,7 @@ impl FakeApi {
         if let Some(ns) = &target.namespace {
             meta["namespace"] = json!(ns);
         }
-        meta["uid"] = json!(format!("uid-{uid}"));
+        meta["uid"] = json!(format!("uid-{uid:08}"));
         meta["creationTimestamp"] = json!(now_rfc3339());
         meta["generation"] = json!(1);
         if let Some(m) = meta.as_object_mut() {
