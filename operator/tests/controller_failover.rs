@@ -49,10 +49,10 @@ fn name(i: usize) -> String {
     format!("w{i:02}")
 }
 
-/// Streams the workloads in, one every 20ms; `midway` runs after half of them.
+/// Streams the workloads in, one every 20ms; `midway` runs after a quarter of them (before the quota is used up).
 async fn stream(fake: &FakeApi, mut midway: impl FnMut()) {
     for i in 0..WORKLOADS {
-        if i == WORKLOADS / 2 {
+        if i == WORKLOADS / 4 {
             midway();
         }
         fake.put(&workload(&name(i), 1, 0));
@@ -99,6 +99,15 @@ async fn standby_takes_over_and_admits_exactly_what_one_replica_would() {
         a.abort();
         fake.disconnect("a");
         killed_at = Some(fake.requests().len());
+    })
+    .await;
+    wait_for(5, "b leads", || {
+        fake.get::<k8s_openapi::api::coordination::v1::Lease>(
+            Some("sluice-system"),
+            "sluice-operator",
+        )
+        .and_then(|l| l.spec?.holder_identity)
+        .is_some_and(|h| h == "b")
     })
     .await;
     settle(&fake).await;
