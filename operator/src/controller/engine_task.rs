@@ -130,8 +130,11 @@ pub struct EngineTask {
     queues_dirty: bool,
     /// Admitted workloads whose pods must all be ready by then (waitForPodsReady).
     ready_deadlines: BTreeMap<WorkloadKey, Time>,
-    /// Workloads in a requeue backoff, kept out of the engine until then.
+    /// Workloads in a requeue backoff, kept out of the engine until then (ms precision: status times are
+    /// whole seconds).
     backoffs: BTreeMap<WorkloadKey, Time>,
+    /// When this replica admitted a workload (ms precision, for the PodsReady timeout).
+    admitted_at: BTreeMap<WorkloadKey, Time>,
     /// "leader" or "standby": Kueue's replica_role label.
     role: &'static str,
 }
@@ -172,6 +175,7 @@ impl EngineTask {
             queues_dirty: false,
             ready_deadlines: BTreeMap::new(),
             backoffs: BTreeMap::new(),
+            admitted_at: BTreeMap::new(),
             role: "standby",
         }
     }
@@ -439,8 +443,12 @@ impl EngineTask {
             return;
         }
         let now = now_ms();
+        let until = match (requeue_at(wl), self.backoffs.get(key)) {
+            (Some(a), Some(b)) => Some(a.max(*b)),
+            (a, b) => a.or(b.copied()),
+        };
         if !has_admission(wl)
-            && let Some(t) = requeue_at(wl).filter(|t| *t > now)
+            && let Some(t) = until.filter(|t| *t > now)
         {
             // Backing off: out of the queue until requeueAt, as Kueue keeps it inadmissible.
             self.backoffs.insert(key.clone(), t);
@@ -771,6 +779,7 @@ impl EngineTask {
             })
             .await;
         let Some(wl) = written else { return };
+        self.admitted_at.insert(key.clone(), time);
         let cq = admission.cluster_queue.clone();
         let pc = Self::priority_class(&wl);
         let waited_since = cond_time(&wl, condition::REQUEUED)
@@ -967,12 +976,6 @@ impl EngineTask {
                 self.ready_deadlines.remove(key);
             }
         }
-        if has_admission(&wl) || requeue_at(&wl).is_none_or(|t| t <= now_ms()) {
-            if self.backoffs.contains_key(key) && !has_admission(&wl) {
-                // Backoff over (e.g. someone cleared requeueAt): timers pick it up now.
-                self.backoffs.insert(key.clone(), now_ms());
-            }
-        }
     }
 
     /// Deadlines that passed: PodsReady timeouts and finished backoffs. Returns whether anything happened.
@@ -1089,6 +1092,7 @@ impl EngineTask {
             })
             .await;
         let Some(wl) = written else { return };
+        self.backoffs.insert(key.clone(), requeue_at);
         let cq = wl
             .status
             .as_ref()
