@@ -31,6 +31,8 @@ use crate::visibility::{PendingEntry, SharedSnapshot, Snapshot};
 use crate::{ingest, status};
 
 /// What the watchers send the engine task.
+// Objects move through the channel once each; boxing the big ones would only add an allocation per event.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Input {
     /// A ResourceFlavor changed.
@@ -238,9 +240,7 @@ impl EngineTask {
     }
 
     fn next_deadline(&self) -> Option<Time> {
-        if self.engine.is_none() {
-            return None;
-        }
+        self.engine.as_ref()?;
         let a = self.ready_deadlines.values().min().copied();
         let b = self.backoffs.values().min().copied();
         match (a, b) {
