@@ -21,7 +21,11 @@ async fn get(router: axum::Router, uri: &str) -> (StatusCode, serde_json::Value,
     let status = resp.status();
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();
     let text = String::from_utf8_lossy(&bytes).to_string();
-    (status, serde_json::from_str(&text).unwrap_or_default(), text)
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or_default(),
+        text,
+    )
 }
 
 #[tokio::test]
@@ -34,10 +38,17 @@ async fn visibility_metrics_health_and_events() {
     let op = Operator::new(fake.client("op"), config(), Leadership::always());
     let (metrics, health, snapshot) = (op.metrics.clone(), op.health.clone(), op.snapshot.clone());
     let (status, _, _) = get(health_router(metrics.clone(), health.clone()), "/readyz").await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "not ready before the caches sync");
+    assert_eq!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "not ready before the caches sync"
+    );
     let task = tokio::spawn(op.run());
     // Highest priority first: w2 (5) and w3 (1) take the 2 GPUs; w0 and w1 wait in creation order.
-    wait_for(10, "two admitted", || admitted(&fake, "w2") && admitted(&fake, "w3")).await;
+    wait_for(10, "two admitted", || {
+        admitted(&fake, "w2") && admitted(&fake, "w3")
+    })
+    .await;
     wait_for(5, "pending visible", || {
         snapshot
             .get()
@@ -56,7 +67,10 @@ async fn visibility_metrics_health_and_events() {
     assert_eq!(body["kind"], "PendingWorkloadsSummary");
     assert_eq!(body["apiVersion"], "visibility.kueue.x-k8s.io/v1beta2");
     let items = body["items"].as_array().unwrap();
-    let names: Vec<_> = items.iter().map(|i| i["metadata"]["name"].as_str().unwrap()).collect();
+    let names: Vec<_> = items
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["w0", "w1"]);
     assert_eq!(items[1]["positionInClusterQueue"], 1);
     assert_eq!(items[1]["positionInLocalQueue"], 1);
@@ -78,8 +92,14 @@ async fn visibility_metrics_health_and_events() {
     assert_eq!(status, StatusCode::NOT_FOUND);
 
     let health_routes = health_router(metrics.clone(), health.clone());
-    assert_eq!(get(health_routes.clone(), "/readyz").await.0, StatusCode::OK);
-    assert_eq!(get(health_routes.clone(), "/healthz").await.0, StatusCode::OK);
+    assert_eq!(
+        get(health_routes.clone(), "/readyz").await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        get(health_routes.clone(), "/healthz").await.0,
+        StatusCode::OK
+    );
     let (status, _, text) = get(health_routes, "/metrics").await;
     assert_eq!(status, StatusCode::OK);
     for line in [
@@ -121,7 +141,10 @@ async fn visibility_metrics_health_and_events() {
 #[test]
 fn every_request_the_controllers_make_is_in_the_rbac_table() {
     // The request log of a full run (admission, preemption, status, finalizers, events, lease) against the table.
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let fake = FakeApi::new();
         seed_queues(&fake, 1);
@@ -142,8 +165,9 @@ fn every_request_the_controllers_make_is_in_the_rbac_table() {
         .await;
         wait_for(5, "event", || !writes(&fake, "POST", "/events").is_empty()).await;
         for r in fake.requests() {
-            let (g, res, verb) = sluice_operator::controller::rbac::required(r.method.as_str(), &r.path, &r.query)
-                .unwrap_or_else(|| panic!("unmapped request {} {}", r.method, r.path));
+            let (g, res, verb) =
+                sluice_operator::controller::rbac::required(r.method.as_str(), &r.path, &r.query)
+                    .unwrap_or_else(|| panic!("unmapped request {} {}", r.method, r.path));
             assert!(
                 sluice_operator::controller::rbac::allows(&g, &res, &verb),
                 "{verb} {g}/{res} not in the RBAC table ({} {})",

@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::ControllerError;
+use super::checkpoint::{self, PendingCheckpoint};
 use super::config::OperatorConfig;
 use super::objects::*;
 use super::watch::Change;
@@ -137,6 +138,8 @@ pub struct EngineTask {
     backoffs: BTreeMap<WorkloadKey, Time>,
     /// When this replica admitted a workload (ms precision, for the PodsReady timeout).
     admitted_at: BTreeMap<WorkloadKey, Time>,
+    /// Preemption victims waiting for their checkpoint before eviction.
+    checkpoints: BTreeMap<WorkloadKey, PendingCheckpoint>,
     /// "leader" or "standby": Kueue's replica_role label.
     role: &'static str,
 }
@@ -178,6 +181,7 @@ impl EngineTask {
             ready_deadlines: BTreeMap::new(),
             backoffs: BTreeMap::new(),
             admitted_at: BTreeMap::new(),
+            checkpoints: BTreeMap::new(),
             role: "standby",
         }
     }
@@ -243,10 +247,8 @@ impl EngineTask {
         self.engine.as_ref()?;
         let a = self.ready_deadlines.values().min().copied();
         let b = self.backoffs.values().min().copied();
-        match (a, b) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let c = self.checkpoints.values().map(|c| c.deadline).min();
+        [a, b, c].into_iter().flatten().min()
     }
 
     fn count_event(&self, kind: &str) {
@@ -748,15 +750,36 @@ impl EngineTask {
                     message,
                     time,
                 } => {
-                    self.evict(
-                        &workload,
-                        &reason,
-                        preemption_reason.as_deref(),
-                        preemptor.as_ref(),
-                        &message,
-                        time,
-                    )
-                    .await
+                    let grace = if preemption_reason.is_some() {
+                        self.checkpoint_grace(&workload)
+                    } else {
+                        None
+                    };
+                    match grace {
+                        Some(grace) if !self.checkpoints.contains_key(&workload) => {
+                            let pending = PendingCheckpoint {
+                                reason,
+                                preemption_reason,
+                                preemptor,
+                                message,
+                                requested: time,
+                                deadline: now_ms() + grace,
+                                cluster_queue: String::new(),
+                            };
+                            self.request_checkpoint(&workload, pending, grace).await
+                        }
+                        _ => {
+                            self.evict(
+                                &workload,
+                                &reason,
+                                preemption_reason.as_deref(),
+                                preemptor.as_ref(),
+                                &message,
+                                time,
+                            )
+                            .await
+                        }
+                    }
                 }
             }
             queue.extend(std::mem::take(&mut self.queued));
@@ -960,13 +983,32 @@ impl EngineTask {
             }
             return;
         }
+        if self.checkpoints.contains_key(key) {
+            let done = wl
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(checkpoint::DONE_ANNOTATION))
+                || cond_true(&wl, checkpoint::DONE_CONDITION);
+            if done {
+                self.finish_checkpoint(key, "done").await;
+                return;
+            }
+        }
+        if !is_admitted(&wl) {
+            self.admitted_at.remove(key);
+        }
         match &self.config.wait_for_pods_ready {
             Some(cfg)
                 if is_admitted(&wl)
                     && !cond_true(&wl, condition::PODS_READY)
                     && wl.spec.is_active() =>
             {
-                let since = cond_time(&wl, condition::ADMITTED)
+                let since = self
+                    .admitted_at
+                    .get(key)
+                    .copied()
+                    .or_else(|| cond_time(&wl, condition::ADMITTED))
                     .or_else(|| cond_time(&wl, condition::QUOTA_RESERVED))
                     .unwrap_or_else(now_ms);
                 self.ready_deadlines
@@ -978,10 +1020,21 @@ impl EngineTask {
         }
     }
 
-    /// Deadlines that passed: PodsReady timeouts and finished backoffs. Returns whether anything happened.
+    /// Deadlines that passed: PodsReady timeouts, finished backoffs and checkpoint graces. Returns whether
+    /// anything happened.
     async fn fire_timers(&mut self) -> bool {
         let now = now_ms();
         let mut did = false;
+        let due: Vec<_> = self
+            .checkpoints
+            .iter()
+            .filter(|(_, c)| c.deadline <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in due {
+            did = true;
+            self.finish_checkpoint(&key, "timeout").await;
+        }
         let due: Vec<_> = self
             .ready_deadlines
             .iter()
@@ -1122,6 +1175,189 @@ impl EngineTask {
             }
             _ => self.complete_eviction(key).await,
         }
+    }
+
+    /// The victim's checkpoint grace from its Workload's or Job's annotation (None: not opted in).
+    fn checkpoint_grace(&self, key: &WorkloadKey) -> Option<Time> {
+        let wl = self.cache.workloads.get(key)?;
+        let from_wl = wl
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(checkpoint::GRACE_ANNOTATION))
+            .cloned();
+        let value = from_wl.or_else(|| {
+            let job = self.cache.jobs.get(&owner_job(wl)?)?;
+            job.metadata
+                .annotations
+                .as_ref()?
+                .get(checkpoint::GRACE_ANNOTATION)
+                .cloned()
+        });
+        match checkpoint::parse_grace(value.as_deref()) {
+            Ok(g) => g,
+            Err(e) => {
+                tracing::warn!(workload = %key, error = %e, "checkpoint grace ignored");
+                None
+            }
+        }
+    }
+
+    /// Asks the victim to checkpoint: annotations on its Workload and pods, conditions on both sides.
+    async fn request_checkpoint(
+        &mut self,
+        key: &WorkloadKey,
+        mut pending: PendingCheckpoint,
+        grace: Time,
+    ) {
+        let stamp = status::k8s_time(pending.requested).0.to_string();
+        let now = now_ms();
+        let preemptor = pending
+            .preemptor
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        self.write_workload_main(key, |w| {
+            let a = w.metadata.annotations.get_or_insert_with(Default::default);
+            if a.get(checkpoint::REQUESTED_ANNOTATION) == Some(&stamp) {
+                return Ok(false);
+            }
+            a.insert(checkpoint::REQUESTED_ANNOTATION.to_string(), stamp.clone());
+            Ok(true)
+        })
+        .await;
+        let secs = grace / 1000;
+        let victim_msg = format!(
+            "Preempted by {preemptor}; waiting up to {secs}s for a checkpoint before eviction"
+        );
+        let written = self
+            .write_workload_status(key, |w| {
+                let st = w.status.get_or_insert_with(Default::default);
+                Ok(status::set_condition(
+                    &mut st.conditions,
+                    checkpoint::REQUESTED_CONDITION,
+                    true,
+                    "Preemption",
+                    &victim_msg,
+                    now,
+                ))
+            })
+            .await;
+        pending.cluster_queue = written
+            .as_ref()
+            .and_then(|w| w.status.as_ref()?.admission.as_ref())
+            .map(|a| a.cluster_queue.clone())
+            .unwrap_or_default();
+        if let Some(p) = pending.preemptor.clone() {
+            let msg = format!("Waiting up to {secs}s for the checkpoint of {key}");
+            self.write_workload_status(&p, |w| {
+                let st = w.status.get_or_insert_with(Default::default);
+                Ok(status::set_condition(
+                    &mut st.conditions,
+                    checkpoint::WAITING_CONDITION,
+                    true,
+                    "CheckpointRequested",
+                    &msg,
+                    now,
+                ))
+            })
+            .await;
+        }
+        if let Some(job) = written.as_ref().and_then(owner_job) {
+            self.annotate_pods(&job, &stamp).await;
+        }
+        self.checkpoints.insert(key.clone(), pending);
+    }
+
+    async fn annotate_pods(&mut self, job: &(String, String), stamp: &str) {
+        let api: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(self.apis.client.clone(), &job.0);
+        let lp = kube::api::ListParams::default()
+            .labels(&format!("batch.kubernetes.io/job-name={}", job.1));
+        let pods = match api.list(&lp).await {
+            Ok(l) => l.items,
+            Err(e) => {
+                tracing::warn!(error = %e, job = %job.1, "cannot list the job's pods for a checkpoint request");
+                return;
+            }
+        };
+        for pod in pods {
+            let r = self
+                .writer
+                .update(&api, pod, Endpoint::Main, |p| {
+                    let a = p.metadata.annotations.get_or_insert_with(Default::default);
+                    if a.get(checkpoint::REQUESTED_ANNOTATION).map(String::as_str) == Some(stamp) {
+                        return Ok(false);
+                    }
+                    a.insert(
+                        checkpoint::REQUESTED_ANNOTATION.to_string(),
+                        stamp.to_string(),
+                    );
+                    Ok(true)
+                })
+                .await;
+            if let Err(e) = r {
+                tracing::warn!(error = %e, "pod checkpoint annotation failed");
+            }
+        }
+    }
+
+    /// The checkpoint is done (or the grace ran out): record the wait, update both conditions, evict.
+    async fn finish_checkpoint(&mut self, key: &WorkloadKey, outcome: &str) {
+        let Some(p) = self.checkpoints.remove(key) else {
+            return;
+        };
+        let now = now_ms();
+        self.metrics
+            .checkpoint_wait
+            .get_or_create(&vec![
+                ("cluster_queue", p.cluster_queue.clone()),
+                ("outcome", outcome.to_string()),
+            ])
+            .observe(((now - p.requested).max(0) as f64) / 1000.0);
+        let (reason, msg) = if outcome == "done" {
+            ("CheckpointDone", "Checkpoint reported done; evicting")
+        } else {
+            (
+                "GracePeriodExpired",
+                "No checkpoint within the grace period; evicting",
+            )
+        };
+        self.write_workload_status(key, |w| {
+            let st = w.status.get_or_insert_with(Default::default);
+            Ok(status::set_condition(
+                &mut st.conditions,
+                checkpoint::REQUESTED_CONDITION,
+                false,
+                reason,
+                msg,
+                now,
+            ))
+        })
+        .await;
+        if let Some(pre) = &p.preemptor {
+            self.write_workload_status(pre, |w| {
+                let st = w.status.get_or_insert_with(Default::default);
+                Ok(status::set_condition(
+                    &mut st.conditions,
+                    checkpoint::WAITING_CONDITION,
+                    false,
+                    reason,
+                    msg,
+                    now,
+                ))
+            })
+            .await;
+        }
+        self.evict(
+            key,
+            &p.reason,
+            p.preemption_reason.as_deref(),
+            p.preemptor.as_ref(),
+            &p.message,
+            now,
+        )
+        .await;
     }
 
     /// The Job integration: Workload creation, start on admission, stop on eviction, PodsReady, Finished.

@@ -6,6 +6,7 @@
 //!
 //! [`Engine`]: crate::engine::Engine
 
+pub mod checkpoint;
 mod cli;
 pub mod config;
 mod engine_task;
