@@ -3,9 +3,14 @@
 pub mod agent;
 pub mod bench;
 pub mod cli;
+pub mod controller;
 pub mod engine;
 pub mod ingest;
 pub mod jobs;
+pub mod leader;
 pub mod manifest;
 pub mod sim;
 pub mod status;
+pub mod telemetry;
+pub mod testing;
+pub mod visibility;

@@ -34,6 +34,8 @@ enum Command {
     Bench(sluice_operator::bench::BenchArgs),
     /// Discover this node's GPUs (NVML) and publish their topology as a NodeGpuTopology.
     NodeAgent(sluice_operator::agent::AgentArgs),
+    /// Run the queue operator against the cluster of the current kubeconfig (or in-cluster config).
+    Operator(sluice_operator::controller::OperatorArgs),
 }
 
 #[derive(clap::Args)]
@@ -102,6 +104,7 @@ fn main() -> ExitCode {
         Command::NodeAgent(args) => sluice_operator::agent::run(&args)
             .map(|out| print!("{out}"))
             .map_err(Failure::from),
+        Command::Operator(args) => operator(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -110,6 +113,19 @@ fn main() -> ExitCode {
             ExitCode::from(f.code)
         }
     }
+}
+
+fn operator(args: sluice_operator::controller::OperatorArgs) -> Result<(), Failure> {
+    use sluice_operator::controller::ControllerError;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime
+        .block_on(sluice_operator::controller::run_operator_command(args))
+        .map_err(|e| match e {
+            ControllerError::Config(_) | ControllerError::Usage(_) => bad_input(e),
+            other => Failure::from(other),
+        })
 }
 
 fn init_tracing(json: bool) {

@@ -1,0 +1,337 @@
+//! The operator's configuration: the subset of Kueue's Configuration it honours, read from `--config`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::engine::{EngineConfig, FairSharingConfig, FairSharingStrategy};
+
+/// A configuration file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// File.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// A field is malformed.
+    #[error("{path}: {message}")]
+    Invalid {
+        /// File.
+        path: String,
+        /// What is wrong, naming the field.
+        message: String,
+    },
+}
+
+/// Kueue's requeuingStrategy of waitForPodsReady.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RequeuingStrategy {
+    /// "Eviction" (default: queue order after a timeout is the eviction time) or "Creation".
+    #[serde(default)]
+    pub timestamp: Option<String>,
+    /// First backoff in seconds (Kueue's default 60).
+    #[serde(default)]
+    pub backoff_base_seconds: Option<i64>,
+    /// Requeues before the workload is deactivated (None: requeued forever).
+    #[serde(default)]
+    pub backoff_limit_count: Option<i32>,
+    /// Longest backoff in seconds (Kueue's default 3600).
+    #[serde(default)]
+    pub backoff_max_seconds: Option<i64>,
+}
+
+/// Kueue's waitForPodsReady.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WaitForPodsReadyFile {
+    /// On unless false.
+    #[serde(default)]
+    pub enable: Option<bool>,
+    /// Duration string such as "5m" (Kueue's default 5m).
+    #[serde(default)]
+    pub timeout: Option<String>,
+    /// Kueue's blockAdmission (accepted; admission is not blocked by Sluice).
+    #[serde(default)]
+    pub block_admission: Option<bool>,
+    /// Backoff settings.
+    #[serde(default)]
+    pub requeuing_strategy: Option<RequeuingStrategy>,
+    /// Kueue's recoveryTimeout (accepted, not enforced).
+    #[serde(default)]
+    pub recovery_timeout: Option<String>,
+}
+
+/// Kueue's fairSharing.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FairSharingFile {
+    /// Whether fair sharing is on.
+    #[serde(default)]
+    pub enable: bool,
+    /// Preemption strategies in order.
+    #[serde(default)]
+    pub preemption_strategies: Vec<String>,
+}
+
+/// Kueue's integrations.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IntegrationsFile {
+    /// Enabled frameworks, e.g. "batch/job".
+    #[serde(default)]
+    pub frameworks: Vec<String>,
+}
+
+/// The configuration file (a Kueue Configuration; unknown top-level fields are ignored so Kueue's files load).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigFile {
+    /// fairSharing.
+    #[serde(default)]
+    pub fair_sharing: Option<FairSharingFile>,
+    /// waitForPodsReady.
+    #[serde(default)]
+    pub wait_for_pods_ready: Option<WaitForPodsReadyFile>,
+    /// manageJobsWithoutQueueName.
+    #[serde(default)]
+    pub manage_jobs_without_queue_name: Option<bool>,
+    /// integrations.
+    #[serde(default)]
+    pub integrations: Option<IntegrationsFile>,
+}
+
+/// waitForPodsReady as the controllers use it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WaitForPodsReady {
+    /// Time an admitted workload has for all its pods to be ready.
+    pub timeout: Duration,
+    /// First requeue backoff.
+    pub backoff_base: Duration,
+    /// Longest requeue backoff.
+    pub backoff_max: Duration,
+    /// Requeues before deactivation (None: forever).
+    pub backoff_limit_count: Option<i32>,
+    /// Queue order after a timeout uses the eviction time (Kueue's default) rather than creation.
+    pub order_by_eviction: bool,
+}
+
+impl Default for WaitForPodsReady {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(300),
+            backoff_base: Duration::from_secs(60),
+            backoff_max: Duration::from_secs(3600),
+            backoff_limit_count: None,
+            order_by_eviction: true,
+        }
+    }
+}
+
+impl WaitForPodsReady {
+    /// Kueue's backoff before the `count`-th requeue: base * 2^(count-1), at most the maximum.
+    pub fn backoff(&self, count: i32) -> Duration {
+        let exp = count.saturating_sub(1).clamp(0, 30) as u32;
+        self.backoff_base
+            .checked_mul(1u32 << exp)
+            .unwrap_or(self.backoff_max)
+            .min(self.backoff_max)
+    }
+}
+
+/// Everything the controllers need to know.
+#[derive(Clone, Debug)]
+pub struct OperatorConfig {
+    /// Engine settings (fair sharing).
+    pub engine: EngineConfig,
+    /// waitForPodsReady (None: off).
+    pub wait_for_pods_ready: Option<WaitForPodsReady>,
+    /// Queue Jobs without a queue-name label into the namespace's `default` LocalQueue.
+    pub manage_jobs_without_queue_name: bool,
+    /// Whether batch/v1 Jobs are managed.
+    pub batch_jobs: bool,
+    /// Write Kueue's detailed pending reasons instead of "Pending".
+    pub detailed_pending_reasons: bool,
+    /// First retry delay of a failed API write.
+    pub retry_base: Duration,
+    /// Longest retry delay of a failed API write.
+    pub retry_max: Duration,
+    /// Name of this replica (events' reporting instance, lease identity).
+    pub identity: String,
+}
+
+impl Default for OperatorConfig {
+    fn default() -> Self {
+        Self {
+            engine: EngineConfig::default(),
+            wait_for_pods_ready: Some(WaitForPodsReady::default()),
+            manage_jobs_without_queue_name: false,
+            batch_jobs: true,
+            detailed_pending_reasons: false,
+            retry_base: Duration::from_millis(100),
+            retry_max: Duration::from_secs(30),
+            identity: "sluice-operator".to_string(),
+        }
+    }
+}
+
+fn seconds(path: &str, field: &str, v: Option<i64>, default: u64) -> Result<Duration, ConfigError> {
+    match v {
+        None => Ok(Duration::from_secs(default)),
+        Some(s) if s > 0 => Ok(Duration::from_secs(s as u64)),
+        Some(s) => Err(ConfigError::Invalid {
+            path: path.to_string(),
+            message: format!("{field}: must be positive, got {s}"),
+        }),
+    }
+}
+
+impl OperatorConfig {
+    /// Reads a Kueue Configuration file (YAML).
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: p.clone(),
+            source,
+        })?;
+        Self::from_yaml(&p, &text)
+    }
+
+    /// Parses a Kueue Configuration (YAML); `origin` names it in errors.
+    pub fn from_yaml(origin: &str, text: &str) -> Result<Self, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            path: origin.to_string(),
+            message,
+        };
+        let file: ConfigFile = serde_yaml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        let mut out = Self::default();
+        if let Some(fs) = file.fair_sharing.filter(|f| f.enable) {
+            let mut cfg = FairSharingConfig::default();
+            if !fs.preemption_strategies.is_empty() {
+                cfg.preemption_strategies = fs
+                    .preemption_strategies
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| match s.as_str() {
+                        "LessThanOrEqualToFinalShare" => {
+                            Ok(FairSharingStrategy::LessThanOrEqualToFinalShare)
+                        }
+                        "LessThanInitialShare" => Ok(FairSharingStrategy::LessThanInitialShare),
+                        other => Err(invalid(format!(
+                            "fairSharing.preemptionStrategies[{i}]: unknown strategy {other:?}"
+                        ))),
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
+            out.engine.fair_sharing = Some(cfg);
+        }
+        if let Some(w) = file.wait_for_pods_ready {
+            if w.enable == Some(false) {
+                out.wait_for_pods_ready = None;
+            } else {
+                let mut cfg = WaitForPodsReady::default();
+                if let Some(t) = &w.timeout {
+                    let ms = crate::sim::parse_duration(t)
+                        .map_err(|e| invalid(format!("waitForPodsReady.timeout: {e}")))?;
+                    if ms <= 0 {
+                        return Err(invalid("waitForPodsReady.timeout: must be positive".into()));
+                    }
+                    cfg.timeout = Duration::from_millis(ms as u64);
+                }
+                if let Some(rs) = w.requeuing_strategy {
+                    cfg.backoff_base = seconds(
+                        origin,
+                        "waitForPodsReady.requeuingStrategy.backoffBaseSeconds",
+                        rs.backoff_base_seconds,
+                        60,
+                    )?;
+                    cfg.backoff_max = seconds(
+                        origin,
+                        "waitForPodsReady.requeuingStrategy.backoffMaxSeconds",
+                        rs.backoff_max_seconds,
+                        3600,
+                    )?;
+                    if rs.backoff_limit_count.is_some_and(|c| c < 0) {
+                        return Err(invalid(
+                            "waitForPodsReady.requeuingStrategy.backoffLimitCount: must not be negative".into(),
+                        ));
+                    }
+                    cfg.backoff_limit_count = rs.backoff_limit_count;
+                    cfg.order_by_eviction = match rs.timestamp.as_deref() {
+                        None | Some("Eviction") => true,
+                        Some("Creation") => false,
+                        Some(other) => {
+                            return Err(invalid(format!(
+                                "waitForPodsReady.requeuingStrategy.timestamp: {other:?} is not Eviction or Creation"
+                            )));
+                        }
+                    };
+                }
+                out.wait_for_pods_ready = Some(cfg);
+            }
+        }
+        out.manage_jobs_without_queue_name = file.manage_jobs_without_queue_name.unwrap_or(false);
+        if let Some(i) = file.integrations {
+            out.batch_jobs = i.frameworks.iter().any(|f| f == "batch/job");
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kueue_configuration_subset_is_read() {
+        let c = OperatorConfig::from_yaml(
+            "cfg",
+            r#"
+apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+fairSharing: {enable: true}
+waitForPodsReady:
+  timeout: 2m
+  requeuingStrategy: {backoffBaseSeconds: 10, backoffLimitCount: 3, backoffMaxSeconds: 100}
+manageJobsWithoutQueueName: true
+integrations: {frameworks: ["batch/job"]}
+"#,
+        )
+        .unwrap();
+        assert!(c.engine.fair_sharing.is_some());
+        let w = c.wait_for_pods_ready.unwrap();
+        assert_eq!(w.timeout, Duration::from_secs(120));
+        assert_eq!(w.backoff(1), Duration::from_secs(10));
+        assert_eq!(w.backoff(3), Duration::from_secs(40));
+        assert_eq!(w.backoff(5), Duration::from_secs(100), "capped at max");
+        assert_eq!(w.backoff_limit_count, Some(3));
+        assert!(c.manage_jobs_without_queue_name);
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let e = OperatorConfig::from_yaml("cfg", "waitForPodsReady: {timeout: soon}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("waitForPodsReady.timeout"), "{e}");
+        let e = OperatorConfig::from_yaml(
+            "cfg",
+            "waitForPodsReady: {requeuingStrategy: {timestamp: Later}}",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("requeuingStrategy.timestamp"), "{e}");
+    }
+
+    #[test]
+    fn wait_for_pods_ready_is_on_by_default_and_can_be_disabled() {
+        assert!(OperatorConfig::default().wait_for_pods_ready.is_some());
+        let c = OperatorConfig::from_yaml("cfg", "waitForPodsReady: {enable: false}").unwrap();
+        assert!(c.wait_for_pods_ready.is_none());
+    }
+}

@@ -1,0 +1,151 @@
+//! Small readers of Kueue Workloads and Jobs the controllers share.
+
+use k8s_openapi::api::batch::v1::Job;
+use kube::ResourceExt;
+use sluice_sdk::kueue::labels::condition;
+use sluice_sdk::kueue::v1beta2 as api;
+
+use crate::engine::{Time, WorkloadKey};
+use crate::ingest::time_of;
+use crate::status;
+
+/// Whether the Workload's condition `type_` is True.
+pub fn cond_true(wl: &api::Workload, type_: &str) -> bool {
+    wl.status
+        .as_ref()
+        .and_then(|s| status::condition(&s.conditions, type_))
+        .is_some_and(|c| c.status == "True")
+}
+
+/// When the condition last changed, if present.
+pub fn cond_time(wl: &api::Workload, type_: &str) -> Option<Time> {
+    wl.status
+        .as_ref()
+        .and_then(|s| status::condition(&s.conditions, type_))
+        .map(|c| time_of(&c.last_transition_time))
+}
+
+/// The reason of a condition, if present.
+pub fn cond_reason<'a>(wl: &'a api::Workload, type_: &str) -> Option<&'a str> {
+    wl.status
+        .as_ref()
+        .and_then(|s| status::condition(&s.conditions, type_))
+        .map(|c| c.reason.as_str())
+}
+
+/// Finished=True.
+pub fn is_finished(wl: &api::Workload) -> bool {
+    cond_true(wl, condition::FINISHED)
+}
+
+/// Holds quota and is not being evicted.
+pub fn is_admitted(wl: &api::Workload) -> bool {
+    has_admission(wl)
+        && cond_true(wl, condition::QUOTA_RESERVED)
+        && !cond_true(wl, condition::EVICTED)
+}
+
+/// Holds quota while its eviction is under way (its pods must stop before the quota is released).
+pub fn is_evicting(wl: &api::Workload) -> bool {
+    has_admission(wl) && cond_true(wl, condition::EVICTED)
+}
+
+/// `status.admission` is set.
+pub fn has_admission(wl: &api::Workload) -> bool {
+    wl.status.as_ref().is_some_and(|s| s.admission.is_some())
+}
+
+/// When the workload may be queued again after a backoff, if it waits for one.
+pub fn requeue_at(wl: &api::Workload) -> Option<Time> {
+    wl.status
+        .as_ref()
+        .and_then(|s| s.requeue_state.as_ref())
+        .and_then(|r| r.requeue_at.as_ref())
+        .map(time_of)
+}
+
+/// The workload's key.
+pub fn workload_key(wl: &api::Workload) -> WorkloadKey {
+    WorkloadKey::new(wl.namespace().unwrap_or_default(), wl.name_any())
+}
+
+/// The (namespace, name) of the batch/v1 Job that controls the workload, if any.
+pub fn owner_job(wl: &api::Workload) -> Option<(String, String)> {
+    wl.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.kind == "Job" && o.api_version == "batch/v1" && o.controller == Some(true))
+        .map(|o| (wl.namespace().unwrap_or_default(), o.name.clone()))
+}
+
+/// A Job's (namespace, name).
+pub fn job_key(job: &Job) -> (String, String) {
+    (job.namespace().unwrap_or_default(), job.name_any())
+}
+
+/// Pods of the Job that are running (not yet stopped after a suspension).
+pub fn active_pods(job: &Job) -> i32 {
+    job.status.as_ref().and_then(|s| s.active).unwrap_or(0)
+}
+
+/// Pods of the Job that are ready or have succeeded (Kueue's PodsReady count).
+pub fn ready_pods(job: &Job) -> i32 {
+    let s = job.status.as_ref();
+    s.and_then(|s| s.ready).unwrap_or(0) + s.and_then(|s| s.succeeded).unwrap_or(0)
+}
+
+/// Pods the admission admitted.
+pub fn admitted_pods(wl: &api::Workload) -> i32 {
+    let Some(a) = wl.status.as_ref().and_then(|s| s.admission.as_ref()) else {
+        return 0;
+    };
+    a.pod_set_assignments
+        .iter()
+        .map(|p| {
+            p.count.unwrap_or_else(|| {
+                wl.spec
+                    .pod_sets
+                    .iter()
+                    .find(|ps| ps.name == p.name)
+                    .map_or(0, |ps| ps.count)
+            })
+        })
+        .sum()
+}
+
+/// Whether the object carries a finalizer.
+pub fn has_finalizer<K: kube::Resource>(obj: &K, finalizer: &str) -> bool {
+    obj.meta()
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == finalizer)
+}
+
+/// Adds (true) or removes (false) a finalizer; returns whether anything changed.
+pub fn set_finalizer<K: kube::Resource>(obj: &mut K, finalizer: &str, present: bool) -> bool {
+    let list = obj.meta_mut().finalizers.get_or_insert_with(Vec::new);
+    let had = list.iter().any(|f| f == finalizer);
+    if present && !had {
+        list.push(finalizer.to_string());
+        true
+    } else if !present && had {
+        list.retain(|f| f != finalizer);
+        true
+    } else {
+        false
+    }
+}
+
+/// Whether `incoming` is older than `cached` by resourceVersion (both numeric), e.g. a watch event delivered
+/// after this controller's own write already returned a newer copy.
+pub fn is_stale<K: kube::Resource>(cached: &K, incoming: &K) -> bool {
+    let rv = |o: &K| {
+        o.meta()
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    matches!((rv(cached), rv(incoming)), (Some(c), Some(i)) if i < c)
+}

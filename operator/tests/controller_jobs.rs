@@ -1,0 +1,343 @@
+//! The Job and Workload controllers against the fake API server: the exact requests they make.
+
+mod support;
+
+use k8s_openapi::api::batch::v1::Job;
+use serde_json::json;
+use sluice_operator::testing::{FakeApi, Fault};
+use sluice_sdk::kueue::v1beta2 as api;
+use support::*;
+
+fn workload_of(fake: &FakeApi, job: &str) -> Option<api::Workload> {
+    fake.list::<api::Workload>().into_iter().find(|w| {
+        w.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.name == job)
+    })
+}
+
+fn job_of(fake: &FakeApi, name: &str) -> Job {
+    fake.get::<Job>(Some("team-a"), name).expect("job")
+}
+
+fn suspended(fake: &FakeApi, name: &str) -> bool {
+    job_of(fake, name)
+        .spec
+        .and_then(|s| s.suspend)
+        .unwrap_or(false)
+}
+
+#[tokio::test]
+async fn queued_job_gets_a_workload_is_admitted_and_started_with_its_flavor() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    fake.put(&job("train", 2, 2, None));
+    let op = start(&fake, "op", config());
+    wait_for(10, "job started", || !suspended(&fake, "train")).await;
+    let wl = workload_of(&fake, "train").expect("workload created");
+    let name = wl.metadata.name.clone().unwrap();
+    assert!(name.starts_with("job-train-"), "{name}");
+
+    // The Workload was created once, owned by the Job, with its pod set.
+    let creates = writes(&fake, "POST", "/namespaces/team-a/workloads");
+    assert_eq!(creates.len(), 1);
+    let body = creates[0].body.as_ref().unwrap();
+    assert_eq!(body["metadata"]["ownerReferences"][0]["kind"], "Job");
+    assert_eq!(body["metadata"]["ownerReferences"][0]["controller"], true);
+    assert_eq!(body["spec"]["queueName"], "lq");
+    assert_eq!(body["spec"]["podSets"][0]["count"], 2);
+
+    // One admission, written as a merge patch of the status with the created object's resourceVersion.
+    let status_path =
+        format!("/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/workloads/{name}/status");
+    let admits: Vec<_> = writes(&fake, "PATCH", &format!("/workloads/{name}/status"))
+        .into_iter()
+        .filter(|r| r.body.as_ref().unwrap()["status"]["admission"].is_object())
+        .collect();
+    assert_eq!(admits.len(), 1, "admission written exactly once");
+    let admit = &admits[0];
+    assert_eq!(admit.path, status_path);
+    assert_eq!(
+        admit.content_type.as_deref(),
+        Some("application/merge-patch+json")
+    );
+    let created_rv = fake
+        .requests()
+        .iter()
+        .position(|r| r.method == "POST" && r.path.ends_with("/workloads"))
+        .unwrap();
+    let _ = created_rv;
+    let patch = admit.body.as_ref().unwrap();
+    assert!(
+        patch["metadata"]["resourceVersion"]
+            .as_str()
+            .is_some_and(|rv| !rv.is_empty()),
+        "status write carries a resourceVersion precondition: {patch}"
+    );
+    assert_eq!(
+        patch["status"]["admission"],
+        json!({"clusterQueue": "cq", "podSetAssignments": [{
+            "name": "main", "flavors": {"cpu": "a100", "nvidia.com/gpu": "a100"},
+            "resourceUsage": {"cpu": "2", "nvidia.com/gpu": "4"}, "count": 2}]})
+    );
+    let conds = patch["status"]["conditions"].as_array().unwrap();
+    let qr = conds.iter().find(|c| c["type"] == "QuotaReserved").unwrap();
+    assert_eq!(
+        (qr["status"].as_str(), qr["reason"].as_str()),
+        (Some("True"), Some("QuotaReserved"))
+    );
+    assert_eq!(qr["message"], "Quota reserved in ClusterQueue cq");
+    assert!(
+        conds
+            .iter()
+            .any(|c| c["type"] == "Admitted" && c["status"] == "True")
+    );
+
+    // The Job was unsuspended by one merge patch with its precondition, carrying the flavor's node labels,
+    // tolerations and Kueue's pod labels.
+    let job_patches = writes(
+        &fake,
+        "PATCH",
+        "/apis/batch/v1/namespaces/team-a/jobs/train",
+    );
+    assert_eq!(job_patches.len(), 1);
+    let jp = job_patches[0].body.as_ref().unwrap();
+    assert_eq!(jp["spec"]["suspend"], false);
+    assert!(jp["metadata"]["resourceVersion"].is_string());
+    assert_eq!(
+        jp["spec"]["template"]["spec"]["nodeSelector"],
+        json!({"gpu.example.com/model": "a100"})
+    );
+    assert_eq!(
+        jp["spec"]["template"]["spec"]["tolerations"],
+        json!([{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}])
+    );
+    assert_eq!(
+        jp["spec"]["template"]["metadata"]["labels"]["kueue.x-k8s.io/cluster-queue-name"],
+        "cq"
+    );
+
+    // Queue status follows.
+    wait_for(5, "cluster queue status", || {
+        fake.get::<api::ClusterQueue>(None, "cq")
+            .and_then(|c| c.status)
+            .is_some_and(|s| s.admitted_workloads == 1)
+    })
+    .await;
+    let cq = fake.get::<api::ClusterQueue>(None, "cq").unwrap();
+    assert!(
+        cq.metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&"kueue.x-k8s.io/resource-in-use".to_string()),
+        "ClusterQueue finalizer added"
+    );
+
+    // The Job completes: the Workload is Finished and its quota released.
+    let mut done = job_of(&fake, "train");
+    done.status = Some(yaml(
+        "conditions: [{type: Complete, status: \"True\"}]\nsucceeded: 2",
+    ));
+    fake.put(&done);
+    wait_for(5, "workload finished", || {
+        get_workload(&fake, &name)
+            .and_then(|w| condition(&w, "Finished"))
+            .is_some_and(|(s, r)| s == "True" && r == "Succeeded")
+    })
+    .await;
+    wait_for(5, "quota released", || {
+        fake.get::<api::LocalQueue>(Some("team-a"), "lq")
+            .and_then(|c| c.status)
+            .is_some_and(|s| s.admitted_workloads == 0 && s.reserving_workloads == 0)
+    })
+    .await;
+    op.abort();
+}
+
+#[tokio::test]
+async fn conflicts_and_server_errors_are_retried_without_duplicating_the_admission() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    // The first two admission writes meet a conflict, then two 500s; the Job patch meets a 503.
+    fake.inject(Fault {
+        method: Some(http::Method::PATCH),
+        path_contains: "/workloads/job-train-".into(),
+        status: 409,
+        times: 2,
+    });
+    fake.inject(Fault {
+        method: Some(http::Method::PATCH),
+        path_contains: "/workloads/job-train-".into(),
+        status: 500,
+        times: 2,
+    });
+    fake.inject(Fault {
+        method: Some(http::Method::PATCH),
+        path_contains: "/jobs/train".into(),
+        status: 503,
+        times: 1,
+    });
+    fake.put(&job("train", 1, 1, None));
+    let op = start(&fake, "op", config());
+    wait_for(10, "job started", || !suspended(&fake, "train")).await;
+    let name = workload_of(&fake, "train").unwrap().metadata.name.unwrap();
+    let log = fake.requests();
+    let status_path = format!("/workloads/{name}/status");
+    let attempts: Vec<_> = log
+        .iter()
+        .filter(|r| r.method == "PATCH" && r.path.ends_with(&status_path))
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(&attempts[..5], &[409, 409, 500, 500, 200], "{attempts:?}");
+    // Each conflict re-read the Workload before trying again.
+    let rereads = log
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.ends_with(&format!("/workloads/{name}")))
+        .count();
+    assert_eq!(rereads, 2);
+    assert_eq!(
+        admission_writes(&fake, &name),
+        1,
+        "exactly one admission written"
+    );
+    let job_attempts: Vec<_> = log
+        .iter()
+        .filter(|r| r.method == "PATCH" && r.path.ends_with("/jobs/train"))
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(job_attempts, vec![503, 200]);
+    op.abort();
+}
+
+#[tokio::test]
+async fn stale_resource_version_is_a_real_conflict_and_the_write_lands_on_the_fresh_copy() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    let wl = workload("w1", 1, 0);
+    fake.put(&wl);
+    // Someone else labels the workload while the operator writes: the API server's own 409 path.
+    let client = fake.client("someone");
+    let api: kube::Api<api::Workload> = kube::Api::namespaced(client, "team-a");
+    let op = start(&fake, "op", config());
+    wait_for(10, "admitted", || admitted(&fake, "w1")).await;
+    let patch = json!({"metadata": {"labels": {"x": "y"}, "resourceVersion": "1"}});
+    let err = api
+        .patch(
+            "w1",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 409),
+        "{err:?}"
+    );
+    assert_eq!(admission_writes(&fake, "w1"), 1);
+    op.abort();
+}
+
+#[tokio::test]
+async fn preemption_evicts_suspends_restores_and_requeues_the_victim() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 4);
+    fake.put(&yaml::<api::WorkloadPriorityClass>(
+        "metadata: {name: high}\nvalue: 1000",
+    ));
+    fake.put(&job("low", 1, 4, None));
+    let op = start(&fake, "op", config());
+    wait_for(10, "low started", || !suspended(&fake, "low")).await;
+    let low = workload_of(&fake, "low").unwrap().metadata.name.unwrap();
+    fake.put(&job("high", 1, 4, Some("high")));
+    wait_for(10, "high started", || !suspended(&fake, "high")).await;
+    let high = workload_of(&fake, "high").unwrap().metadata.name.unwrap();
+    assert!(
+        suspended(&fake, "low"),
+        "the victim's Job is suspended again"
+    );
+    let low_job = job_of(&fake, "low");
+    let tpl = low_job.spec.unwrap().template.spec.unwrap();
+    assert!(
+        tpl.node_selector.is_none(),
+        "injected node selector removed on eviction"
+    );
+    assert!(
+        tpl.tolerations.is_none(),
+        "injected tolerations removed on eviction"
+    );
+    let w = get_workload(&fake, &low).unwrap();
+    assert_eq!(
+        condition(&w, "Evicted"),
+        Some(("True".into(), "Preempted".into()))
+    );
+    assert_eq!(
+        condition(&w, "Preempted"),
+        Some(("True".into(), "InClusterQueue".into()))
+    );
+    assert_eq!(
+        condition(&w, "QuotaReserved").map(|c| c.0),
+        Some("False".into())
+    );
+    assert!(
+        w.status.unwrap().admission.is_none(),
+        "victim requeued without admission"
+    );
+    // Order of writes: evict the victim, stop its Job, clear its admission, then admit the preemptor.
+    let log = fake.requests();
+    let pos = |pred: &dyn Fn(&sluice_operator::testing::RecordedRequest) -> bool| {
+        log.iter().position(|r| r.status < 300 && pred(r)).unwrap()
+    };
+    let evict = pos(&|r| {
+        r.path.ends_with(&format!("/workloads/{low}/status"))
+            && r.body.as_ref().unwrap()["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["type"] == "Evicted" && c["status"] == "True")
+                })
+    });
+    let suspend = pos(&|r| {
+        r.path.ends_with("/jobs/low") && r.body.as_ref().unwrap()["spec"]["suspend"] == true
+    });
+    let requeue = pos(&|r| {
+        r.path.ends_with(&format!("/workloads/{low}/status"))
+            && r.body.as_ref().unwrap()["status"]["admission"].is_null()
+            && r.body.as_ref().unwrap()["status"]
+                .get("admission")
+                .is_some()
+    });
+    let admit_high = pos(&|r| {
+        r.path.ends_with(&format!("/workloads/{high}/status"))
+            && r.body.as_ref().unwrap()["status"]["admission"].is_object()
+    });
+    assert!(
+        evict < suspend && suspend < requeue && requeue < admit_high,
+        "{evict} {suspend} {requeue} {admit_high}"
+    );
+    assert_eq!(admission_writes(&fake, &high), 1);
+    assert_eq!(
+        admission_writes(&fake, &low),
+        1,
+        "the victim was admitted once and not again"
+    );
+    op.abort();
+}
+
+#[tokio::test]
+async fn deleted_job_takes_its_workload_and_finalizer_with_it() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    fake.put(&job("train", 1, 1, None));
+    let op = start(&fake, "op", config());
+    wait_for(10, "started", || !suspended(&fake, "train")).await;
+    let name = workload_of(&fake, "train").unwrap().metadata.name.unwrap();
+    fake.remove::<Job>(Some("team-a"), "train");
+    wait_for(5, "workload gone", || get_workload(&fake, &name).is_none()).await;
+    assert_eq!(
+        writes(&fake, "DELETE", &format!("/workloads/{name}")).len(),
+        1
+    );
+    op.abort();
+}

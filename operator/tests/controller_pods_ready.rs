@@ -1,0 +1,148 @@
+//! waitForPodsReady: a workload whose pods are not ready in time is evicted with PodsReadyTimeout, requeued after
+//! Kueue's backoff, and deactivated once the requeue limit is exceeded.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use sluice_operator::controller::WaitForPodsReady;
+use sluice_operator::testing::FakeApi;
+use sluice_sdk::kueue::v1beta2 as api;
+use support::*;
+
+fn workload_of(fake: &FakeApi, job: &str) -> Option<api::Workload> {
+    fake.list::<api::Workload>().into_iter().find(|w| {
+        w.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.name == job)
+    })
+}
+
+fn pods_ready_config(
+    limit: Option<i32>,
+    timeout_ms: u64,
+) -> sluice_operator::controller::OperatorConfig {
+    let mut c = config();
+    c.wait_for_pods_ready = Some(WaitForPodsReady {
+        timeout: Duration::from_millis(timeout_ms),
+        backoff_base: Duration::from_millis(200),
+        backoff_max: Duration::from_secs(5),
+        backoff_limit_count: limit,
+        order_by_eviction: true,
+    });
+    c
+}
+
+#[tokio::test]
+async fn ready_pods_set_pods_ready_and_stop_the_timer() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    fake.put(&job("train", 2, 1, None));
+    let op = start(&fake, "op", pods_ready_config(None, 2_000));
+    wait_for(5, "admitted", || {
+        workload_of(&fake, "train").is_some_and(|w| w.status.is_some_and(|s| s.admission.is_some()))
+    })
+    .await;
+    let name = workload_of(&fake, "train").unwrap().metadata.name.unwrap();
+    wait_for(5, "PodsReady=False WaitForStart", || {
+        get_workload(&fake, &name)
+            .and_then(|w| condition(&w, "PodsReady"))
+            .is_some_and(|c| c == ("False".into(), "WaitForStart".into()))
+    })
+    .await;
+    let mut j = fake.get::<Job>(Some("team-a"), "train").unwrap();
+    j.status = Some(yaml("active: 2\nready: 2"));
+    fake.put(&j);
+    wait_for(5, "PodsReady=True", || {
+        get_workload(&fake, &name)
+            .and_then(|w| condition(&w, "PodsReady"))
+            .is_some_and(|c| c == ("True".into(), "PodsReady".into()))
+    })
+    .await;
+    // Past the timeout, a ready workload stays admitted.
+    tokio::time::sleep(Duration::from_millis(2_200)).await;
+    let w = get_workload(&fake, &name).unwrap();
+    assert!(condition(&w, "Evicted").is_none(), "{:#?}", w.status);
+    assert!(w.status.unwrap().admission.is_some());
+    op.abort();
+}
+
+#[tokio::test]
+async fn timeout_evicts_requeues_with_backoff_then_deactivates_at_the_limit() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    fake.put(&job("stuck", 1, 1, None));
+    let op = start(&fake, "op", pods_ready_config(Some(1), 300));
+    wait_for(5, "workload", || workload_of(&fake, "stuck").is_some()).await;
+    let name = workload_of(&fake, "stuck").unwrap().metadata.name.unwrap();
+
+    // Wait for the end state, then read the story from the writes: transient states last only milliseconds.
+    wait_for(10, "deactivated and quota released", || {
+        get_workload(&fake, &name).is_some_and(|w| {
+            w.spec.active == Some(false) && w.status.is_some_and(|s| s.admission.is_none())
+        })
+    })
+    .await;
+    let statuses: Vec<serde_json::Value> =
+        writes(&fake, "PATCH", &format!("/workloads/{name}/status"))
+            .into_iter()
+            .filter_map(|r| r.body.map(|b| b["status"].clone()))
+            .collect();
+    let cond = |s: &serde_json::Value, t: &str| {
+        s["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == t).cloned())
+            .unwrap_or_default()
+    };
+    let step = |from: usize, what: &str, pred: &dyn Fn(&serde_json::Value) -> bool| {
+        statuses[from..]
+            .iter()
+            .position(pred)
+            .map(|p| p + from)
+            .unwrap_or_else(|| panic!("no {what} after write {from}: {statuses:#?}"))
+    };
+    // First timeout: evicted with PodsReadyTimeout, requeueState count 1 with a requeueAt.
+    let evicted = step(0, "timeout eviction", &|s| {
+        cond(s, "Evicted")["reason"] == "PodsReadyTimeout"
+            && cond(s, "Evicted")["status"] == "True"
+            && s["requeueState"]["count"] == 1
+            && s["requeueState"]["requeueAt"].is_string()
+    });
+    assert_eq!(
+        cond(&statuses[evicted], "Evicted")["message"],
+        format!("Exceeded the PodsReady timeout team-a/{name}")
+    );
+    // Its quota released and requeued (Requeued=False while backing off), then the backoff ends.
+    let requeued = step(evicted, "requeue", &|s| {
+        s["admission"].is_null() && s.get("admission").is_some()
+    });
+    assert_eq!(cond(&statuses[requeued], "Requeued")["status"], "False");
+    let backoff = step(requeued, "backoff end", &|s| {
+        cond(s, "Requeued")["reason"] == "BackoffFinished"
+            && s["requeueState"]["requeueAt"].is_null()
+    });
+    // Admitted again, then the second timeout exceeds backoffLimitCount 1: deactivated.
+    let readmitted = step(backoff, "re-admission", &|s| s["admission"].is_object());
+    let target = step(readmitted, "deactivation target", &|s| {
+        cond(s, "DeactivationTarget")["reason"] == "RequeuingLimitExceeded"
+    });
+    let deactivated = step(target, "eviction as deactivated", &|s| {
+        cond(s, "Evicted")["reason"] == "Deactivated"
+    });
+    assert!(deactivated > target);
+    let spec_patches = writes(&fake, "PATCH", &format!("/workloads/{name}"));
+    assert_eq!(spec_patches.len(), 1);
+    assert_eq!(
+        spec_patches[0].body.as_ref().unwrap()["spec"],
+        serde_json::json!({"active": false})
+    );
+    assert_eq!(
+        admission_writes(&fake, &name),
+        2,
+        "not admitted again while inactive"
+    );
+    op.abort();
+}
