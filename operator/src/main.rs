@@ -32,6 +32,8 @@ enum Command {
     Crds,
     /// Measure the engine's admission throughput and cycle latency on a synthetic cluster.
     Bench(sluice_operator::bench::BenchArgs),
+    /// Serve the admission, defaulting and conversion webhook over HTTPS (Kueue's webhook paths).
+    Webhook(sluice_webhook::ServeArgs),
 }
 
 #[derive(clap::Args)]
@@ -94,6 +96,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Bench(args) => sluice_operator::bench::run(&args).map_err(Failure::from),
+        Command::Webhook(args) => sluice_webhook::serve(args, None).map_err(Failure::from),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
