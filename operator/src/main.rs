@@ -36,6 +36,8 @@ enum Command {
     NodeAgent(sluice_operator::agent::AgentArgs),
     /// Run the queue operator against the cluster of the current kubeconfig (or in-cluster config).
     Operator(sluice_operator::controller::OperatorArgs),
+    /// Serve the admission, defaulting and conversion webhook over HTTPS (Kueue's webhook paths).
+    Webhook(sluice_webhook::ServeArgs),
 }
 
 #[derive(clap::Args)]
@@ -105,6 +107,7 @@ fn main() -> ExitCode {
             .map(|out| print!("{out}"))
             .map_err(Failure::from),
         Command::Operator(args) => operator(args),
+        Command::Webhook(args) => sluice_webhook::serve(args, None).map_err(Failure::from),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,9 +1,24 @@
-//! Sluice's admission webhook logic: Kueue objects in `admission.k8s.io/v1` AdmissionReviews checked with the
-//! same validation the engine's ingestion applies (`sluice_sdk::kueue::validation`), so the webhook can never
-//! accept what the engine would reject.
+//! Sluice's admission webhook: Kueue's mutating and validating hooks for Jobs, plain Pods and Kueue's own kinds,
+//! the CRD conversion webhook for v1beta1 <-> v1beta2, and Sluice's PolicyModule check, served over HTTPS by
+//! `sluice webhook`.
 //!
-//! This crate holds the review logic only; the HTTPS server (`sluice webhook`), the Job mutation and the conversion
-//! webhook are not built yet.
+//! The Kueue kinds are checked with the same validation the engine's ingestion applies
+//! (`sluice_sdk::kueue::validation`), so the webhook can never accept what the engine would reject.
+
+mod args;
+pub mod convert;
+pub mod hooks;
+pub mod metrics;
+pub mod policy;
+pub mod queues;
+pub mod review;
+pub mod server;
+pub mod tls;
+
+pub use args::{ServeArgs, run, serve};
+pub use hooks::{Hook, HookConfig, Hooks, ROUTES};
+pub use policy::PolicyModuleValidator;
+pub use queues::{InMemoryLocalQueues, LocalQueueIndex, ReflectorLocalQueues};
 
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};

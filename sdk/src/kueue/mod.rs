@@ -7,6 +7,7 @@
 pub mod conversion;
 pub mod crds;
 pub mod decode;
+pub mod defaults;
 pub mod labels;
 mod schema;
 pub mod v1beta1;

@@ -30,6 +30,7 @@ mod cohort;
 mod common;
 mod errors;
 mod gates;
+pub mod job;
 mod localqueue;
 mod names;
 mod quantity;

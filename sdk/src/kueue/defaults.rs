@@ -1,0 +1,337 @@
+//! Kueue's defaulting as its mutating webhooks apply it (v0.19.2, feature gates at their defaults), on raw JSON
+//! documents so that a caller can diff the result against the original without re-encoding artefacts.
+//!
+//! * ClusterQueue, ResourceFlavor: the `kueue.x-k8s.io/resource-in-use` finalizer.
+//! * Workload: `minCount` dropped from every pod set when PartialAdmission is off.
+//! * batch/v1 Job: the default LocalQueue label and `spec.suspend=true` for managed jobs.
+//! * Pod (the plain-pod integration): the default LocalQueue label, the managed label and finalizer, the admission
+//!   scheduling gate (and the topology gate, TopologyAwareScheduling being on).
+//!
+//! Schema defaults (`queueingStrategy`, `flavorFungibility`, ...) are the API server's job, not these.
+
+use serde_json::{Map, Value};
+
+use super::labels as l;
+
+/// Kueue feature gates that change defaulting.
+#[derive(Clone, Copy, Debug)]
+pub struct Gates {
+    /// PartialAdmission (beta, on by default): keep `podSets[].minCount`.
+    pub partial_admission: bool,
+    /// TopologyAwareScheduling (beta, on by default): gate managed plain pods with `kueue.x-k8s.io/topology`.
+    pub topology_aware_scheduling: bool,
+}
+
+impl Default for Gates {
+    fn default() -> Self {
+        Self {
+            partial_admission: true,
+            topology_aware_scheduling: true,
+        }
+    }
+}
+
+/// What defaulting a job-like object needs to know about its surroundings.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct JobContext {
+    /// A LocalQueue named `default` exists in the object's namespace.
+    pub default_local_queue_exists: bool,
+    /// The namespace matches Kueue's `managedJobsNamespaceSelector`.
+    pub namespace_managed: bool,
+    /// Kueue's `manageJobsWithoutQueueName`.
+    pub manage_jobs_without_queue_name: bool,
+}
+
+/// Owner kinds (`apiVersion`, `kind`) that Kueue integrates; a job-like object controlled by one is left to the
+/// owner's integration.
+const INTEGRATED_OWNERS: &[(&str, &str)] = &[
+    ("batch/v1", "Job"),
+    ("jobset.x-k8s.io/v1alpha2", "JobSet"),
+    ("kubeflow.org/v1", "TFJob"),
+    ("kubeflow.org/v1", "PyTorchJob"),
+    ("kubeflow.org/v1", "PaddleJob"),
+    ("kubeflow.org/v1", "XGBoostJob"),
+    ("kubeflow.org/v1", "JAXJob"),
+    ("kubeflow.org/v2beta1", "MPIJob"),
+    ("trainer.kubeflow.org/v1alpha1", "TrainJob"),
+    ("ray.io/v1", "RayJob"),
+    ("ray.io/v1", "RayCluster"),
+    ("ray.io/v1", "RayService"),
+    ("workload.codeflare.dev/v1beta2", "AppWrapper"),
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
+    ("apps/v1", "Deployment"),
+    ("apps/v1", "StatefulSet"),
+    ("sparkoperator.k8s.io/v1beta2", "SparkApplication"),
+];
+
+/// The annotation a parent integration puts on pods it suspends itself.
+pub const POD_SUSPENDING_PARENT_ANNOTATION: &str = "kueue.x-k8s.io/pod-suspending-parent";
+
+/// Applies Kueue's mutating-webhook defaults to a Kueue object (v1beta1 or v1beta2); other kinds are untouched.
+pub fn default_kueue_object(obj: &mut Value, gates: Gates) {
+    match obj.get("kind").and_then(Value::as_str) {
+        Some("ClusterQueue" | "ResourceFlavor") => {
+            add_finalizer(obj, l::RESOURCE_IN_USE_FINALIZER);
+        }
+        Some("Workload") if !gates.partial_admission => {
+            let pod_sets = obj
+                .get_mut("spec")
+                .and_then(|s| s.get_mut("podSets"))
+                .and_then(Value::as_array_mut);
+            for ps in pod_sets.into_iter().flatten() {
+                if let Some(m) = ps.as_object_mut() {
+                    m.remove("minCount");
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Applies Kueue's Job defaulting to a batch/v1 Job document: the default LocalQueue label, then `spec.suspend`
+/// for a job Kueue manages. Jobs controlled by an integrated owner are left alone.
+pub fn default_job(job: &mut Value, ctx: JobContext) {
+    if owner_integrated(job) {
+        return;
+    }
+    if queue_name(job).is_empty() && ctx.default_local_queue_exists && ctx.namespace_managed {
+        set_label(job, l::QUEUE_NAME_LABEL, l::DEFAULT_LOCAL_QUEUE_NAME);
+    }
+    let managed = !queue_name(job).is_empty()
+        || (ctx.manage_jobs_without_queue_name && ctx.namespace_managed);
+    let suspended = job
+        .pointer("/spec/suspend")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if managed
+        && !suspended
+        && let Some(spec) = object_at(job, "spec")
+    {
+        spec.insert("suspend".to_owned(), Value::Bool(true));
+    }
+}
+
+/// Applies Kueue's plain-pod defaulting to a Pod document (single pods and pod groups alike).
+pub fn default_pod(pod: &mut Value, ctx: JobContext, gates: Gates) {
+    let by_parent = pod
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(POD_SUSPENDING_PARENT_ANNOTATION))
+        .is_some();
+    let mut suspend = by_parent;
+    if !by_parent {
+        if !ctx.namespace_managed || owner_integrated(pod) {
+            return;
+        }
+        if queue_name(pod).is_empty() && ctx.default_local_queue_exists {
+            set_label(pod, l::QUEUE_NAME_LABEL, l::DEFAULT_LOCAL_QUEUE_NAME);
+        }
+        suspend = !queue_name(pod).is_empty() || ctx.manage_jobs_without_queue_name;
+        if suspend {
+            set_label(pod, l::MANAGED_LABEL, "true");
+        }
+    }
+    if !suspend {
+        return;
+    }
+    if !by_parent {
+        add_finalizer(pod, l::MANAGED_FINALIZER);
+    }
+    add_scheduling_gate(pod, l::ADMISSION_SCHEDULING_GATE);
+    if gates.topology_aware_scheduling {
+        let index_label = pod
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(l::POD_GROUP_POD_INDEX_LABEL_ANNOTATION))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if let Some(key) = index_label {
+            let value = pod
+                .pointer("/metadata/labels")
+                .and_then(|a| a.get(&key))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            set_label(pod, l::POD_GROUP_POD_INDEX_LABEL, &value);
+        }
+        add_scheduling_gate(pod, l::TOPOLOGY_SCHEDULING_GATE);
+    }
+}
+
+/// The queue-name label of a document (empty when absent).
+pub fn queue_name(obj: &Value) -> &str {
+    obj.pointer("/metadata/labels")
+        .and_then(|m| m.get(l::QUEUE_NAME_LABEL))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// Whether the document's controller owner is a kind Kueue integrates.
+pub fn owner_integrated(obj: &Value) -> bool {
+    let owners = obj
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array);
+    owners.into_iter().flatten().any(|o| {
+        o.get("controller").and_then(Value::as_bool) == Some(true)
+            && INTEGRATED_OWNERS.iter().any(|(api, kind)| {
+                o.get("apiVersion").and_then(Value::as_str) == Some(api)
+                    && o.get("kind").and_then(Value::as_str) == Some(kind)
+            })
+    })
+}
+
+/// The object at `key` of `parent`, created when absent or null; None when something else sits there (the
+/// document is then malformed and is left for validation to refuse).
+fn child_object<'a>(
+    parent: &'a mut Map<String, Value>,
+    key: &str,
+) -> Option<&'a mut Map<String, Value>> {
+    let slot = parent.entry(key.to_owned()).or_insert(Value::Null);
+    if slot.is_null() {
+        *slot = Value::Object(Map::new());
+    }
+    slot.as_object_mut()
+}
+
+fn object_at<'a>(obj: &'a mut Value, key: &str) -> Option<&'a mut Map<String, Value>> {
+    child_object(obj.as_object_mut()?, key)
+}
+
+fn set_label(obj: &mut Value, key: &str, value: &str) {
+    if let Some(labels) = object_at(obj, "metadata").and_then(|m| child_object(m, "labels")) {
+        labels.insert(key.to_owned(), Value::String(value.to_owned()));
+    }
+}
+
+fn add_finalizer(obj: &mut Value, finalizer: &str) {
+    let Some(meta) = object_at(obj, "metadata") else {
+        return;
+    };
+    let list = meta.entry("finalizers".to_owned()).or_insert(Value::Null);
+    if list.is_null() {
+        *list = Value::Array(Vec::new());
+    }
+    if let Some(list) = list.as_array_mut()
+        && !list.iter().any(|f| f.as_str() == Some(finalizer))
+    {
+        list.push(Value::String(finalizer.to_owned()));
+    }
+}
+
+fn add_scheduling_gate(pod: &mut Value, gate: &str) {
+    let Some(spec) = object_at(pod, "spec") else {
+        return;
+    };
+    let gates = spec
+        .entry("schedulingGates".to_owned())
+        .or_insert(Value::Null);
+    if gates.is_null() {
+        *gates = Value::Array(Vec::new());
+    }
+    if let Some(gates) = gates.as_array_mut()
+        && !gates
+            .iter()
+            .any(|g| g.get("name").and_then(Value::as_str) == Some(gate))
+    {
+        let mut entry = Map::new();
+        entry.insert("name".to_owned(), Value::String(gate.to_owned()));
+        gates.push(Value::Object(entry));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn managed_ns(default_lq: bool) -> JobContext {
+        JobContext {
+            default_local_queue_exists: default_lq,
+            namespace_managed: true,
+            manage_jobs_without_queue_name: false,
+        }
+    }
+
+    #[test]
+    fn cluster_queue_gets_the_finalizer_once() {
+        let mut cq = json!({"kind": "ClusterQueue", "metadata": {"name": "cq"}});
+        default_kueue_object(&mut cq, Gates::default());
+        default_kueue_object(&mut cq, Gates::default());
+        assert_eq!(
+            cq["metadata"]["finalizers"],
+            json!([l::RESOURCE_IN_USE_FINALIZER])
+        );
+    }
+
+    #[test]
+    fn workload_min_count_dropped_without_partial_admission() {
+        let mut wl = json!({"kind": "Workload", "spec": {"podSets": [{"name": "main", "count": 3, "minCount": 1}]}});
+        default_kueue_object(&mut wl, Gates::default());
+        assert_eq!(wl["spec"]["podSets"][0]["minCount"], 1);
+        let gates = Gates {
+            partial_admission: false,
+            ..Gates::default()
+        };
+        default_kueue_object(&mut wl, gates);
+        assert!(wl["spec"]["podSets"][0].get("minCount").is_none());
+    }
+
+    #[test]
+    fn job_with_queue_is_suspended_and_others_untouched() {
+        let mut job = json!({"kind": "Job", "metadata": {"name": "j", "labels": {l::QUEUE_NAME_LABEL: "q"}}, "spec": {}});
+        default_job(&mut job, managed_ns(false));
+        assert_eq!(job["spec"]["suspend"], true);
+        let mut plain = json!({"kind": "Job", "metadata": {"name": "j"}, "spec": {}});
+        let before = plain.clone();
+        default_job(&mut plain, managed_ns(false));
+        assert_eq!(plain, before);
+    }
+
+    #[test]
+    fn default_local_queue_is_applied_only_in_managed_namespaces() {
+        let mut job = json!({"kind": "Job", "metadata": {"name": "j"}, "spec": {"suspend": false}});
+        default_job(&mut job, managed_ns(true));
+        assert_eq!(job["metadata"]["labels"][l::QUEUE_NAME_LABEL], "default");
+        assert_eq!(job["spec"]["suspend"], true);
+        let mut job = json!({"kind": "Job", "metadata": {"name": "j"}, "spec": {}});
+        let ctx = JobContext {
+            namespace_managed: false,
+            ..managed_ns(true)
+        };
+        default_job(&mut job, ctx);
+        assert!(job["metadata"].get("labels").is_none());
+    }
+
+    #[test]
+    fn job_owned_by_an_integrated_kind_is_left_alone() {
+        let mut job = json!({"kind": "Job", "metadata": {"name": "j", "labels": {l::QUEUE_NAME_LABEL: "q"},
+            "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "js", "uid": "u", "controller": true}]},
+            "spec": {}});
+        default_job(&mut job, managed_ns(false));
+        assert!(job["spec"].get("suspend").is_none());
+    }
+
+    #[test]
+    fn pod_in_group_is_gated_and_labelled() {
+        let mut pod = json!({"kind": "Pod", "metadata": {"name": "p", "labels": {l::QUEUE_NAME_LABEL: "q", l::POD_GROUP_NAME_LABEL: "g"}},
+            "spec": {"containers": []}});
+        default_pod(&mut pod, managed_ns(false), Gates::default());
+        assert_eq!(pod["metadata"]["labels"][l::MANAGED_LABEL], "true");
+        assert_eq!(pod["metadata"]["finalizers"], json!([l::MANAGED_FINALIZER]));
+        assert_eq!(
+            pod["spec"]["schedulingGates"],
+            json!([{"name": l::ADMISSION_SCHEDULING_GATE}, {"name": l::TOPOLOGY_SCHEDULING_GATE}])
+        );
+    }
+
+    #[test]
+    fn malformed_documents_do_not_panic() {
+        for mut doc in [
+            json!(null),
+            json!({"metadata": 3, "spec": "x"}),
+            json!([1, 2]),
+        ] {
+            default_job(&mut doc, managed_ns(true));
+            default_pod(&mut doc, managed_ns(true), Gates::default());
+            default_kueue_object(&mut doc, Gates::default());
+        }
+    }
+}

@@ -1,0 +1,610 @@
+//! The label and annotation rules Kueue's job framework enforces on a batch/v1 Job (and, for the shared part, on
+//! any job-like object such as a plain Pod), with Kueue v0.19.2's messages and its feature gates at their defaults
+//! (WorkloadIdentifierAnnotations, ElasticJobsViaWorkloadSlices and TopologyAwareScheduling on).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::errors::{Errors, Path, ValidationErrors, quote};
+use super::names::{dns_subdomain, qualified_name};
+use crate::kueue::labels as l;
+
+/// Kubernetes' message for a changed immutable field.
+const IMMUTABLE: &str = "field is immutable";
+
+/// Validates a Job on creation.
+pub fn validate_job(job: &Job) -> Result<(), ValidationErrors> {
+    let mut errs = Errors::default();
+    job_create_rules(&mut errs, job);
+    errs.finish("Job.batch", name(&job.metadata))
+}
+
+/// Validates an update of a Job; `default_queue_exists` says whether the Job's namespace has a LocalQueue named
+/// `default` (the queue-name label may then not be removed).
+pub fn validate_job_update(
+    old: &Job,
+    new: &Job,
+    default_queue_exists: bool,
+) -> Result<(), ValidationErrors> {
+    let mut errs = Errors::default();
+    // Kueue re-runs the creation rules on the new object, except that the min-parallelism annotation is only
+    // re-checked when it changed.
+    meta_create_rules(&mut errs, &new.metadata);
+    if annotation(&new.metadata, l::JOB_MIN_PARALLELISM_ANNOTATION)
+        != annotation(&old.metadata, l::JOB_MIN_PARALLELISM_ANNOTATION)
+    {
+        partial_admission_rules(&mut errs, new);
+    }
+    sync_completion_rules(&mut errs, new);
+    meta_update_rules(
+        &mut errs,
+        &old.metadata,
+        &new.metadata,
+        job_suspended(old),
+        job_suspended(new),
+        default_queue_exists,
+    );
+    partial_admission_update_rules(&mut errs, old, new);
+    topology_rules(&mut errs, new);
+    errs.finish("Job.batch", name(&new.metadata))
+}
+
+/// Validates the job-framework labels of any job-like object on creation (queue name, prebuilt workload,
+/// maximum execution time); `kind` names it in the message (e.g. `Pod`).
+pub fn validate_job_metadata(meta: &ObjectMeta, kind: &str) -> Result<(), ValidationErrors> {
+    let mut errs = Errors::default();
+    meta_create_rules(&mut errs, meta);
+    errs.finish(kind, name(meta))
+}
+
+/// Validates the job-framework labels of any job-like object on update; `suspended` tells whether the old and the
+/// new object are suspended (for a Pod: whether it still carries Kueue's admission scheduling gate).
+pub fn validate_job_metadata_update(
+    old: &ObjectMeta,
+    new: &ObjectMeta,
+    suspended: (bool, bool),
+    default_queue_exists: bool,
+    kind: &str,
+) -> Result<(), ValidationErrors> {
+    let mut errs = Errors::default();
+    meta_update_rules(
+        &mut errs,
+        old,
+        new,
+        suspended.0,
+        suspended.1,
+        default_queue_exists,
+    );
+    errs.finish(kind, name(new))
+}
+
+/// Whether a Job is suspended (`spec.suspend`, false when unset).
+pub fn job_suspended(job: &Job) -> bool {
+    job.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false)
+}
+
+/// The number of pods Kueue admits for a Job: min(parallelism, completions), each defaulting to 1.
+pub fn job_pods_count(job: &Job) -> i32 {
+    let spec = job.spec.as_ref();
+    let parallelism = spec.and_then(|s| s.parallelism).unwrap_or(1);
+    match spec.and_then(|s| s.completions) {
+        Some(c) => parallelism.min(c),
+        None => parallelism,
+    }
+}
+
+fn name(meta: &ObjectMeta) -> &str {
+    meta.name
+        .as_deref()
+        .or(meta.generate_name.as_deref())
+        .unwrap_or_default()
+}
+
+fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.annotations.as_ref()?.get(key).map(String::as_str)
+}
+
+fn labels_path(key: &str) -> Path {
+    Path::new("metadata").child("labels").key(key)
+}
+
+fn annotations_path(key: &str) -> Path {
+    Path::new("metadata").child("annotations").key(key)
+}
+
+/// The queue name a job-like object asks for (the label; empty when absent).
+fn queue_name(meta: &ObjectMeta) -> &str {
+    label(meta, l::QUEUE_NAME_LABEL).unwrap_or_default()
+}
+
+fn elastic(meta: &ObjectMeta) -> bool {
+    annotation(meta, l::ELASTIC_JOB_ANNOTATION) == Some("true")
+}
+
+/// Where the prebuilt workload name is read from: the annotation when set (WorkloadIdentifierAnnotations), else
+/// the label.
+fn prebuilt(meta: &ObjectMeta) -> (Path, &str) {
+    match annotation(meta, l::PREBUILT_WORKLOAD_ANNOTATION) {
+        Some(v) if !v.is_empty() => (annotations_path(l::PREBUILT_WORKLOAD_ANNOTATION), v),
+        _ => (
+            labels_path(l::PREBUILT_WORKLOAD_LABEL),
+            label(meta, l::PREBUILT_WORKLOAD_LABEL).unwrap_or_default(),
+        ),
+    }
+}
+
+/// One Invalid error joining every grammar problem, as Kueue reports a name that must be a DNS subdomain.
+fn subdomain(errs: &mut Errors, path: Path, value: &str) {
+    let problems = dns_subdomain(value);
+    if !problems.is_empty() {
+        errs.invalid_str(&path, value, problems.join(","));
+    }
+}
+
+fn meta_create_rules(errs: &mut Errors, meta: &ObjectMeta) {
+    if let Some(q) = label(meta, l::QUEUE_NAME_LABEL) {
+        subdomain(errs, labels_path(l::QUEUE_NAME_LABEL), q);
+    }
+    let (path, value) = prebuilt(meta);
+    if !value.is_empty() || label(meta, l::PREBUILT_WORKLOAD_LABEL).is_some() {
+        subdomain(errs, path, value);
+    }
+    if let Some(v) = label(meta, l::MAX_EXEC_TIME_SECONDS_LABEL) {
+        let path = labels_path(l::MAX_EXEC_TIME_SECONDS_LABEL);
+        match v.parse::<i64>() {
+            Err(_) => errs.invalid_str(
+                &path,
+                v,
+                format!("strconv.Atoi: parsing {}: invalid syntax", quote(v)),
+            ),
+            Ok(n) if n <= 0 => errs.invalid(&path, n.to_string(), "should be greater than 0"),
+            Ok(_) => {}
+        }
+    }
+}
+
+fn meta_update_rules(
+    errs: &mut Errors,
+    old: &ObjectMeta,
+    new: &ObjectMeta,
+    old_suspended: bool,
+    new_suspended: bool,
+    default_queue_exists: bool,
+) {
+    let queue_path = labels_path(l::QUEUE_NAME_LABEL);
+    if !new_suspended && queue_name(new) != queue_name(old) {
+        errs.immutable(&queue_path, quote(queue_name(new)), IMMUTABLE);
+    }
+    if queue_name(new).is_empty() && !queue_name(old).is_empty() && default_queue_exists {
+        errs.invalid_str(
+            &queue_path,
+            "",
+            "queue-name must not be empty in namespace with default queue",
+        );
+    }
+    // The prebuilt workload may change only while suspended; the creation rules cover it otherwise.
+    if !new_suspended && !elastic(old) {
+        let (path, new_name) = prebuilt(new);
+        let (_, old_name) = prebuilt(old);
+        if new_name != old_name {
+            errs.immutable(&path, quote(new_name), IMMUTABLE);
+        }
+    }
+    if !new_suspended || !old_suspended {
+        let new_v = label(new, l::MAX_EXEC_TIME_SECONDS_LABEL).unwrap_or_default();
+        let old_v = label(old, l::MAX_EXEC_TIME_SECONDS_LABEL).unwrap_or_default();
+        if new_v != old_v {
+            errs.immutable(
+                &labels_path(l::MAX_EXEC_TIME_SECONDS_LABEL),
+                quote(new_v),
+                IMMUTABLE,
+            );
+        }
+    }
+    let wpc_path = labels_path(l::PRIORITY_CLASS_LABEL);
+    let old_wpc = label(old, l::PRIORITY_CLASS_LABEL).unwrap_or_default();
+    let new_wpc = label(new, l::PRIORITY_CLASS_LABEL).unwrap_or_default();
+    if !new_suspended && old_wpc.is_empty() && !new_wpc.is_empty() {
+        errs.invalid_str(
+            &wpc_path,
+            new_wpc,
+            "WorkloadPriorityClass cannot be added to a non-suspended workload",
+        );
+    } else if new_wpc.is_empty() && !old_wpc.is_empty() {
+        errs.invalid_str(
+            &wpc_path,
+            new_wpc,
+            "WorkloadPriorityClass cannot be removed from a workload",
+        );
+    }
+    if elastic(old) != elastic(new) {
+        errs.immutable(
+            &annotations_path(l::ELASTIC_JOB_ANNOTATION),
+            elastic(new).to_string(),
+            IMMUTABLE,
+        );
+    }
+}
+
+fn job_create_rules(errs: &mut Errors, job: &Job) {
+    meta_create_rules(errs, &job.metadata);
+    partial_admission_rules(errs, job);
+    sync_completion_rules(errs, job);
+    topology_rules(errs, job);
+}
+
+fn partial_admission_rules(errs: &mut Errors, job: &Job) {
+    let Some(v) = annotation(&job.metadata, l::JOB_MIN_PARALLELISM_ANNOTATION) else {
+        return;
+    };
+    let path = annotations_path(l::JOB_MIN_PARALLELISM_ANNOTATION);
+    let count = job_pods_count(job);
+    match v.parse::<i64>() {
+        Err(_) => errs.invalid_str(
+            &path,
+            v,
+            format!("strconv.Atoi: parsing {}: invalid syntax", quote(v)),
+        ),
+        Ok(n) if n >= i64::from(count) || n <= 0 => errs.invalid(
+            &path,
+            n.to_string(),
+            format!("should be between 0 and {}", i64::from(count) - 1),
+        ),
+        Ok(_) => {}
+    }
+    if elastic(&job.metadata) {
+        errs.invalid_str(
+            &path,
+            v,
+            "partial admission and elastic job cannot be used together",
+        );
+    }
+}
+
+/// Go's `strconv.ParseBool`.
+fn parse_bool(s: &str) -> Option<bool> {
+    match s {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+fn sync_completion_rules(errs: &mut Errors, job: &Job) {
+    let Some(v) = annotation(
+        &job.metadata,
+        l::JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION,
+    ) else {
+        return;
+    };
+    let path = annotations_path(l::JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION);
+    let enabled = match parse_bool(v) {
+        Some(b) => b,
+        None => {
+            errs.invalid_str(
+                &path,
+                v,
+                format!("strconv.ParseBool: parsing {}: invalid syntax", quote(v)),
+            );
+            false
+        }
+    };
+    if !enabled {
+        return;
+    }
+    let spec = job.spec.as_ref();
+    if spec.and_then(|s| s.completion_mode.as_deref()) != Some("Indexed") {
+        errs.invalid_str(&path, v, "should not be enabled for NonIndexed jobs");
+    }
+    let parallelism = spec.and_then(|s| s.parallelism).unwrap_or(1);
+    let completions = spec.and_then(|s| s.completions);
+    if parallelism != completions.unwrap_or(1) {
+        errs.invalid(
+            &Path::new("spec").child("completions"),
+            completions.map_or_else(|| "null".to_owned(), |c| c.to_string()),
+            format!(
+                "should be equal to parallelism when {} annotation is true",
+                l::JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION
+            ),
+        );
+    }
+}
+
+fn sync_completion(job: &Job) -> bool {
+    annotation(
+        &job.metadata,
+        l::JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION,
+    )
+    .and_then(parse_bool)
+    .unwrap_or(false)
+}
+
+fn partial_admission_update_rules(errs: &mut Errors, old: &Job, new: &Job) {
+    let parallelism = |j: &Job| j.spec.as_ref().and_then(|s| s.parallelism).unwrap_or(1);
+    if annotation(&old.metadata, l::JOB_MIN_PARALLELISM_ANNOTATION).is_some()
+        && !job_suspended(old)
+        && parallelism(old) != parallelism(new)
+    {
+        errs.forbidden(
+            &Path::new("spec").child("parallelism"),
+            "cannot change when partial admission is enabled and the job is not suspended",
+        );
+    }
+    if job_suspended(old) == job_suspended(new)
+        && !job_suspended(new)
+        && sync_completion(old) != sync_completion(new)
+    {
+        errs.forbidden(
+            &annotations_path(l::JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION),
+            format!("{IMMUTABLE} while the job is not suspended"),
+        );
+    }
+}
+
+/// The pod template's topology annotations (Kueue's `ValidateTASPodSetRequest`, its core rules).
+fn topology_rules(errs: &mut Errors, job: &Job) {
+    let empty = BTreeMap::new();
+    let ann = job
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.as_ref())
+        .and_then(|m| m.annotations.as_ref())
+        .unwrap_or(&empty);
+    let path = Path::new("spec")
+        .child("template")
+        .child("metadata")
+        .child("annotations");
+    let required = ann.get(l::PODSET_REQUIRED_TOPOLOGY_ANNOTATION);
+    let preferred = ann.get(l::PODSET_PREFERRED_TOPOLOGY_ANNOTATION);
+    let unconstrained = ann.get(l::PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION);
+    let slice_required = ann.get(l::PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION);
+    let slice_size = ann.get(l::PODSET_SLICE_SIZE_ANNOTATION);
+    let found = [required, preferred, unconstrained]
+        .iter()
+        .filter(|a| a.is_some())
+        .count();
+    if found > 1 {
+        errs.invalid(
+            &path,
+            "",
+            format!(
+                "must not contain more than one topology annotation: [{}, {}, {}]",
+                quote(l::PODSET_REQUIRED_TOPOLOGY_ANNOTATION),
+                quote(l::PODSET_PREFERRED_TOPOLOGY_ANNOTATION),
+                quote(l::PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION)
+            ),
+        );
+    }
+    for (key, value) in [
+        (l::PODSET_REQUIRED_TOPOLOGY_ANNOTATION, required),
+        (l::PODSET_PREFERRED_TOPOLOGY_ANNOTATION, preferred),
+        (l::PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION, slice_required),
+    ] {
+        if let Some(v) = value {
+            for m in qualified_name(v) {
+                errs.invalid_str(&path.key(key), v, m);
+            }
+        }
+    }
+    if let Some(v) = unconstrained
+        && parse_bool(v).is_none()
+    {
+        errs.invalid_str(
+            &path.key(l::PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION),
+            v,
+            "must be a boolean value",
+        );
+    }
+    if slice_required.is_some() && slice_size.is_none() {
+        errs.required(
+            &path.key(l::PODSET_SLICE_SIZE_ANNOTATION),
+            format!(
+                "must be set when '{}' is specified",
+                l::PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION
+            ),
+        );
+    }
+    if slice_required.is_none() && slice_size.is_some() {
+        errs.forbidden(
+            &path.key(l::PODSET_SLICE_SIZE_ANNOTATION),
+            format!(
+                "may not be set when '{}' is not specified",
+                l::PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION
+            ),
+        );
+    }
+    if let (Some(_), Some(size)) = (slice_required, slice_size) {
+        let spath = path.key(l::PODSET_SLICE_SIZE_ANNOTATION);
+        match size.parse::<i64>() {
+            Ok(n) if n < 1 => errs.invalid_str(&spath, size, "must be greater than or equal to 1"),
+            Ok(n) if n > i64::from(job_pods_count(job)) => errs.invalid_str(
+                &spath,
+                size,
+                format!(
+                    "must not be greater than pod set count {}",
+                    job_pods_count(job)
+                ),
+            ),
+            Ok(_) => {}
+            Err(_) => errs.invalid_str(&spath, size, "must be a numeric value"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job(
+        labels: serde_json::Value,
+        annotations: serde_json::Value,
+        spec: serde_json::Value,
+    ) -> Job {
+        let mut spec = spec;
+        spec["template"] = json!({"spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+        serde_json::from_value(json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "j", "namespace": "ns", "labels": labels, "annotations": annotations},
+            "spec": spec,
+        }))
+        .expect("job")
+    }
+
+    #[test]
+    fn queue_name_must_be_a_subdomain() {
+        let j = job(
+            json!({l::QUEUE_NAME_LABEL: "Bad_Queue"}),
+            json!({}),
+            json!({}),
+        );
+        let err = validate_job(&j).expect_err("invalid");
+        assert!(err.to_string().starts_with(
+            "Job.batch \"j\" is invalid: metadata.labels[kueue.x-k8s.io/queue-name]: Invalid value: \"Bad_Queue\": a lowercase RFC 1123 subdomain"
+        ), "{err}");
+        assert!(
+            validate_job(&job(
+                json!({l::QUEUE_NAME_LABEL: "team-a"}),
+                json!({}),
+                json!({})
+            ))
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn max_exec_time_must_be_positive() {
+        let e = validate_job(&job(
+            json!({l::MAX_EXEC_TIME_SECONDS_LABEL: "0"}),
+            json!({}),
+            json!({}),
+        ))
+        .expect_err("zero");
+        assert!(e.has(
+            "metadata.labels[kueue.x-k8s.io/max-exec-time-seconds]",
+            "should be greater than 0"
+        ));
+        let e = validate_job(&job(
+            json!({l::MAX_EXEC_TIME_SECONDS_LABEL: "x"}),
+            json!({}),
+            json!({}),
+        ))
+        .expect_err("nan");
+        assert!(
+            e.to_string()
+                .contains("strconv.Atoi: parsing \"x\": invalid syntax"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn queue_name_is_immutable_while_running() {
+        let old = job(
+            json!({l::QUEUE_NAME_LABEL: "a"}),
+            json!({}),
+            json!({"suspend": false}),
+        );
+        let new = job(
+            json!({l::QUEUE_NAME_LABEL: "b"}),
+            json!({}),
+            json!({"suspend": false}),
+        );
+        let e = validate_job_update(&old, &new, false).expect_err("running");
+        assert!(
+            e.has("metadata.labels[kueue.x-k8s.io/queue-name]", IMMUTABLE),
+            "{e}"
+        );
+        let old = job(
+            json!({l::QUEUE_NAME_LABEL: "a"}),
+            json!({}),
+            json!({"suspend": true}),
+        );
+        let new = job(
+            json!({l::QUEUE_NAME_LABEL: "b"}),
+            json!({}),
+            json!({"suspend": true}),
+        );
+        assert!(validate_job_update(&old, &new, false).is_ok());
+        let new = job(json!({}), json!({}), json!({"suspend": true}));
+        let e = validate_job_update(&old, &new, true).expect_err("default queue");
+        assert!(
+            e.to_string()
+                .contains("queue-name must not be empty in namespace with default queue")
+        );
+    }
+
+    #[test]
+    fn priority_class_rules() {
+        let running = json!({"suspend": false});
+        let old = job(json!({}), json!({}), running.clone());
+        let new = job(
+            json!({l::PRIORITY_CLASS_LABEL: "high"}),
+            json!({}),
+            running.clone(),
+        );
+        let e = validate_job_update(&old, &new, false).expect_err("add while running");
+        assert!(
+            e.to_string()
+                .contains("cannot be added to a non-suspended workload")
+        );
+        let e = validate_job_update(&new, &old, false).expect_err("remove");
+        assert!(e.to_string().contains("cannot be removed from a workload"));
+    }
+
+    #[test]
+    fn min_parallelism_and_sync_completions() {
+        let e = validate_job(&job(
+            json!({}),
+            json!({l::JOB_MIN_PARALLELISM_ANNOTATION: "4"}),
+            json!({"parallelism": 4}),
+        ))
+        .expect_err("too big");
+        assert!(e.to_string().contains("should be between 0 and 3"), "{e}");
+        let e = validate_job(&job(
+            json!({}),
+            json!({l::JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION: "true"}),
+            json!({"parallelism": 2, "completions": 3}),
+        ))
+        .expect_err("nonindexed");
+        assert!(
+            e.to_string()
+                .contains("should not be enabled for NonIndexed jobs"),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("spec.completions: Invalid value: 3"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn topology_annotations_are_exclusive() {
+        let mut j = job(json!({}), json!({}), json!({}));
+        if let Some(spec) = j.spec.as_mut() {
+            spec.template.metadata = Some(ObjectMeta {
+                annotations: Some(BTreeMap::from([
+                    (
+                        l::PODSET_REQUIRED_TOPOLOGY_ANNOTATION.to_owned(),
+                        "rack".to_owned(),
+                    ),
+                    (
+                        l::PODSET_PREFERRED_TOPOLOGY_ANNOTATION.to_owned(),
+                        "block".to_owned(),
+                    ),
+                ])),
+                ..Default::default()
+            });
+        }
+        let e = validate_job(&j).expect_err("two");
+        assert!(
+            e.to_string()
+                .contains("must not contain more than one topology annotation")
+        );
+    }
+}

@@ -1,0 +1,431 @@
+//! Every admission hook the webhook serves, by path, and what each one decides for a request.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use sluice_sdk::kueue::decode::decode;
+use sluice_sdk::kueue::defaults::{self, Gates, JobContext};
+use sluice_sdk::kueue::labels as l;
+use sluice_sdk::kueue::validation::job::{
+    validate_job, validate_job_metadata, validate_job_metadata_update, validate_job_update,
+};
+use sluice_sdk::kueue::validation::{validate, validate_update};
+
+use crate::policy::PolicyModuleValidator;
+use crate::queues::LocalQueueIndex;
+use crate::review::{self, AdmissionRequest, Operation, UnreviewableError, Verdict};
+
+/// One admission hook.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hook {
+    /// Kueue's Job defaulting (default LocalQueue, suspend).
+    MutateJob,
+    /// Kueue's Job label and annotation rules.
+    ValidateJob,
+    /// Kueue's plain-pod defaulting (default LocalQueue, managed label, scheduling gates).
+    MutatePod,
+    /// Kueue's job-framework label rules on plain pods.
+    ValidatePod,
+    /// Kueue's defaulting of one of its kinds.
+    MutateKueue(&'static str),
+    /// Kueue's validation of one of its kinds.
+    ValidateKueue(&'static str),
+    /// Sluice's PolicyModule check.
+    ValidatePolicyModule,
+}
+
+/// The path of the CRD conversion webhook.
+pub const CONVERT_PATH: &str = "/convert";
+
+/// Every admission path with its hook: Kueue v0.19.2's paths, then Sluice's own (validation of the Kueue kinds that
+/// Kueue checks only with CEL rules in its CRDs, and PolicyModule).
+pub const ROUTES: &[(&str, Hook)] = &[
+    ("/mutate-batch-v1-job", Hook::MutateJob),
+    ("/validate-batch-v1-job", Hook::ValidateJob),
+    ("/mutate--v1-pod", Hook::MutatePod),
+    ("/validate--v1-pod", Hook::ValidatePod),
+    (
+        "/mutate-kueue-x-k8s-io-v1beta2-clusterqueue",
+        Hook::MutateKueue("ClusterQueue"),
+    ),
+    (
+        "/mutate-kueue-x-k8s-io-v1beta2-resourceflavor",
+        Hook::MutateKueue("ResourceFlavor"),
+    ),
+    (
+        "/mutate-kueue-x-k8s-io-v1beta2-workload",
+        Hook::MutateKueue("Workload"),
+    ),
+    (
+        "/validate-kueue-x-k8s-io-v1beta2-clusterqueue",
+        Hook::ValidateKueue("ClusterQueue"),
+    ),
+    (
+        "/validate-kueue-x-k8s-io-v1beta2-cohort",
+        Hook::ValidateKueue("Cohort"),
+    ),
+    (
+        "/validate-kueue-x-k8s-io-v1beta2-resourceflavor",
+        Hook::ValidateKueue("ResourceFlavor"),
+    ),
+    (
+        "/validate-kueue-x-k8s-io-v1beta2-workload",
+        Hook::ValidateKueue("Workload"),
+    ),
+    (
+        "/validate-kueue-x-k8s-io-v1beta2-localqueue",
+        Hook::ValidateKueue("LocalQueue"),
+    ),
+    (
+        "/validate-kueue-x-k8s-io-v1beta2-topology",
+        Hook::ValidateKueue("Topology"),
+    ),
+    (
+        "/validate-kueue-x-k8s-io-v1beta2-workloadpriorityclass",
+        Hook::ValidateKueue("WorkloadPriorityClass"),
+    ),
+    (
+        "/validate-kueue-x-k8s-io-v1beta2-admissioncheck",
+        Hook::ValidateKueue("AdmissionCheck"),
+    ),
+    (
+        "/validate-sluice-dev-v1alpha1-policymodule",
+        Hook::ValidatePolicyModule,
+    ),
+];
+
+/// Kueue's default `managedJobsNamespaceSelector` excludes these namespaces.
+pub const DEFAULT_UNMANAGED_NAMESPACES: &[&str] = &["kube-system", "kueue-system"];
+
+/// How the hooks behave (Kueue's Configuration, the parts the webhooks read).
+#[derive(Clone, Debug)]
+pub struct HookConfig {
+    /// Namespaces whose jobs Kueue never manages without an explicit queue name (Kueue's
+    /// `managedJobsNamespaceSelector`, matched on the namespace name).
+    pub unmanaged_namespaces: Vec<String>,
+    /// Kueue's `manageJobsWithoutQueueName`.
+    pub manage_jobs_without_queue_name: bool,
+    /// Kueue's feature gates that change defaulting.
+    pub gates: Gates,
+}
+
+impl Default for HookConfig {
+    fn default() -> Self {
+        Self {
+            unmanaged_namespaces: DEFAULT_UNMANAGED_NAMESPACES
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect(),
+            manage_jobs_without_queue_name: false,
+            gates: Gates::default(),
+        }
+    }
+}
+
+/// The hooks with what they consult.
+#[derive(Clone)]
+pub struct Hooks {
+    /// Which LocalQueues exist.
+    pub queues: Arc<dyn LocalQueueIndex>,
+    /// The PolicyModule check, when this build has one.
+    pub policy: Option<Arc<dyn PolicyModuleValidator>>,
+    /// Behaviour switches.
+    pub config: HookConfig,
+}
+
+/// What to send back for one HTTP body.
+#[derive(Debug)]
+pub struct Answer {
+    /// The AdmissionReview to return with HTTP 200.
+    pub review: Value,
+    /// The verdict inside it (for metrics and logs).
+    pub verdict: Verdict,
+}
+
+impl Hooks {
+    /// Hooks consulting `queues`, with Kueue's default configuration and no PolicyModule check.
+    pub fn new(queues: Arc<dyn LocalQueueIndex>) -> Self {
+        Self {
+            queues,
+            policy: None,
+            config: HookConfig::default(),
+        }
+    }
+
+    /// Decodes an AdmissionReview body and reviews it with `hook`; `Err` when there is no request to answer.
+    pub fn answer(&self, hook: Hook, body: &[u8]) -> Result<Answer, UnreviewableError> {
+        let (uid, verdict) = match review::decode(body)? {
+            Ok(req) => {
+                let verdict = self.review(hook, &req);
+                (req.uid, verdict)
+            }
+            Err(bad) => (bad.uid, Verdict::bad_request(bad.message)),
+        };
+        Ok(Answer {
+            review: verdict.to_review(&uid),
+            verdict,
+        })
+    }
+
+    /// Reviews one request.
+    pub fn review(&self, hook: Hook, req: &AdmissionRequest) -> Verdict {
+        match hook {
+            Hook::MutateJob => self.mutate_job(req),
+            Hook::ValidateJob => self.validate_job(req),
+            Hook::MutatePod => self.mutate_pod(req),
+            Hook::ValidatePod => self.validate_pod(req),
+            Hook::MutateKueue(kind) => self.mutate_kueue(kind, req),
+            Hook::ValidateKueue(kind) => validate_kueue(kind, req),
+            Hook::ValidatePolicyModule => self.validate_policy_module(req),
+        }
+    }
+
+    fn job_context(&self, namespace: &str) -> JobContext {
+        JobContext {
+            default_local_queue_exists: self.queues.exists(namespace, l::DEFAULT_LOCAL_QUEUE_NAME),
+            namespace_managed: !self
+                .config
+                .unmanaged_namespaces
+                .iter()
+                .any(|n| n == namespace),
+            manage_jobs_without_queue_name: self.config.manage_jobs_without_queue_name,
+        }
+    }
+
+    fn mutate_job(&self, req: &AdmissionRequest) -> Verdict {
+        if req.operation != Operation::Create {
+            return Verdict::allow();
+        }
+        let object = match typed::<Job>(req.object.as_ref(), "Job", "object") {
+            Ok((raw, _)) => raw,
+            Err(v) => return v,
+        };
+        let mut mutated = object.clone();
+        defaults::default_job(&mut mutated, self.job_context(req.namespace()));
+        Verdict::patched(object, &mutated)
+    }
+
+    fn validate_job(&self, req: &AdmissionRequest) -> Verdict {
+        let (raw, new) = match req.operation {
+            Operation::Create | Operation::Update => {
+                match typed::<Job>(req.object.as_ref(), "Job", "object") {
+                    Ok(pair) => pair,
+                    Err(v) => return v,
+                }
+            }
+            Operation::Delete | Operation::Connect => return Verdict::allow(),
+        };
+        let ns = req.namespace();
+        let result = if req.operation == Operation::Update {
+            let old = match typed::<Job>(req.old_object.as_ref(), "Job", "oldObject") {
+                Ok((_, old)) => old,
+                Err(v) => return v,
+            };
+            let default_queue = self.queues.exists(ns, l::DEFAULT_LOCAL_QUEUE_NAME);
+            validate_job_update(&old, &new, default_queue)
+        } else {
+            validate_job(&new)
+        };
+        match result {
+            Err(e) => Verdict::deny(e.to_string()),
+            Ok(()) => {
+                let mut v = Verdict::allow();
+                if req.operation == Operation::Create {
+                    v.warnings
+                        .extend(self.missing_queue_warning(raw, ns, "Job"));
+                }
+                v
+            }
+        }
+    }
+
+    /// A warning when the object names a LocalQueue that does not exist (only once the index is synced): Kueue
+    /// accepts such objects silently and they wait forever.
+    fn missing_queue_warning(&self, obj: &Value, namespace: &str, kind: &str) -> Option<String> {
+        let queue = defaults::queue_name(obj);
+        (!queue.is_empty() && self.queues.synced() && !self.queues.exists(namespace, queue)).then(
+            || {
+                format!(
+                    "LocalQueue {queue:?} does not exist in namespace {namespace:?}; the {kind} stays suspended until it does"
+                )
+            },
+        )
+    }
+
+    fn mutate_pod(&self, req: &AdmissionRequest) -> Verdict {
+        if req.operation != Operation::Create {
+            return Verdict::allow();
+        }
+        let object = match typed::<Pod>(req.object.as_ref(), "Pod", "object") {
+            Ok((raw, _)) => raw,
+            Err(v) => return v,
+        };
+        let mut mutated = object.clone();
+        defaults::default_pod(
+            &mut mutated,
+            self.job_context(req.namespace()),
+            self.config.gates,
+        );
+        Verdict::patched(object, &mutated)
+    }
+
+    fn validate_pod(&self, req: &AdmissionRequest) -> Verdict {
+        let ns = req.namespace();
+        let result = match req.operation {
+            Operation::Create => match typed::<Pod>(req.object.as_ref(), "Pod", "object") {
+                Ok((raw, pod)) => validate_job_metadata(&pod.metadata, "Pod").map(|()| {
+                    self.missing_queue_warning(raw, ns, "Pod")
+                        .into_iter()
+                        .collect()
+                }),
+                Err(v) => return v,
+            },
+            Operation::Update => {
+                let new = match typed::<Pod>(req.object.as_ref(), "Pod", "object") {
+                    Ok((_, p)) => p,
+                    Err(v) => return v,
+                };
+                let old = match typed::<Pod>(req.old_object.as_ref(), "Pod", "oldObject") {
+                    Ok((_, p)) => p,
+                    Err(v) => return v,
+                };
+                let default_queue = self.queues.exists(ns, l::DEFAULT_LOCAL_QUEUE_NAME);
+                validate_job_metadata_update(
+                    &old.metadata,
+                    &new.metadata,
+                    (pod_gated(&old), pod_gated(&new)),
+                    default_queue,
+                    "Pod",
+                )
+                .map(|()| Vec::new())
+            }
+            Operation::Delete | Operation::Connect => return Verdict::allow(),
+        };
+        match result {
+            Ok(warnings) => Verdict {
+                warnings,
+                ..Verdict::allow()
+            },
+            Err(e) => Verdict::deny(e.to_string()),
+        }
+    }
+
+    fn mutate_kueue(&self, kind: &str, req: &AdmissionRequest) -> Verdict {
+        if req.operation != Operation::Create {
+            return Verdict::allow();
+        }
+        let object = match kueue_object(kind, req.object.as_ref(), "object") {
+            Ok(o) => o,
+            Err(v) => return v,
+        };
+        let mut mutated = object.clone();
+        defaults::default_kueue_object(&mut mutated, self.config.gates);
+        Verdict::patched(object, &mutated)
+    }
+
+    fn validate_policy_module(&self, req: &AdmissionRequest) -> Verdict {
+        if !matches!(req.operation, Operation::Create | Operation::Update) {
+            return Verdict::allow();
+        }
+        let Some(object) = req.object.as_ref() else {
+            return Verdict::bad_request("the request has no object");
+        };
+        if let Err(v) = check_kind(object, "PolicyModule") {
+            return v;
+        }
+        let Some(policy) = &self.policy else {
+            return Verdict::deny(
+                "this webhook has no PolicyModule validator; PolicyModules cannot be admitted by it",
+            );
+        };
+        match policy.validate(object, req.old_object.as_ref()) {
+            Ok(warnings) => Verdict {
+                warnings,
+                ..Verdict::allow()
+            },
+            Err(message) => Verdict::deny(message),
+        }
+    }
+}
+
+/// Whether a pod still waits for Kueue's admission (Kueue's notion of a suspended pod).
+fn pod_gated(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| g.iter().any(|g| g.name == l::ADMISSION_SCHEDULING_GATE))
+}
+
+fn validate_kueue(kind: &str, req: &AdmissionRequest) -> Verdict {
+    let verdict = match req.operation {
+        Operation::Create => kueue_typed(kind, req.object.as_ref(), "object")
+            .and_then(|o| validate(&o).map_err(|e| Verdict::deny(e.to_string()))),
+        Operation::Update => {
+            kueue_typed(kind, req.old_object.as_ref(), "oldObject").and_then(|old| {
+                let new = kueue_typed(kind, req.object.as_ref(), "object")?;
+                validate_update(&old, &new).map_err(|e| Verdict::deny(e.to_string()))
+            })
+        }
+        Operation::Delete | Operation::Connect => Ok(()),
+    };
+    verdict.err().unwrap_or_else(Verdict::allow)
+}
+
+/// Checks that `object` is of `kind`.
+fn check_kind(object: &Value, kind: &str) -> Result<(), Verdict> {
+    let got = object.get("kind").and_then(Value::as_str);
+    if got == Some(kind) {
+        Ok(())
+    } else {
+        Err(Verdict::bad_request(format!(
+            "this webhook reviews {kind} objects, not {}",
+            got.map_or_else(|| "objects without a kind".to_owned(), |k| format!("{k:?}"))
+        )))
+    }
+}
+
+fn kueue_object<'a>(
+    kind: &str,
+    object: Option<&'a Value>,
+    which: &str,
+) -> Result<&'a Value, Verdict> {
+    let object =
+        object.ok_or_else(|| Verdict::bad_request(format!("the request has no {which}")))?;
+    check_kind(object, kind)?;
+    Ok(object)
+}
+
+fn kueue_typed(
+    kind: &str,
+    object: Option<&Value>,
+    which: &str,
+) -> Result<sluice_sdk::kueue::decode::KueueObject, Verdict> {
+    let object = kueue_object(kind, object, which)?;
+    decode(object.clone()).map_err(|e| Verdict::bad_request(format!("{which}: {e}")))
+}
+
+/// The raw and the typed object of the expected kind, or the verdict refusing the request.
+fn typed<'a, T: DeserializeOwned>(
+    object: Option<&'a Value>,
+    kind: &str,
+    which: &str,
+) -> Result<(&'a Value, T), Verdict> {
+    let object =
+        object.ok_or_else(|| Verdict::bad_request(format!("the request has no {which}")))?;
+    check_kind(object, kind)?;
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let typed = serde_path_to_error::deserialize(object).map_err(|e| {
+        Verdict::bad_request(format!(
+            "cannot decode {kind} {name:?} ({which}): {}: {}",
+            e.path(),
+            e.inner()
+        ))
+    })?;
+    Ok((object, typed))
+}
