@@ -56,6 +56,9 @@ struct SimulateArgs {
     /// Never show a progress bar.
     #[arg(long)]
     no_progress: bool,
+    /// Also write the report as one self-contained HTML page with charts to this file.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
 }
 
 fn parse_until(s: &str) -> Result<i64, String> {
@@ -162,6 +165,15 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
     } else {
         sim::render_final_state(&simulation, args.output)
     };
+    if let Some(path) = &args.report {
+        let html = sim::report::render_html(
+            &report,
+            &sim::report::node_uses(&simulation, &report),
+            "Sluice simulation report",
+        )?;
+        std::fs::write(path, html)
+            .map_err(|e| anyhow::anyhow!("writing the report to {}: {e}", path.display()))?;
+    }
     let mut stdout = std::io::stdout().lock();
     // A closed pipe (e.g. `| head`) is not an error worth reporting.
     let _ = stdout.write_all(text.as_bytes());
