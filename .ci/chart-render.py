@@ -45,6 +45,14 @@ VARIANTS = {
     },
 }
 
+# Values the schema must refuse (each install must fail).
+INVALID = {
+    "failure-policy": {"webhook": {"failurePolicy": "Sometimes"}},
+    "unknown-key": {"operator": {"replica": 3}},
+    "certificate-source": {"certificates": {"source": "vault"}},
+    "no-limits": {"webhook": {"resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": None}}},
+}
+
 # (group, version) -> [(plural, kind, namespaced)]: what the stand-in API server says it serves.
 RESOURCES = {
     ("", "v1"): [("namespaces", "Namespace", False), ("nodes", "Node", False), ("secrets", "Secret", True),
@@ -310,6 +318,15 @@ async def main(chart, out_dir):
             for o in objects:
                 kinds[o.get("kind")] = kinds.get(o.get("kind"), 0) + 1
             print(f"== render {variant}: {len(objects)} objects -> {path}: {json.dumps(kinds, sort_keys=True)}")
+        for variant, values in INVALID.items():
+            API.reset()
+            try:
+                await helm_sdkpy.Install(config).run(RELEASE, chart, values=values, wait=False, timeout=120)
+            except helm_sdkpy.HelmError as e:
+                print(f"== refused {variant}, as it should be: {str(e).splitlines()[0][:160]}")
+                continue
+            print(f"== render {variant}: the schema accepted values it must refuse: {values}", file=sys.stderr)
+            failed = True
     server.shutdown()
     return 1 if failed else 0
 
