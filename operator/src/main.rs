@@ -32,6 +32,8 @@ enum Command {
     Crds,
     /// Measure the engine's admission throughput and cycle latency on a synthetic cluster.
     Bench(sluice_operator::bench::BenchArgs),
+    #[command(flatten)]
+    Cluster(sluice_operator::cli::kueue::ClusterCommand),
 }
 
 #[derive(clap::Args)]
@@ -97,6 +99,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Bench(args) => sluice_operator::bench::run(&args).map_err(Failure::from),
+        Command::Cluster(c) => cluster(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -105,6 +108,17 @@ fn main() -> ExitCode {
             ExitCode::from(f.code)
         }
     }
+}
+
+/// Runs a cluster subcommand; bad flags exit with 2.
+fn cluster(command: sluice_operator::cli::kueue::ClusterCommand) -> Result<(), Failure> {
+    use sluice_operator::cli::kueue::{CliError, run};
+    let text = run(command).map_err(|e| match e {
+        CliError::Flag { .. } => bad_input(e),
+        e => Failure::from(e),
+    })?;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    Ok(())
 }
 
 fn init_tracing(json: bool) {
