@@ -1214,3 +1214,641 @@ async fn resume_command(client: &kube::Client, command: ResumeCommand) -> Result
         }
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    //! The commands against recorded API server responses, served by a tower service in place of the cluster.
+
+    use std::sync::{Arc, Mutex};
+
+    use clap::Parser;
+
+    use super::*;
+
+    /// One API call the mock answered: method, path, content type, body.
+    #[derive(Clone, Debug)]
+    pub struct Call {
+        pub method: String,
+        pub path: String,
+        pub content_type: String,
+        pub body: Value,
+    }
+
+    type Calls = Arc<Mutex<Vec<Call>>>;
+
+    /// A client on its own runtime, with the calls its mock API server answered.
+    pub struct Mock {
+        /// Runs the commands (the client's buffer task lives on it).
+        pub runtime: tokio::runtime::Runtime,
+        /// The client.
+        pub client: kube::Client,
+        /// Every call, in order.
+        pub calls: Calls,
+    }
+
+    impl Mock {
+        /// The calls so far.
+        pub fn calls(&self) -> Vec<Call> {
+            self.calls.lock().map(|c| c.clone()).unwrap_or_default()
+        }
+    }
+
+    /// A client whose API server answers (method, path) from `routes`, 404 otherwise, echoing POST bodies.
+    pub fn mock(routes: Vec<(&'static str, String, Value)>) -> Mock {
+        let calls: Calls = Arc::default();
+        let seen = calls.clone();
+        let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+            let seen = seen.clone();
+            let routes = routes.clone();
+            async move {
+                let method = req.method().to_string();
+                let path = req.uri().path().to_string();
+                let content_type = req
+                    .headers()
+                    .get(http::header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_string();
+                let bytes = req.into_body().collect_bytes().await?;
+                let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                seen.lock().map_err(|e| e.to_string())?.push(Call {
+                    method: method.clone(),
+                    path: path.clone(),
+                    content_type,
+                    body: body.clone(),
+                });
+                let found = routes.iter().find(|(m, p, _)| *m == method && *p == path);
+                let (status, reply) = match (found, method.as_str()) {
+                    (Some((_, _, v)), _) => (200, v.clone()),
+                    (None, "POST") => (201, body),
+                    (None, _) => (
+                        404,
+                        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                               "reason": "NotFound", "code": 404, "message": format!("{path} not found")}),
+                    ),
+                };
+                let response = http::Response::builder()
+                    .status(status)
+                    .header(http::header::CONTENT_TYPE, "application/json")
+                    .body(kube::client::Body::from(serde_json::to_vec(&reply)?))?;
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(response)
+            }
+        });
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("test runtime: {e}"));
+        let client = {
+            let _inside = runtime.enter();
+            kube::Client::new(service, "team-a")
+        };
+        Mock {
+            runtime,
+            client,
+            calls,
+        }
+    }
+
+    #[derive(Parser)]
+    struct Args {
+        #[command(subcommand)]
+        command: ClusterCommand,
+    }
+
+    /// 2026-01-01T03:00:00Z: three hours after the fixtures' creation times.
+    pub const NOW: i64 = 1_767_236_400;
+
+    /// Parses `args` as the `sluice` command line would and runs them against `client`.
+    pub fn run_with(m: &Mock, args: &[&str]) -> Result<String, CliError> {
+        let command = Args::try_parse_from(std::iter::once("sluice").chain(args.iter().copied()))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+            .command;
+        m.runtime.block_on(execute(&m.client, command, NOW))
+    }
+
+    fn list(kind: &str, items: Vec<Value>) -> Value {
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": format!("{kind}List"),
+               "metadata": {"resourceVersion": "42"}, "items": items})
+    }
+
+    fn meta(name: &str, ns: Option<&str>) -> Value {
+        let mut m = json!({"name": name, "uid": format!("uid-{name}"), "resourceVersion": "7",
+                           "creationTimestamp": "2026-01-01T00:00:00Z"});
+        if let Some(ns) = ns {
+            m["namespace"] = ns.into();
+        }
+        m
+    }
+
+    fn cond(t: &str, status: &str, reason: &str, message: &str) -> Value {
+        json!({"type": t, "status": status, "reason": reason, "message": message,
+               "lastTransitionTime": "2026-01-01T01:00:00Z"})
+    }
+
+    pub fn cluster_queues() -> Value {
+        list(
+            "ClusterQueue",
+            vec![
+                json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": meta("team-a", None),
+                    "spec": {"cohortName": "ai", "namespaceSelector": {}, "resourceGroups": [
+                        {"coveredResources": ["cpu", "nvidia.com/gpu"], "flavors": [
+                            {"name": "h100", "resources": [{"name": "cpu", "nominalQuota": "64"},
+                                                           {"name": "nvidia.com/gpu", "nominalQuota": "16"}]}]}]},
+                    "status": {"pendingWorkloads": 2, "reservingWorkloads": 1, "admittedWorkloads": 1,
+                        "conditions": [cond("Active", "True", "Ready", "Can admit new workloads")],
+                        "flavorsUsage": [{"name": "h100", "resources": [
+                            {"name": "cpu", "total": "8", "borrowed": "0"},
+                            {"name": "nvidia.com/gpu", "total": "20", "borrowed": "4"}]}]}}),
+                json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": meta("team-b", None),
+                    "spec": {"namespaceSelector": {}, "queueingStrategy": "StrictFIFO", "stopPolicy": "Hold",
+                             "resourceGroups": []},
+                    "status": {"conditions": [cond("Active", "False", "Stopped", "Stopped by user")]}}),
+            ],
+        )
+    }
+
+    fn local_queues() -> Value {
+        list(
+            "LocalQueue",
+            vec![
+                json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                "metadata": meta("main", Some("team-a")), "spec": {"clusterQueue": "team-a"},
+                "status": {"pendingWorkloads": 2, "admittedWorkloads": 1, "reservingWorkloads": 1}}),
+            ],
+        )
+    }
+
+    fn workload(
+        name: &str,
+        gpus: i64,
+        count: i64,
+        conditions: Vec<Value>,
+        admitted_in: Option<&str>,
+    ) -> Value {
+        let mut status = json!({"conditions": conditions});
+        if let Some(cq) = admitted_in {
+            status["admission"] = json!({"clusterQueue": cq, "podSetAssignments": [
+                {"name": "main", "flavors": {"nvidia.com/gpu": "h100"}, "resourceUsage": {"nvidia.com/gpu": "8"},
+                 "count": count}]});
+        }
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": meta(name, Some("team-a")),
+            "spec": {"queueName": "main", "podSets": [{"name": "main", "count": count, "template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "trainer", "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]}}}]},
+            "status": status})
+    }
+
+    fn workloads() -> Value {
+        list(
+            "Workload",
+            vec![
+                workload(
+                    "job-train",
+                    8,
+                    1,
+                    vec![
+                        cond(
+                            "QuotaReserved",
+                            "True",
+                            "QuotaReserved",
+                            "Quota reserved in ClusterQueue team-a",
+                        ),
+                        cond("Admitted", "True", "Admitted", "The workload is admitted"),
+                    ],
+                    Some("team-a"),
+                ),
+                workload(
+                    "job-big",
+                    8,
+                    2,
+                    vec![cond(
+                        "QuotaReserved",
+                        "False",
+                        "Pending",
+                        "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h100, 12 more needed",
+                    )],
+                    None,
+                ),
+                workload("job-next", 4, 1, vec![], None),
+                workload(
+                    "job-done",
+                    2,
+                    1,
+                    vec![cond(
+                        "Finished",
+                        "True",
+                        "Succeeded",
+                        "Job finished successfully",
+                    )],
+                    Some("team-a"),
+                ),
+            ],
+        )
+    }
+
+    fn visibility() -> Value {
+        json!({"kind": "PendingWorkloadsSummary", "apiVersion": "visibility.kueue.x-k8s.io/v1beta2", "metadata": {},
+            "items": [
+                {"metadata": {"name": "job-big", "namespace": "team-a"}, "priority": 0, "localQueueName": "main",
+                 "positionInClusterQueue": 0, "positionInLocalQueue": 0},
+                {"metadata": {"name": "job-next", "namespace": "team-a"}, "priority": 0, "localQueueName": "main",
+                 "positionInClusterQueue": 1, "positionInLocalQueue": 1}]})
+    }
+
+    const CQS: &str = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues";
+
+    fn cluster_routes() -> Vec<(&'static str, String, Value)> {
+        vec![
+            ("GET", CQS.to_string(), cluster_queues()),
+            (
+                "GET",
+                "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/localqueues".into(),
+                local_queues(),
+            ),
+            (
+                "GET",
+                "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/workloads".into(),
+                workloads(),
+            ),
+            (
+                "GET",
+                "/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/team-a/pendingworkloads"
+                    .into(),
+                visibility(),
+            ),
+            (
+                "GET",
+                "/apis/kueue.x-k8s.io/v1beta2/resourceflavors".into(),
+                list(
+                    "ResourceFlavor",
+                    vec![
+                        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                    "metadata": meta("h100", None), "spec": {"nodeLabels": {"nvidia.com/gpu.product": "H100"},
+                    "nodeTaints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}], "topologyName": "default"}}),
+                    ],
+                ),
+            ),
+        ]
+    }
+
+    /// The whitespace-separated cells of the table row starting with `first`.
+    fn row(table: &str, first: &str) -> Vec<String> {
+        table
+            .lines()
+            .map(|l| l.split_whitespace().map(String::from).collect::<Vec<_>>())
+            .find(|cells| cells.first().map(String::as_str) == Some(first))
+            .unwrap_or_else(|| panic!("no row {first} in\n{table}"))
+    }
+
+    #[test]
+    fn list_cluster_queues() -> Result<(), CliError> {
+        let m = mock(cluster_routes());
+        let t = run_with(&m, &["list", "clusterqueues"])?;
+        assert!(t.starts_with("NAME"), "{t}");
+        assert_eq!(
+            row(&t, "team-a"),
+            [
+                "team-a",
+                "ai",
+                "BestEffortFIFO",
+                "2",
+                "1",
+                "true",
+                "None",
+                "20/16",
+                "3h"
+            ]
+        );
+        assert_eq!(
+            row(&t, "team-b"),
+            [
+                "team-b",
+                "-",
+                "StrictFIFO",
+                "0",
+                "0",
+                "false",
+                "Hold",
+                "0/0",
+                "3h"
+            ]
+        );
+        let inactive = run_with(&m, &["list", "cq", "--active", "false"])?;
+        assert!(!inactive.contains("team-a") && inactive.contains("team-b"));
+        Ok(())
+    }
+
+    #[test]
+    fn list_local_queues_and_flavors() -> Result<(), CliError> {
+        let m = mock(cluster_routes());
+        let t = run_with(&m, &["list", "localqueues"])?;
+        assert_eq!(row(&t, "main"), ["main", "team-a", "2", "1", "None", "3h"]);
+        assert!(m.calls()[0].path.contains("/namespaces/team-a/"));
+        let t = run_with(&m, &["list", "resourceflavors"])?;
+        assert_eq!(
+            row(&t, "h100"),
+            [
+                "h100",
+                "nvidia.com/gpu.product=H100",
+                "nvidia.com/gpu:NoSchedule",
+                "default",
+                "3h"
+            ]
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn list_workloads_with_position_and_reason() -> Result<(), CliError> {
+        let m = mock(cluster_routes());
+        let t = run_with(&m, &["list", "workloads"])?;
+        assert_eq!(
+            row(&t, "job-train")[..7],
+            ["job-train", "main", "team-a", "Admitted", "-", "8", "3h"]
+        );
+        let big = row(&t, "job-big");
+        assert_eq!(
+            big[..7],
+            ["job-big", "main", "team-a", "Pending", "0", "16", "3h"]
+        );
+        assert!(
+            t.contains(
+                "Pending: couldn't assign flavors to pod set main: insufficient unused quota"
+            ),
+            "{t}"
+        );
+        assert_eq!(
+            row(&t, "job-next")[..5],
+            ["job-next", "main", "team-a", "Pending", "1"]
+        );
+        assert!(row(&t, "job-next").join(" ").ends_with("not yet attempted"));
+        assert_eq!(
+            row(&t, "job-done")[..4],
+            ["job-done", "main", "team-a", "Finished"]
+        );
+        // One visibility call, for the one ClusterQueue with pending workloads.
+        let seen = m.calls();
+        assert_eq!(
+            seen.iter()
+                .filter(|c| c.path.contains("pendingworkloads"))
+                .count(),
+            1
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn list_workloads_filtered_as_json() -> Result<(), CliError> {
+        let m = mock(cluster_routes());
+        let out = run_with(&m, &["list", "wl", "--status", "pending", "-o", "json"])?;
+        let v: Value = serde_json::from_str(&out)?;
+        assert_eq!(v["kind"], "List");
+        let names: Vec<&str> = v["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|i| i["metadata"]["name"].as_str())
+            .collect();
+        assert_eq!(names, ["job-big", "job-next"]);
+        let yaml = run_with(&m, &["list", "wl", "--status", "finished", "-o", "yaml"])?;
+        assert!(yaml.contains("name: job-done") && !yaml.contains("job-big"));
+        Ok(())
+    }
+
+    #[test]
+    fn positions_are_optional() -> Result<(), CliError> {
+        // No visibility API: positions show as "-" and listing still works.
+        let routes = cluster_routes()
+            .into_iter()
+            .filter(|(_, p, _)| !p.contains("visibility"))
+            .collect();
+        let m = mock(routes);
+        let t = run_with(&m, &["list", "workloads"])?;
+        assert_eq!(row(&t, "job-big")[4], "-");
+        Ok(())
+    }
+
+    #[test]
+    fn create_cluster_queue_from_flags() -> Result<(), CliError> {
+        let m = mock(vec![]);
+        let out = run_with(
+            &m,
+            &[
+                "create",
+                "clusterqueue",
+                "team-c",
+                "--cohort",
+                "ai",
+                "--queuing-strategy",
+                "StrictFIFO",
+                "--namespace-selector",
+                "team=c",
+                "--reclaim-within-cohort",
+                "Any",
+                "--nominal-quota",
+                "h100:nvidia.com/gpu=16;cpu=64",
+                "--nominal-quota",
+                "a100:cpu=32;nvidia.com/gpu=8",
+                "--borrowing-limit",
+                "h100:nvidia.com/gpu=8",
+                "--lending-limit",
+                "a100:nvidia.com/gpu=4",
+            ],
+        )?;
+        assert_eq!(out, "clusterqueue.kueue.x-k8s.io/team-c created\n");
+        let seen = m.calls();
+        assert_eq!(
+            (seen[0].method.as_str(), seen[0].path.as_str()),
+            ("POST", CQS)
+        );
+        assert_eq!(
+            seen[0].body["spec"],
+            json!({"cohortName": "ai", "queueingStrategy": "StrictFIFO",
+                "namespaceSelector": {"matchLabels": {"team": "c"}},
+                "preemption": {"reclaimWithinCohort": "Any"},
+                "resourceGroups": [{"coveredResources": ["cpu", "nvidia.com/gpu"], "flavors": [
+                    {"name": "a100", "resources": [{"name": "cpu", "nominalQuota": "32"},
+                                                   {"name": "nvidia.com/gpu", "nominalQuota": "8", "lendingLimit": "4"}]},
+                    {"name": "h100", "resources": [{"name": "cpu", "nominalQuota": "64"},
+                                                   {"name": "nvidia.com/gpu", "nominalQuota": "16", "borrowingLimit": "8"}]}]}]})
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn bad_create_flags_name_the_flag() {
+        let m = mock(vec![]);
+        let err = run_with(
+            &m,
+            &[
+                "create",
+                "cq",
+                "x",
+                "--nominal-quota",
+                "h100:nvidia.com/gpu=16",
+                "--borrowing-limit",
+                "h100:cpu=4",
+            ],
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().starts_with("flag --borrowing-limit"),
+            "{err}"
+        );
+        let err = run_with(
+            &m,
+            &[
+                "create",
+                "cq",
+                "x",
+                "--nominal-quota",
+                "h100:nvidia.com/gpu=lots",
+            ],
+        )
+        .unwrap_err();
+        assert!(err.to_string().starts_with("flag --nominal-quota"), "{err}");
+        let err = run_with(
+            &m,
+            &[
+                "create",
+                "cq",
+                "x",
+                "--nominal-quota",
+                "h100:cpu=1",
+                "--nominal-quota",
+                "a100:cpu=1;memory=1Gi",
+            ],
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("same resources"), "{err}");
+        let err =
+            run_with(&m, &["create", "rf", "x", "--node-taints", "gpu:Sometimes"]).unwrap_err();
+        assert!(err.to_string().starts_with("flag --node-taints"), "{err}");
+        assert!(m.calls().is_empty(), "nothing is sent for bad flags");
+    }
+
+    #[test]
+    fn create_local_queue_checks_its_cluster_queue() -> Result<(), CliError> {
+        let m = mock(vec![]);
+        let err = run_with(&m, &["create", "localqueue", "main", "-c", "missing"]).unwrap_err();
+        assert!(err.to_string().contains("no such ClusterQueue"), "{err}");
+        let out = run_with(
+            &m,
+            &[
+                "create",
+                "lq",
+                "main",
+                "-n",
+                "team-b",
+                "-c",
+                "missing",
+                "--ignore-unknown-cq",
+            ],
+        )?;
+        assert_eq!(out, "localqueue.kueue.x-k8s.io/main created\n");
+        let seen = m.calls();
+        let post = seen
+            .iter()
+            .find(|c| c.method == "POST")
+            .ok_or_else(|| CliError::Config("no POST".into()))?;
+        assert_eq!(
+            post.path,
+            "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-b/localqueues"
+        );
+        assert_eq!(post.body["spec"], json!({"clusterQueue": "missing"}));
+        Ok(())
+    }
+
+    #[test]
+    fn create_resource_flavor_from_flags() -> Result<(), CliError> {
+        let m = mock(vec![]);
+        run_with(
+            &m,
+            &[
+                "create",
+                "resourceflavor",
+                "h100",
+                "--node-labels",
+                "nvidia.com/gpu.product=H100",
+                "--node-taints",
+                "nvidia.com/gpu=present:NoSchedule",
+                "--tolerations",
+                "nvidia.com/gpu:NoSchedule",
+                "--topology-name",
+                "default",
+            ],
+        )?;
+        let seen = m.calls();
+        assert_eq!(
+            seen[0].body["spec"],
+            json!({"nodeLabels": {"nvidia.com/gpu.product": "H100"},
+                   "nodeTaints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
+                   "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                   "topologyName": "default"})
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn stop_and_resume_patch_the_stop_policy_and_active() -> Result<(), CliError> {
+        let cq = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": meta("team-a", None), "spec": {}});
+        let lq = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": meta("main", Some("team-a")), "spec": {"clusterQueue": "team-a"}});
+        let wl = workload("job-big", 8, 1, vec![], None);
+        let m = mock(vec![
+            ("PATCH", format!("{CQS}/team-a"), cq),
+            (
+                "PATCH",
+                "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/localqueues/main".into(),
+                lq,
+            ),
+            (
+                "PATCH",
+                "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/workloads/job-big".into(),
+                wl,
+            ),
+        ]);
+        let cases: [(&[&str], Value); 6] = [
+            (
+                &["stop", "clusterqueue", "team-a"],
+                json!({"spec": {"stopPolicy": "HoldAndDrain"}}),
+            ),
+            (
+                &["stop", "cq", "team-a", "--keep-already-running"],
+                json!({"spec": {"stopPolicy": "Hold"}}),
+            ),
+            (
+                &["resume", "clusterqueue", "team-a"],
+                json!({"spec": {"stopPolicy": "None"}}),
+            ),
+            (
+                &["stop", "localqueue", "main", "--keep-already-running"],
+                json!({"spec": {"stopPolicy": "Hold"}}),
+            ),
+            (
+                &["stop", "workload", "job-big"],
+                json!({"spec": {"active": false}}),
+            ),
+            (
+                &["resume", "wl", "job-big", "-n", "team-a"],
+                json!({"spec": {"active": true}}),
+            ),
+        ];
+        for (args, body) in &cases {
+            run_with(&m, args)?;
+            let seen = m.calls();
+            let last = seen
+                .last()
+                .ok_or_else(|| CliError::Config("no call".into()))?;
+            assert_eq!(last.method, "PATCH", "{args:?}");
+            assert_eq!(
+                last.content_type, "application/merge-patch+json",
+                "{args:?}"
+            );
+            assert_eq!(&last.body, body, "{args:?}");
+        }
+        // A missing object is the API server's NotFound, reported as an error.
+        let err = run_with(&m, &["stop", "cq", "nope"]).unwrap_err();
+        assert!(matches!(err, CliError::Kube(_)), "{err}");
+        Ok(())
+    }
+}

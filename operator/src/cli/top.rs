@@ -230,3 +230,90 @@ pub async fn execute(client: &kube::Client, command: TopCommand) -> Result<Strin
         .items;
     render(&node_gpus(&nodes, &pods), &queue_gpus(&queues), out.output)
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::super::kueue::tests::{cluster_queues, mock, run_with};
+    use super::*;
+
+    fn node(name: &str, gpus: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Node",
+               "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+               "status": {"allocatable": {"cpu": "128", "nvidia.com/gpu": gpus}}})
+    }
+
+    fn pod(name: &str, node: &str, gpus: &str, phase: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "team-a"},
+               "spec": {"nodeName": node, "containers": [
+                   {"name": "c", "image": "trainer", "resources": {"limits": {"nvidia.com/gpu": gpus}}},
+                   {"name": "sidecar", "image": "logs"}]},
+               "status": {"phase": phase}})
+    }
+
+    #[test]
+    fn top_gpus_per_node_and_queue() -> Result<(), CliError> {
+        let m = mock(vec![
+            (
+                "GET",
+                "/api/v1/nodes".into(),
+                json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {},
+                       "items": [node("gpu-0", "8"), node("gpu-1", "8"), node("cpu-0", "0")]}),
+            ),
+            (
+                "GET",
+                "/api/v1/pods".into(),
+                json!({"apiVersion": "v1", "kind": "PodList", "metadata": {},
+                       "items": [pod("a", "gpu-0", "4", "Running"), pod("b", "gpu-0", "2", "Running"),
+                                 pod("c", "gpu-1", "8", "Succeeded")]}),
+            ),
+            (
+                "GET",
+                "/apis/kueue.x-k8s.io/v1beta2/clusterqueues".into(),
+                cluster_queues(),
+            ),
+        ]);
+        let t = run_with(&m, &["top", "gpus"])?;
+        let cells = |first: &str| -> Vec<String> {
+            t.lines()
+                .map(|l| l.split_whitespace().map(String::from).collect::<Vec<_>>())
+                .find(|c| c.first().map(String::as_str) == Some(first))
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            cells("gpu-0"),
+            ["gpu-0", "NVIDIA-H100-80GB-HBM3", "8", "6", "75%"]
+        );
+        // The finished pod holds nothing; the CPU node is not listed.
+        assert_eq!(
+            cells("gpu-1"),
+            ["gpu-1", "NVIDIA-H100-80GB-HBM3", "8", "0", "0%"]
+        );
+        assert!(cells("cpu-0").is_empty());
+        assert!(t.contains("GPU nodes: 2, GPUs 6/16 in use (38%)"), "{t}");
+        assert_eq!(cells("team-a"), ["team-a", "20", "4", "16", "125%"]);
+        assert_eq!(cells("team-b"), ["team-b", "0", "0", "0", "-"]);
+        // The pod list asks the API server to leave out finished pods.
+        let pods = m.calls().into_iter().find(|c| c.path == "/api/v1/pods");
+        assert!(pods.is_some());
+
+        let v: Value = serde_json::from_str(&run_with(&m, &["top", "gpus", "-o", "json"])?)?;
+        assert_eq!(
+            v["nodes"][0],
+            json!({"node": "gpu-0", "product": "NVIDIA-H100-80GB-HBM3", "allocatable": 8, "inUse": 6})
+        );
+        assert_eq!(v["clusterQueues"][0]["borrowed"], 4);
+        Ok(())
+    }
+
+    #[test]
+    fn init_containers_count_at_their_peak() {
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p"},
+            "spec": {"nodeName": "n", "initContainers": [{"name": "i", "resources": {"requests": {"nvidia.com/gpu": "4"}}}],
+                     "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}))
+        .unwrap_or_default();
+        assert_eq!(pod_gpus(&p), 4);
+    }
+}
