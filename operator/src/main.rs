@@ -38,6 +38,8 @@ enum Command {
     Operator(sluice_operator::controller::OperatorArgs),
     /// Serve the admission, defaulting and conversion webhook over HTTPS (Kueue's webhook paths).
     Webhook(sluice_webhook::ServeArgs),
+    #[command(flatten)]
+    Cluster(sluice_operator::cli::kueue::ClusterCommand),
 }
 
 #[derive(clap::Args)]
@@ -65,6 +67,9 @@ struct SimulateArgs {
     /// Place gangs in topology-aware flavors ignoring topology levels and NVLink islands (for comparison).
     #[arg(long)]
     ignore_topology: bool,
+    /// Also write the report as one self-contained HTML page with charts to this file.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
 }
 
 fn parse_until(s: &str) -> Result<i64, String> {
@@ -108,6 +113,7 @@ fn main() -> ExitCode {
             .map_err(Failure::from),
         Command::Operator(args) => operator(args),
         Command::Webhook(args) => sluice_webhook::serve(args, None).map_err(Failure::from),
+        Command::Cluster(c) => cluster(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -129,6 +135,17 @@ fn operator(args: sluice_operator::controller::OperatorArgs) -> Result<(), Failu
             ControllerError::Config(_) | ControllerError::Usage(_) => bad_input(e),
             other => Failure::from(other),
         })
+}
+
+/// Runs a cluster subcommand; bad flags exit with 2.
+fn cluster(command: sluice_operator::cli::kueue::ClusterCommand) -> Result<(), Failure> {
+    use sluice_operator::cli::kueue::{CliError, run};
+    let text = run(command).map_err(|e| match e {
+        CliError::Flag { .. } => bad_input(e),
+        e => Failure::from(e),
+    })?;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    Ok(())
 }
 
 fn init_tracing(json: bool) {
@@ -190,6 +207,15 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
     } else {
         sim::render_final_state(&simulation, args.output)
     };
+    if let Some(path) = &args.report {
+        let html = sim::report::render_html(
+            &report,
+            &sim::report::node_uses(&simulation, &report),
+            "Sluice simulation report",
+        )?;
+        std::fs::write(path, html)
+            .map_err(|e| anyhow::anyhow!("writing the report to {}: {e}", path.display()))?;
+    }
     let mut stdout = std::io::stdout().lock();
     // A closed pipe (e.g. `| head`) is not an error worth reporting.
     let _ = stdout.write_all(text.as_bytes());

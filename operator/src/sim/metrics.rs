@@ -25,6 +25,8 @@ pub enum RunEnd {
 struct Run {
     cluster_queue: String,
     gpus: BTreeMap<String, i64>,
+    /// GPUs held per node, when the run's placement is known.
+    nodes: BTreeMap<String, i64>,
     start: Time,
     end: Option<(Time, RunEnd)>,
 }
@@ -96,9 +98,17 @@ impl Recorder {
         self.runs.push(Run {
             cluster_queue: cluster_queue.to_string(),
             gpus,
+            nodes: BTreeMap::new(),
             start: at,
             end: None,
         });
+    }
+
+    /// The workload's current run holds `gpus` GPUs on each named node (its placement, when one is computed).
+    pub fn place(&mut self, key: &WorkloadKey, gpus: BTreeMap<String, i64>) {
+        if let Some(&i) = self.open.get(key) {
+            self.runs[i].nodes = gpus;
+        }
     }
 
     /// The workload's current run ended (finished or evicted).
@@ -138,10 +148,15 @@ impl Recorder {
             .collect();
 
         let mut gpu_ms: BTreeMap<&str, f64> = BTreeMap::new();
+        let mut node_gpu_hours: BTreeMap<String, f64> = BTreeMap::new();
         for (r, stop) in &runs {
             let held: i64 = r.gpus.values().sum();
             *gpu_ms.entry(r.cluster_queue.as_str()).or_default() +=
                 (held * (stop - r.start)) as f64;
+            for (node, &g) in &r.nodes {
+                *node_gpu_hours.entry(node.clone()).or_default() +=
+                    (g * (stop - r.start)) as f64 / 3_600_000.0;
+            }
         }
 
         let mut queues: BTreeMap<String, QueueReport> = BTreeMap::new();
@@ -176,6 +191,7 @@ impl Recorder {
             let mut w = waits.remove(cq).unwrap_or_default();
             w.sort_by(f64::total_cmp);
             q.wait_seconds = WaitSummary::of(&w);
+            q.wait_samples = w;
             let used = gpu_ms.get(cq.as_str()).copied().unwrap_or(0.0);
             q.gpu_hours = used / 3_600_000.0;
             q.usage_share = if total_gpu_ms > 0.0 {
@@ -214,6 +230,7 @@ impl Recorder {
                     .collect();
                 FlavorUtilisation {
                     flavor: flavor.clone(),
+                    steps: steps(&runs, flavor, start, end),
                     gpus,
                     mean_utilisation: if gpus > 0 {
                         used_ms / (gpus as f64 * span as f64)
@@ -250,6 +267,7 @@ impl Recorder {
             },
             queues,
             flavors,
+            node_gpu_hours,
             evictions: self
                 .evictions
                 .iter()
@@ -267,6 +285,32 @@ impl Recorder {
             topology: None,
         }
     }
+}
+
+/// Every change in `flavor`'s GPUs in use between `start` and `end`, as (seconds from the start, GPUs in use
+/// from then on).
+fn steps(runs: &[(&Run, Time)], flavor: &str, start: Time, end: Time) -> Vec<UtilisationSample> {
+    let mut deltas: BTreeMap<Time, i64> = BTreeMap::new();
+    for (r, stop) in runs {
+        let g = r.gpus.get(flavor).copied().unwrap_or(0);
+        if g != 0 && r.start < *stop {
+            *deltas.entry(r.start.max(start)).or_default() += g;
+            *deltas.entry((*stop).min(end)).or_default() -= g;
+        }
+    }
+    let mut in_use = 0;
+    let mut out = vec![UtilisationSample {
+        at_seconds: 0.0,
+        gpus_in_use: 0,
+    }];
+    for (t, d) in deltas {
+        in_use += d;
+        out.push(UtilisationSample {
+            at_seconds: (t - start) as f64 / 1000.0,
+            gpus_in_use: in_use,
+        });
+    }
+    out
 }
 
 /// Jain's fairness index: 1 when all values are equal, 1/n when one takes everything.
@@ -298,6 +342,9 @@ pub struct SimulationReport {
     pub queues: Vec<QueueReport>,
     /// GPU utilisation per flavor.
     pub flavors: Vec<FlavorUtilisation>,
+    /// GPU-hours held on each node, for runs whose placement was recorded (empty when none was).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_gpu_hours: BTreeMap<String, f64>,
     /// Every eviction, in time order.
     pub evictions: Vec<EvictionRecord>,
     /// Workloads still running or waiting when the simulation ended.
@@ -348,6 +395,9 @@ pub struct QueueReport {
     pub evictions: usize,
     /// Time from arrival to first admission.
     pub wait_seconds: WaitSummary,
+    /// Every admitted workload's wait, in seconds, sorted (for distributions; not serialised).
+    #[serde(skip)]
+    pub wait_samples: Vec<f64>,
     /// GPU-hours its workloads held.
     pub gpu_hours: f64,
     /// Its part of all GPU-hours.
@@ -365,6 +415,7 @@ impl QueueReport {
             pending_at_end: 0,
             evictions: 0,
             wait_seconds: WaitSummary::of(&[]),
+            wait_samples: Vec::new(),
             gpu_hours: 0.0,
             usage_share: 0.0,
             entitlement_share: 0.0,
@@ -425,6 +476,9 @@ pub struct FlavorUtilisation {
     pub mean_utilisation: f64,
     /// GPUs in use at evenly spaced times.
     pub series: Vec<UtilisationSample>,
+    /// GPUs in use at every change (a step function; not serialised).
+    #[serde(skip)]
+    pub steps: Vec<UtilisationSample>,
 }
 
 /// GPUs in use at one time.
@@ -481,5 +535,36 @@ mod tests {
         assert_eq!(rep.evictions.len(), 1);
         assert!((rep.evictions[0].lost_gpu_hours - 2.0).abs() < 1e-9);
         assert!(rep.fairness.jain_index_gpu_hours < 1.0);
+    }
+
+    #[test]
+    fn steps_and_node_placement() {
+        let mut r = Recorder::default();
+        let gpus = |n| BTreeMap::from([("h100".to_string(), n)]);
+        r.arrive(&key("a"), "q", 0);
+        r.arrive(&key("b"), "q", 0);
+        r.admit(&key("a"), "q", gpus(4), 0);
+        r.place(
+            &key("a"),
+            BTreeMap::from([("n0".to_string(), 3), ("n1".to_string(), 1)]),
+        );
+        r.admit(&key("b"), "q", gpus(2), 1_000);
+        r.end(&key("a"), 3_600_000, RunEnd::Finished);
+        let cap = BTreeMap::from([("h100".to_string(), 8)]);
+        let rep = r.report(0, 7_200_000, &cap, &BTreeMap::new(), 2);
+        let steps: Vec<(f64, i64)> = rep.flavors[0]
+            .steps
+            .iter()
+            .map(|s| (s.at_seconds, s.gpus_in_use))
+            .collect();
+        // b is still running at the end, so its GPUs come off at the end.
+        assert_eq!(
+            steps,
+            vec![(0.0, 0), (0.0, 4), (1.0, 6), (3600.0, 2), (7200.0, 0)]
+        );
+        assert_eq!(rep.node_gpu_hours.len(), 2);
+        assert!((rep.node_gpu_hours["n0"] - 3.0).abs() < 1e-9);
+        assert!((rep.node_gpu_hours["n1"] - 1.0).abs() < 1e-9);
+        assert_eq!(rep.queues[0].wait_samples, vec![0.0, 1.0]);
     }
 }

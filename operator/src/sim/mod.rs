@@ -3,8 +3,9 @@
 //! out the engine's decisions on Workloads and Jobs.
 
 mod load;
-mod metrics;
+pub(crate) mod metrics;
 mod output;
+pub mod report;
 mod timing;
 pub mod topology;
 

@@ -1,0 +1,319 @@
+//! `sluice top gpus`: GPU use per node (allocatable GPUs against the GPUs running pods hold) and per
+//! ClusterQueue (Kueue's usage against nominal quota).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams};
+use serde_json::json;
+use sluice_sdk::kueue::v1beta2 as api;
+
+use super::kueue::{CliError, Output, columns, encode};
+use crate::sim::{GPU_RESOURCE, OutputFormat};
+
+/// `sluice top ...`.
+#[derive(clap::Subcommand, Debug)]
+pub enum TopCommand {
+    /// GPUs per node and per ClusterQueue.
+    #[command(alias = "gpu")]
+    Gpus {
+        #[command(flatten)]
+        out: Output,
+    },
+}
+
+/// One node's GPUs.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeGpus {
+    /// Node name.
+    pub node: String,
+    /// GPU model (nvidia.com/gpu.product label).
+    pub product: String,
+    /// Allocatable GPUs.
+    pub allocatable: i64,
+    /// GPUs held by running or pending-bound pods on the node.
+    pub in_use: i64,
+}
+
+/// One ClusterQueue's GPUs.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueGpus {
+    /// ClusterQueue name.
+    pub cluster_queue: String,
+    /// GPUs its admitted workloads use (status.flavorsUsage).
+    pub in_use: i64,
+    /// Of which borrowed from the cohort.
+    pub borrowed: i64,
+    /// Nominal GPU quota over its flavors.
+    pub nominal: i64,
+}
+
+fn gpu(q: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>) -> i64 {
+    q.and_then(|q| sluice_sdk::quantity::resource_value(GPU_RESOURCE, q).ok())
+        .unwrap_or(0)
+}
+
+/// GPUs a pod holds: per container the limit (or request), with init containers' peak (Kubernetes'
+/// effective request).
+fn pod_gpus(pod: &Pod) -> i64 {
+    let Some(spec) = &pod.spec else { return 0 };
+    let of = |c: &k8s_openapi::api::core::v1::Container| {
+        let r = c.resources.as_ref();
+        let limit = r
+            .and_then(|r| r.limits.as_ref())
+            .and_then(|l| l.get(GPU_RESOURCE));
+        let request = r
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|l| l.get(GPU_RESOURCE));
+        gpu(limit.or(request))
+    };
+    let app: i64 = spec.containers.iter().map(of).sum();
+    let init = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(of)
+        .max()
+        .unwrap_or(0);
+    app.max(init)
+}
+
+/// Per-node GPU use from Nodes and the Pods bound to them (finished pods hold nothing).
+pub fn node_gpus(nodes: &[Node], pods: &[Pod]) -> Vec<NodeGpus> {
+    let mut used: BTreeMap<&str, i64> = BTreeMap::new();
+    for p in pods {
+        let phase = p
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .unwrap_or("");
+        if matches!(phase, "Succeeded" | "Failed") {
+            continue;
+        }
+        if let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+            *used.entry(node).or_default() += pod_gpus(p);
+        }
+    }
+    nodes
+        .iter()
+        .filter_map(|n| {
+            let name = n.metadata.name.as_deref()?;
+            let allocatable = gpu(n
+                .status
+                .as_ref()
+                .and_then(|s| s.allocatable.as_ref())
+                .and_then(|a| a.get(GPU_RESOURCE)));
+            let in_use = used.get(name).copied().unwrap_or(0);
+            (allocatable > 0 || in_use > 0).then(|| NodeGpus {
+                node: name.to_string(),
+                product: n
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("nvidia.com/gpu.product"))
+                    .cloned()
+                    .unwrap_or_else(|| "-".into()),
+                allocatable,
+                in_use,
+            })
+        })
+        .collect()
+}
+
+/// Per-ClusterQueue GPU use from Kueue's status.
+pub fn queue_gpus(queues: &[api::ClusterQueue]) -> Vec<QueueGpus> {
+    queues
+        .iter()
+        .map(|cq| {
+            let usage = cq.status.iter().flat_map(|s| s.flavors_usage.iter());
+            let gpu_usage: Vec<_> = usage
+                .flat_map(|f| f.resources.iter())
+                .filter(|r| r.name == GPU_RESOURCE)
+                .collect();
+            QueueGpus {
+                cluster_queue: cq.metadata.name.clone().unwrap_or_default(),
+                in_use: gpu_usage.iter().map(|r| gpu(Some(&r.total))).sum(),
+                borrowed: gpu_usage.iter().map(|r| gpu(Some(&r.borrowed))).sum(),
+                nominal: cq
+                    .spec
+                    .resource_groups
+                    .iter()
+                    .flat_map(|g| g.flavors.iter())
+                    .flat_map(|f| f.resources.iter())
+                    .filter(|r| r.name == GPU_RESOURCE)
+                    .map(|r| gpu(Some(&r.nominal_quota)))
+                    .sum(),
+            }
+        })
+        .collect()
+}
+
+fn percent(part: i64, whole: i64) -> String {
+    if whole > 0 {
+        format!("{:.0}%", 100.0 * part as f64 / whole as f64)
+    } else {
+        "-".into()
+    }
+}
+
+/// Both tables, or both lists as one object.
+pub fn render(
+    nodes: &[NodeGpus],
+    queues: &[QueueGpus],
+    output: OutputFormat,
+) -> Result<String, CliError> {
+    if output != OutputFormat::Table {
+        return encode(&json!({"nodes": nodes, "clusterQueues": queues}), output);
+    }
+    let node_rows: Vec<Vec<String>> = nodes
+        .iter()
+        .map(|n| {
+            vec![
+                n.node.clone(),
+                n.product.clone(),
+                n.allocatable.to_string(),
+                n.in_use.to_string(),
+                percent(n.in_use, n.allocatable),
+            ]
+        })
+        .collect();
+    let queue_rows: Vec<Vec<String>> = queues
+        .iter()
+        .map(|q| {
+            vec![
+                q.cluster_queue.clone(),
+                q.in_use.to_string(),
+                q.borrowed.to_string(),
+                q.nominal.to_string(),
+                percent(q.in_use, q.nominal),
+            ]
+        })
+        .collect();
+    let total_alloc: i64 = nodes.iter().map(|n| n.allocatable).sum();
+    let total_used: i64 = nodes.iter().map(|n| n.in_use).sum();
+    Ok(format!(
+        "{}\nGPU nodes: {}, GPUs {}/{} in use ({})\n\n{}",
+        columns(&["NODE", "PRODUCT", "GPUS", "IN USE", "USE"], &node_rows),
+        nodes.len(),
+        total_used,
+        total_alloc,
+        percent(total_used, total_alloc),
+        columns(
+            &[
+                "CLUSTERQUEUE",
+                "GPUS IN USE",
+                "BORROWED",
+                "NOMINAL",
+                "OF NOMINAL"
+            ],
+            &queue_rows
+        ),
+    ))
+}
+
+/// Runs `sluice top ...` with `client`.
+pub async fn execute(client: &kube::Client, command: TopCommand) -> Result<String, CliError> {
+    let TopCommand::Gpus { out } = command;
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let pods = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default().fields("status.phase!=Succeeded,status.phase!=Failed"))
+        .await?
+        .items;
+    let queues = Api::<api::ClusterQueue>::all(client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items;
+    render(&node_gpus(&nodes, &pods), &queue_gpus(&queues), out.output)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::super::kueue::tests::{cluster_queues, mock, run_with};
+    use super::*;
+
+    fn node(name: &str, gpus: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Node",
+               "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+               "status": {"allocatable": {"cpu": "128", "nvidia.com/gpu": gpus}}})
+    }
+
+    fn pod(name: &str, node: &str, gpus: &str, phase: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "team-a"},
+               "spec": {"nodeName": node, "containers": [
+                   {"name": "c", "image": "trainer", "resources": {"limits": {"nvidia.com/gpu": gpus}}},
+                   {"name": "sidecar", "image": "logs"}]},
+               "status": {"phase": phase}})
+    }
+
+    #[test]
+    fn top_gpus_per_node_and_queue() -> Result<(), CliError> {
+        let m = mock(vec![
+            (
+                "GET",
+                "/api/v1/nodes".into(),
+                json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {},
+                       "items": [node("gpu-0", "8"), node("gpu-1", "8"), node("cpu-0", "0")]}),
+            ),
+            (
+                "GET",
+                "/api/v1/pods".into(),
+                json!({"apiVersion": "v1", "kind": "PodList", "metadata": {},
+                       "items": [pod("a", "gpu-0", "4", "Running"), pod("b", "gpu-0", "2", "Running"),
+                                 pod("c", "gpu-1", "8", "Succeeded")]}),
+            ),
+            (
+                "GET",
+                "/apis/kueue.x-k8s.io/v1beta2/clusterqueues".into(),
+                cluster_queues(),
+            ),
+        ]);
+        let t = run_with(&m, &["top", "gpus"])?;
+        let cells = |first: &str| -> Vec<String> {
+            t.lines()
+                .map(|l| l.split_whitespace().map(String::from).collect::<Vec<_>>())
+                .find(|c| c.first().map(String::as_str) == Some(first))
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            cells("gpu-0"),
+            ["gpu-0", "NVIDIA-H100-80GB-HBM3", "8", "6", "75%"]
+        );
+        // The finished pod holds nothing; the CPU node is not listed.
+        assert_eq!(
+            cells("gpu-1"),
+            ["gpu-1", "NVIDIA-H100-80GB-HBM3", "8", "0", "0%"]
+        );
+        assert!(cells("cpu-0").is_empty());
+        assert!(t.contains("GPU nodes: 2, GPUs 6/16 in use (38%)"), "{t}");
+        assert_eq!(cells("team-a"), ["team-a", "20", "4", "16", "125%"]);
+        assert_eq!(cells("team-b"), ["team-b", "0", "0", "0", "-"]);
+        // The pod list asks the API server to leave out finished pods.
+        let pods = m.calls().into_iter().find(|c| c.path == "/api/v1/pods");
+        assert!(pods.is_some());
+
+        let v: Value = serde_json::from_str(&run_with(&m, &["top", "gpus", "-o", "json"])?)?;
+        assert_eq!(
+            v["nodes"][0],
+            json!({"node": "gpu-0", "product": "NVIDIA-H100-80GB-HBM3", "allocatable": 8, "inUse": 6})
+        );
+        assert_eq!(v["clusterQueues"][0]["borrowed"], 4);
+        Ok(())
+    }
+
+    #[test]
+    fn init_containers_count_at_their_peak() {
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p"},
+            "spec": {"nodeName": "n", "initContainers": [{"name": "i", "resources": {"requests": {"nvidia.com/gpu": "4"}}}],
+                     "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}))
+        .unwrap_or_default();
+        assert_eq!(pod_gpus(&p), 4);
+    }
+}
