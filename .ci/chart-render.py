@@ -45,12 +45,13 @@ VARIANTS = {
     },
 }
 
-# Values the schema must refuse (each install must fail).
+# Values the chart must refuse, by its schema or its templates (each install must fail).
 INVALID = {
     "failure-policy": {"webhook": {"failurePolicy": "Sometimes"}},
     "unknown-key": {"operator": {"replica": 3}},
     "certificate-source": {"certificates": {"source": "vault"}},
     "no-limits": {"webhook": {"resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": None}}},
+    "replicas-without-leader": {"operator": {"leaderElection": {"enabled": False}}},
 }
 
 # (group, version) -> [(plural, kind, namespaced)]: what the stand-in API server says it serves.
