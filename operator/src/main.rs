@@ -70,6 +70,18 @@ struct SimulateArgs {
     /// Also write the report as one self-contained HTML page with charts to this file.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
+    /// Placement policy scoring nodes for topology-aware flavors.
+    #[arg(long, value_enum, default_value_t = PlacementPolicyArg::TopologyPack)]
+    placement_policy: PlacementPolicyArg,
+}
+
+/// Built-in placement policies.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum PlacementPolicyArg {
+    /// Pack gangs: partly used nodes and tight NVLink islands first.
+    TopologyPack,
+    /// Spread pods over nodes and racks.
+    Spread,
 }
 
 fn parse_until(s: &str) -> Result<i64, String> {
@@ -178,6 +190,9 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
     let mut simulation = Simulation::from_documents(&docs, config).map_err(bad_input)?;
     simulation.set_detailed_pending_reasons(args.detailed_pending_reasons);
     simulation.set_ignore_topology(args.ignore_topology);
+    if let PlacementPolicyArg::Spread = args.placement_policy {
+        simulation.set_placement_policy(Box::new(sluice_sdk::policy::builtin::Spread));
+    }
     let show_progress =
         simulation.is_timed() && !args.no_progress && std::io::stderr().is_terminal();
     let bar = show_progress.then(|| {

@@ -72,6 +72,10 @@ proptest! {
             }
         }
         env.cq_lq(cq("cq").group(&[GPU], vec![fq("tas", vec![rq(GPU, 64)])]), "ns");
+        // One pod that always fits (node n0-0 is always ready): the checks below see admissions.
+        let mut small = wl("ns", "small").queue("main").ps("main", 1, &[(GPU, 1)]);
+        small.0.pod_sets[0].topology = Some(PodSetTopology { mode: TopologyMode::Unconstrained, level: None, nvlink: false });
+        env.submit(small);
         for (i, g) in gangs.iter().enumerate() {
             let mut w = wl("ns", &format!("w{i}")).queue("main").ps("main", g.pods, &[(GPU, g.gpus)]);
             if let Some(m) = g.min { w = w.min(m); }
@@ -86,6 +90,10 @@ proptest! {
         for cycle in 0..12u8 {
             env.schedule();
             env.engine.check_topology_invariants().map_err(TestCaseError::fail)?;
+            if cycle == 0 {
+                prop_assert!(matches!(env.state("ns/small"), WorkloadState::Admitted(_)));
+                prop_assert_eq!(env.engine.placement(&key_of("ns/small")).map(|p| p[0].nodes[0].pods), Some(1));
+            }
             for (i, g) in gangs.iter().enumerate() {
                 let key = format!("ns/w{i}");
                 if let WorkloadState::Admitted(a) = env.state(&key) {

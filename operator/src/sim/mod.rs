@@ -254,6 +254,7 @@ impl Simulation {
         }
         failures.sort();
         topo.report.placement = "topology-aware".into();
+        topo.report.policy = "topology-pack".into();
         for c in objects.cohorts.values() {
             feed(
                 &mut engine,
@@ -791,6 +792,12 @@ impl Simulation {
         } else {
             "topology-aware".into()
         };
+    }
+
+    /// Scores nodes with `policy` (`topology-pack` by default).
+    pub fn set_placement_policy(&mut self, policy: Box<dyn sluice_sdk::policy::PlacementPolicy>) {
+        self.topo.report.policy = policy.name().to_string();
+        self.engine.set_placement_policy(policy);
     }
 
     /// Figures on gang placement so far.

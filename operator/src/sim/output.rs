@@ -355,8 +355,9 @@ pub fn render_report(sim: &Simulation, report: &SimulationReport, format: Output
     if let Some(t) = &report.topology {
         let _ = writeln!(
             out,
-            "\nTopology ({}): {} of {} gang admissions inside one rack ({:.1}%); {} of {} multi-GPU pods inside one NVLink island ({:.1}%); {} failures injected, {} NodeFailures evictions.",
+            "\nTopology ({}, {}): {} of {} gang admissions inside one rack ({:.1}%); {} of {} multi-GPU pods inside one NVLink island ({:.1}%); {} failures injected, {} NodeFailures evictions.",
             t.placement,
+            t.policy,
             t.gangs_in_one_rack,
             t.gangs,
             t.one_rack_share * 100.0,

@@ -28,6 +28,8 @@ pub struct Failure {
 pub struct TopologyReport {
     /// "topology-aware" or "ignoring topology".
     pub placement: String,
+    /// Placement policy scoring the nodes.
+    pub policy: String,
     /// Admissions of multi-pod gangs in TAS flavors.
     pub gangs: u64,
     /// Of those, gangs whose pods all sit in one rack.

@@ -21,6 +21,11 @@ impl Engine {
         self
     }
 
+    /// Replaces the placement policy of a running engine.
+    pub fn set_placement_policy(&mut self, policy: Box<dyn PlacementPolicy>) {
+        self.topo.policy = std::sync::Arc::from(policy);
+    }
+
     /// Places pods ignoring topology levels and NVLink islands (any nodes with room), for
     /// comparing topology-aware placement with plain capacity placement.
     pub fn set_topology_blind(&mut self, blind: bool) {

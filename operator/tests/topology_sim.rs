@@ -1,0 +1,41 @@
+//! The simulator's bundled example exercises topology: gangs in one rack and pods in one NVLink
+//! island more often with topology-aware placement than without, and the injected node failure
+//! evicts with NodeFailures and requeues (every workload still finishes).
+
+use sluice_operator::engine::EngineConfig;
+use sluice_operator::sim::{Simulation, bundled_example};
+
+fn run(ignore_topology: bool) -> sluice_operator::sim::SimulationReport {
+    let docs = bundled_example().expect("bundled example parses");
+    let mut sim = Simulation::from_documents(&docs, EngineConfig::default()).expect("loads");
+    sim.set_ignore_topology(ignore_topology);
+    sim.run(None, |_, _| {}).expect("runs")
+}
+
+#[test]
+fn topology_aware_placement_is_more_compact_on_the_same_trace() {
+    let aware = run(false);
+    let blind = run(true);
+    let (a, b) = (
+        aware.topology.clone().expect("topology figures"),
+        blind.topology.clone().expect("topology figures"),
+    );
+    assert_eq!(a.placement, "topology-aware");
+    assert_eq!(b.placement, "ignoring topology");
+    assert!(a.gangs > 0 && b.gangs > 0);
+    assert!(a.one_rack_share > b.one_rack_share, "{a:?} vs {b:?}");
+    assert_eq!(
+        a.one_island_share, 1.0,
+        "nvlink-required pods always inside one island: {a:?}"
+    );
+    assert!(a.one_island_share > b.one_island_share, "{a:?} vs {b:?}");
+    for (r, t) in [(&aware, &a), (&blind, &b)] {
+        assert_eq!(t.failures_injected, 1);
+        assert!(t.node_failure_evictions >= 1, "{t:?}");
+        assert!(r.evictions.iter().any(|e| e.reason == "NodeFailures"));
+        assert_eq!(
+            r.finished, r.workloads,
+            "evicted workloads were requeued and finished"
+        );
+    }
+}
