@@ -10,7 +10,7 @@ use sluice_sdk::kueue::decode::decode;
 use sluice_sdk::kueue::defaults::{self, Gates, JobContext};
 use sluice_sdk::kueue::labels as l;
 use sluice_sdk::kueue::validation::job::{
-    validate_job, validate_job_metadata, validate_job_metadata_update, validate_job_update,
+    validate_job, validate_job_metadata_update, validate_job_update, validate_pod_metadata,
 };
 use sluice_sdk::kueue::validation::{validate, validate_update};
 
@@ -204,7 +204,11 @@ impl Hooks {
             Err(v) => return v,
         };
         let mut mutated = object.clone();
-        defaults::default_job(&mut mutated, self.job_context(req.namespace()));
+        defaults::default_job(
+            &mut mutated,
+            self.job_context(req.namespace()),
+            self.config.gates,
+        );
         Verdict::patched(object, &mutated)
     }
 
@@ -276,7 +280,7 @@ impl Hooks {
         let ns = req.namespace();
         let result = match req.operation {
             Operation::Create => match typed::<Pod>(req.object.as_ref(), "Pod", "object") {
-                Ok((raw, pod)) => validate_job_metadata(&pod.metadata, "Pod").map(|()| {
+                Ok((raw, pod)) => validate_pod_metadata(&pod.metadata).map(|()| {
                     self.missing_queue_warning(raw, ns, "Pod")
                         .into_iter()
                         .collect()

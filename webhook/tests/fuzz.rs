@@ -200,7 +200,7 @@ fn templates() -> Vec<Value> {
                 "kueue.x-k8s.io/podset-slice-size": "1"}},
                 "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}}}});
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team",
-        "labels": {"kueue.x-k8s.io/pod-group-name": "g"}, "annotations": {"kueue.x-k8s.io/pod-group-pod-index-label": "idx"}},
+        "labels": {"kueue.x-k8s.io/pod-group-name": "g"}, "annotations": {"kueue.x-k8s.io/pod-group-pod-index-label": "idx", "kueue.x-k8s.io/pod-group-total-count": "2"}},
         "spec": {"containers": [{"name": "c", "image": "x"}], "schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]}});
     let cq = json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
         "spec": {"cohortName": "pool", "resourceGroups": [{"coveredResources": ["cpu", "nvidia.com/gpu"], "flavors": [

@@ -122,6 +122,30 @@ async fn jobs_kueue_does_not_manage_are_untouched() {
 }
 
 #[tokio::test]
+async fn elastic_job_pods_get_the_elastic_gate() {
+    let s = start(None).await;
+    let mut c = s.client().await;
+    let j = job(
+        "other",
+        json!({"kueue.x-k8s.io/queue-name": "q"}),
+        json!({"kueue.x-k8s.io/elastic-job": "true"}),
+        json!({"parallelism": 2}),
+    );
+    let resp = c
+        .review(
+            "/mutate-batch-v1-job",
+            &admission_review("CREATE", &j, None),
+        )
+        .await;
+    let out = apply_patch(&j, &resp);
+    assert_eq!(
+        out["spec"]["template"]["spec"]["schedulingGates"],
+        json!([{"name": "kueue.x-k8s.io/elastic-job"}])
+    );
+    assert_eq!(out["spec"]["suspend"], true);
+}
+
+#[tokio::test]
 async fn default_local_queue_follows_the_index() {
     let s = start(None).await;
     let mut c = s.client().await;
@@ -686,6 +710,22 @@ async fn queue_and_flavor_rules() {
         &resp,
         &["WorkloadPriorityClass \"high\" is invalid", "description"],
     );
+
+    let ac = |controller: &str| {
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "prov"},
+            "spec": {"controllerName": controller}})
+    };
+    let resp = c
+        .review(
+            "/validate-kueue-x-k8s-io-v1beta2-admissioncheck",
+            &admission_review(
+                "UPDATE",
+                &ac("b.example.com/ctl"),
+                Some(&ac("a.example.com/ctl")),
+            ),
+        )
+        .await;
+    assert_denied(&resp, &["spec.controllerName", "field is immutable"]);
 }
 
 fn workload(extra_spec: Value) -> Value {

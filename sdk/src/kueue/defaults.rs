@@ -3,7 +3,8 @@
 //!
 //! * ClusterQueue, ResourceFlavor: the `kueue.x-k8s.io/resource-in-use` finalizer.
 //! * Workload: `minCount` dropped from every pod set when PartialAdmission is off.
-//! * batch/v1 Job: the default LocalQueue label and `spec.suspend=true` for managed jobs.
+//! * batch/v1 Job: the default LocalQueue label, `spec.suspend=true` for managed jobs, the elastic-job scheduling
+//!   gate on elastic Jobs' pod template.
 //! * Pod (the plain-pod integration): the default LocalQueue label, the managed label and finalizer, the admission
 //!   scheduling gate (and the topology gate, TopologyAwareScheduling being on).
 //!
@@ -20,6 +21,9 @@ pub struct Gates {
     pub partial_admission: bool,
     /// TopologyAwareScheduling (beta, on by default): gate managed plain pods with `kueue.x-k8s.io/topology`.
     pub topology_aware_scheduling: bool,
+    /// ElasticJobsViaWorkloadSlices (beta, on by default): gate the pods of elastic Jobs with
+    /// `kueue.x-k8s.io/elastic-job`.
+    pub elastic_jobs: bool,
 }
 
 impl Default for Gates {
@@ -27,6 +31,7 @@ impl Default for Gates {
         Self {
             partial_admission: true,
             topology_aware_scheduling: true,
+            elastic_jobs: true,
         }
     }
 }
@@ -88,26 +93,37 @@ pub fn default_kueue_object(obj: &mut Value, gates: Gates) {
     }
 }
 
-/// Applies Kueue's Job defaulting to a batch/v1 Job document: the default LocalQueue label, then `spec.suspend`
-/// for a job Kueue manages. Jobs controlled by an integrated owner are left alone.
-pub fn default_job(job: &mut Value, ctx: JobContext) {
-    if owner_integrated(job) {
-        return;
+/// Applies Kueue's Job defaulting to a batch/v1 Job document: the default LocalQueue label, `spec.suspend` for a
+/// job Kueue manages (not for jobs controlled by an integrated owner, which its own integration handles), and the
+/// elastic-job scheduling gate on the pod template of elastic Jobs.
+pub fn default_job(job: &mut Value, ctx: JobContext, gates: Gates) {
+    if !owner_integrated(job) {
+        if queue_name(job).is_empty() && ctx.default_local_queue_exists && ctx.namespace_managed {
+            set_label(job, l::QUEUE_NAME_LABEL, l::DEFAULT_LOCAL_QUEUE_NAME);
+        }
+        let managed = !queue_name(job).is_empty()
+            || (ctx.manage_jobs_without_queue_name && ctx.namespace_managed);
+        let suspended = job
+            .pointer("/spec/suspend")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if managed
+            && !suspended
+            && let Some(spec) = object_at(job, "spec")
+        {
+            spec.insert("suspend".to_owned(), Value::Bool(true));
+        }
     }
-    if queue_name(job).is_empty() && ctx.default_local_queue_exists && ctx.namespace_managed {
-        set_label(job, l::QUEUE_NAME_LABEL, l::DEFAULT_LOCAL_QUEUE_NAME);
-    }
-    let managed = !queue_name(job).is_empty()
-        || (ctx.manage_jobs_without_queue_name && ctx.namespace_managed);
-    let suspended = job
-        .pointer("/spec/suspend")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    if managed
-        && !suspended
-        && let Some(spec) = object_at(job, "spec")
+    let elastic = job
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(l::ELASTIC_JOB_ANNOTATION))
+        .and_then(Value::as_str)
+        == Some("true");
+    if gates.elastic_jobs
+        && elastic
+        && let Some(template) = object_at(job, "spec").and_then(|s| child_object(s, "template"))
     {
-        spec.insert("suspend".to_owned(), Value::Bool(true));
+        add_scheduling_gate_in(template, l::ELASTIC_JOB_SCHEDULING_GATE);
     }
 }
 
@@ -217,7 +233,14 @@ fn add_finalizer(obj: &mut Value, finalizer: &str) {
 }
 
 fn add_scheduling_gate(pod: &mut Value, gate: &str) {
-    let Some(spec) = object_at(pod, "spec") else {
+    if let Some(pod) = pod.as_object_mut() {
+        add_scheduling_gate_in(pod, gate);
+    }
+}
+
+/// Adds `gate` to `spec.schedulingGates` of a pod or pod template object, once.
+fn add_scheduling_gate_in(pod: &mut Map<String, Value>, gate: &str) {
+    let Some(spec) = child_object(pod, "spec") else {
         return;
     };
     let gates = spec
@@ -277,18 +300,18 @@ mod tests {
     #[test]
     fn job_with_queue_is_suspended_and_others_untouched() {
         let mut job = json!({"kind": "Job", "metadata": {"name": "j", "labels": {l::QUEUE_NAME_LABEL: "q"}}, "spec": {}});
-        default_job(&mut job, managed_ns(false));
+        default_job(&mut job, managed_ns(false), Gates::default());
         assert_eq!(job["spec"]["suspend"], true);
         let mut plain = json!({"kind": "Job", "metadata": {"name": "j"}, "spec": {}});
         let before = plain.clone();
-        default_job(&mut plain, managed_ns(false));
+        default_job(&mut plain, managed_ns(false), Gates::default());
         assert_eq!(plain, before);
     }
 
     #[test]
     fn default_local_queue_is_applied_only_in_managed_namespaces() {
         let mut job = json!({"kind": "Job", "metadata": {"name": "j"}, "spec": {"suspend": false}});
-        default_job(&mut job, managed_ns(true));
+        default_job(&mut job, managed_ns(true), Gates::default());
         assert_eq!(job["metadata"]["labels"][l::QUEUE_NAME_LABEL], "default");
         assert_eq!(job["spec"]["suspend"], true);
         let mut job = json!({"kind": "Job", "metadata": {"name": "j"}, "spec": {}});
@@ -296,7 +319,7 @@ mod tests {
             namespace_managed: false,
             ..managed_ns(true)
         };
-        default_job(&mut job, ctx);
+        default_job(&mut job, ctx, Gates::default());
         assert!(job["metadata"].get("labels").is_none());
     }
 
@@ -305,8 +328,19 @@ mod tests {
         let mut job = json!({"kind": "Job", "metadata": {"name": "j", "labels": {l::QUEUE_NAME_LABEL: "q"},
             "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "js", "uid": "u", "controller": true}]},
             "spec": {}});
-        default_job(&mut job, managed_ns(false));
+        default_job(&mut job, managed_ns(false), Gates::default());
         assert!(job["spec"].get("suspend").is_none());
+    }
+
+    #[test]
+    fn elastic_job_pods_are_gated() {
+        let mut job = json!({"kind": "Job", "metadata": {"name": "j", "annotations": {l::ELASTIC_JOB_ANNOTATION: "true"}},
+            "spec": {"template": {"spec": {"containers": []}}}});
+        default_job(&mut job, managed_ns(false), Gates::default());
+        assert_eq!(
+            job["spec"]["template"]["spec"]["schedulingGates"],
+            json!([{"name": l::ELASTIC_JOB_SCHEDULING_GATE}])
+        );
     }
 
     #[test]
@@ -329,7 +363,7 @@ mod tests {
             json!({"metadata": 3, "spec": "x"}),
             json!([1, 2]),
         ] {
-            default_job(&mut doc, managed_ns(true));
+            default_job(&mut doc, managed_ns(true), Gates::default());
             default_pod(&mut doc, managed_ns(true), Gates::default());
             default_kueue_object(&mut doc, Gates::default());
         }

@@ -59,6 +59,69 @@ pub fn validate_job_metadata(meta: &ObjectMeta, kind: &str) -> Result<(), Valida
     errs.finish(kind, name(meta))
 }
 
+/// Validates a plain Pod's Kueue metadata on creation: the job-framework labels, the managed label's value and the
+/// pod-group name and total count (Kueue's pod webhook).
+pub fn validate_pod_metadata(meta: &ObjectMeta) -> Result<(), ValidationErrors> {
+    let mut errs = Errors::default();
+    meta_create_rules(&mut errs, meta);
+    pod_rules(&mut errs, meta);
+    errs.finish("Pod", name(meta))
+}
+
+fn pod_rules(errs: &mut Errors, meta: &ObjectMeta) {
+    if let Some(v) = label(meta, l::MANAGED_LABEL)
+        && v != "true"
+    {
+        errs.forbidden(
+            &labels_path(l::MANAGED_LABEL),
+            "managed label value can only be 'true'",
+        );
+    }
+    // The group name may sit in the annotation (WorkloadIdentifierAnnotations) or the label.
+    let (group_path, group, detail) = match annotation(meta, l::POD_GROUP_NAME_LABEL) {
+        Some(g) if !g.is_empty() => (annotations_path(l::POD_GROUP_NAME_LABEL), g, "annotation"),
+        _ => (
+            labels_path(l::POD_GROUP_NAME_LABEL),
+            label(meta, l::POD_GROUP_NAME_LABEL).unwrap_or_default(),
+            "label",
+        ),
+    };
+    let detail = format!(
+        "both the '{}' annotation and the '{}' {detail} should be set",
+        l::POD_GROUP_TOTAL_COUNT_ANNOTATION,
+        l::POD_GROUP_NAME_LABEL
+    );
+    let total = annotation(meta, l::POD_GROUP_TOTAL_COUNT_ANNOTATION);
+    let total_path = annotations_path(l::POD_GROUP_TOTAL_COUNT_ANNOTATION);
+    if group.is_empty() {
+        if total.is_some() {
+            errs.required(&group_path, detail);
+        }
+        return;
+    }
+    subdomain(errs, group_path, group);
+    let Some(total) = total else {
+        errs.required(&total_path, detail);
+        return;
+    };
+    match total.parse::<i64>() {
+        Err(_) => errs.invalid_str(
+            &total_path,
+            total,
+            format!("strconv.Atoi: parsing {}: invalid syntax", quote(total)),
+        ),
+        Ok(n) if n < 1 => errs.invalid_str(
+            &total_path,
+            total,
+            format!(
+                "incorrect annotation value '{}={total}': group total count should be greater than zero",
+                l::POD_GROUP_TOTAL_COUNT_ANNOTATION
+            ),
+        ),
+        Ok(_) => {}
+    }
+}
+
 /// Validates the job-framework labels of any job-like object on update; `suspended` tells whether the old and the
 /// new object are suspended (for a Pod: whether it still carries Kueue's admission scheduling gate).
 pub fn validate_job_metadata_update(
@@ -580,6 +643,56 @@ mod tests {
         assert!(
             e.to_string().contains("spec.completions: Invalid value: 3"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn pod_group_needs_name_and_total_count() {
+        let meta = |labels: serde_json::Value, annotations: serde_json::Value| -> ObjectMeta {
+            serde_json::from_value(
+                json!({"name": "p", "labels": labels, "annotations": annotations}),
+            )
+            .expect("meta")
+        };
+        let e = validate_pod_metadata(&meta(json!({l::POD_GROUP_NAME_LABEL: "g"}), json!({})))
+            .expect_err("no count");
+        assert!(
+            e.to_string().contains(
+                "metadata.annotations[kueue.x-k8s.io/pod-group-total-count]: Required value"
+            ),
+            "{e}"
+        );
+        let e = validate_pod_metadata(&meta(
+            json!({}),
+            json!({l::POD_GROUP_TOTAL_COUNT_ANNOTATION: "2"}),
+        ))
+        .expect_err("no name");
+        assert!(
+            e.to_string()
+                .contains("metadata.labels[kueue.x-k8s.io/pod-group-name]: Required value"),
+            "{e}"
+        );
+        let e = validate_pod_metadata(&meta(
+            json!({l::POD_GROUP_NAME_LABEL: "g", l::MANAGED_LABEL: "yes"}),
+            json!({l::POD_GROUP_TOTAL_COUNT_ANNOTATION: "0"}),
+        ))
+        .expect_err("bad");
+        assert!(
+            e.to_string()
+                .contains("group total count should be greater than zero"),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .contains("managed label value can only be 'true'"),
+            "{e}"
+        );
+        assert!(
+            validate_pod_metadata(&meta(
+                json!({l::POD_GROUP_NAME_LABEL: "g"}),
+                json!({l::POD_GROUP_TOTAL_COUNT_ANNOTATION: "3"})
+            ))
+            .is_ok()
         );
     }
 
