@@ -63,11 +63,13 @@ pub async fn run(
     args: ServeArgs,
     policy: Option<Arc<dyn PolicyModuleValidator>>,
 ) -> Result<(), ServeError> {
-    let cert = ReloadingCert::load(&args.tls_cert, &args.tls_key)?;
+    let cert = ReloadingCert::load(&args.tls_cert, &args.tls_key).map_err(ServeError::Cert)?;
     let queues: Arc<dyn LocalQueueIndex> = if args.no_local_queue_watch {
         Arc::new(InMemoryLocalQueues::default())
     } else {
-        let client = kube::Client::try_default().await?;
+        let client = kube::Client::try_default()
+            .await
+            .map_err(ServeError::Kube)?;
         Arc::new(ReflectorLocalQueues::start(client))
     };
     let hooks = Hooks {

@@ -61,22 +61,23 @@ impl Default for ServerOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     /// A listener could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    // Causes are part of each message rather than `source`s, so that chained printing does not repeat them.
+    #[error("cannot listen on {addr}: {error}")]
     Bind {
         /// The address.
         addr: SocketAddr,
         /// The I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The TLS configuration was refused by rustls.
     #[error("TLS configuration: {0}")]
-    Tls(#[from] rustls::Error),
+    Tls(rustls::Error),
     /// The certificate could not be loaded.
     #[error("serving certificate: {0}")]
-    Cert(#[from] crate::tls::TlsError),
+    Cert(crate::tls::TlsError),
     /// No Kubernetes client could be built to watch LocalQueues.
     #[error("cannot reach the Kubernetes API to watch LocalQueues: {0}")]
-    Kube(#[from] kube::Error),
+    Kube(kube::Error),
     /// The Tokio runtime could not be built.
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
@@ -121,7 +122,7 @@ pub async fn start(
     options: ServerOptions,
 ) -> Result<Running, ServeError> {
     let metrics = Arc::new(Metrics::new());
-    let tls = cert.server_config()?;
+    let tls = cert.server_config().map_err(ServeError::Tls)?;
     cert.watch(options.cert_reload_interval, metrics.clone());
     let app = Arc::new(App {
         hooks,
@@ -131,13 +132,13 @@ pub async fn start(
 
     let listener = TcpListener::bind(listen)
         .await
-        .map_err(|source| ServeError::Bind {
+        .map_err(|error| ServeError::Bind {
             addr: listen,
-            source,
+            error,
         })?;
-    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
+    let addr = listener.local_addr().map_err(|error| ServeError::Bind {
         addr: listen,
-        source,
+        error,
     })?;
     let mut tasks = vec![tokio::spawn(accept_loop(
         listener,
@@ -151,11 +152,11 @@ pub async fn start(
     if let Some(m) = metrics_listen {
         let listener = TcpListener::bind(m)
             .await
-            .map_err(|source| ServeError::Bind { addr: m, source })?;
+            .map_err(|error| ServeError::Bind { addr: m, error })?;
         metrics_addr = Some(
             listener
                 .local_addr()
-                .map_err(|source| ServeError::Bind { addr: m, source })?,
+                .map_err(|error| ServeError::Bind { addr: m, error })?,
         );
         let router = metrics_router(app);
         let mut stopped = stopped;

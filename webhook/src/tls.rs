@@ -19,12 +19,12 @@ use crate::metrics::Metrics;
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     /// A file could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {error}")]
     Read {
         /// The file.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A file holds no usable PEM block of the expected type.
     #[error("{path}: {message}")]
@@ -35,14 +35,14 @@ pub enum TlsError {
         message: String,
     },
     /// The key does not fit the certificate or is of an unsupported type.
-    #[error("certificate {cert} with key {key}: {source}")]
+    #[error("certificate {cert} with key {key}: {error}")]
     Key {
         /// The certificate file.
         cert: PathBuf,
         /// The key file.
         key: PathBuf,
         /// rustls' reason.
-        source: rustls::Error,
+        error: rustls::Error,
     },
 }
 
@@ -71,9 +71,9 @@ impl fmt::Debug for ReloadingCert {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
-    std::fs::read(path).map_err(|source| TlsError::Read {
+    std::fs::read(path).map_err(|error| TlsError::Read {
         path: path.to_owned(),
-        source,
+        error,
     })
 }
 
@@ -184,9 +184,9 @@ fn certified_key(
         path: key_path.to_owned(),
         message: format!("no usable private key: {e}"),
     })?;
-    CertifiedKey::from_der(chain, key, provider).map_err(|source| TlsError::Key {
+    CertifiedKey::from_der(chain, key, provider).map_err(|error| TlsError::Key {
         cert: cert_path.to_owned(),
         key: key_path.to_owned(),
-        source,
+        error,
     })
 }
