@@ -5,7 +5,9 @@
 //! a trait, never a special case in the engine.
 
 pub mod error;
+pub mod fairness;
 pub mod placement;
 
 pub use error::{PolicyError, PolicyFailure};
+pub use fairness::{FairnessPolicy, OrderBatch, ShareBatch, Shares};
 pub use placement::{NodeBatch, NodeScores, PlacementPolicy, PodSetRequest, TopologyMode};

@@ -4,3 +4,5 @@
 pub const GROUP: &str = "sluice.dev";
 /// Served and stored version of Sluice's own kinds.
 pub const VERSION: &str = "v1alpha1";
+
+pub mod policy_module;
