@@ -6,5 +6,6 @@ pub mod engine;
 pub mod ingest;
 pub mod jobs;
 pub mod manifest;
+pub mod policy;
 pub mod sim;
 pub mod status;

@@ -32,6 +32,8 @@ enum Command {
     Crds,
     /// Measure the engine's admission throughput and cycle latency on a synthetic cluster.
     Bench(sluice_operator::bench::BenchArgs),
+    /// Validate, test and benchmark placement and fairness policy modules (WebAssembly).
+    Policy(sluice_operator::cli::policy::PolicyArgs),
 }
 
 #[derive(clap::Args)]
@@ -56,6 +58,11 @@ struct SimulateArgs {
     /// Never show a progress bar.
     #[arg(long)]
     no_progress: bool,
+    /// Policy module to simulate with: `fairness=FILE.wasm|NAME` (implies --fair-sharing) or
+    /// `placement=FILE.wasm|NAME` (loaded and checked; the simulator does not model node placement).
+    /// NAME is an embedded module: topology-pack, spread, fair-credits, drs. Repeatable.
+    #[arg(long = "policy", value_parser = sluice_operator::cli::policy::parse_policy_flag)]
+    policies: Vec<sluice_operator::cli::policy::PolicyFlag>,
 }
 
 fn parse_until(s: &str) -> Result<i64, String> {
@@ -94,6 +101,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Bench(args) => sluice_operator::bench::run(&args).map_err(Failure::from),
+        Command::Policy(args) => policy(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -102,6 +110,15 @@ fn main() -> ExitCode {
             ExitCode::from(f.code)
         }
     }
+}
+
+fn policy(args: &sluice_operator::cli::policy::PolicyArgs) -> Result<(), Failure> {
+    use sluice_operator::cli::policy::{PolicyCliError, run};
+    let mut stdout = std::io::stdout().lock();
+    run(args, &mut stdout).map_err(|e| match e {
+        PolicyCliError::Invalid(_) | PolicyCliError::Read { .. } => bad_input(e),
+        other => Failure::from(other),
+    })
 }
 
 fn init_tracing(json: bool) {
@@ -127,11 +144,21 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         }
         docs
     };
+    let policies = sluice_operator::cli::policy::load_simulation_policies(&args.policies)
+        .map_err(bad_input)?;
+    if policies.placement.is_some() {
+        eprintln!(
+            "note: the placement module loaded and passed its checks; the simulator admits by quota and does not place pods on nodes, so it does not change this run"
+        );
+    }
+    let fair_sharing = args.fair_sharing || policies.fairness.is_some();
     let config = EngineConfig {
-        fair_sharing: args.fair_sharing.then(FairSharingConfig::default),
+        fair_sharing: fair_sharing.then(FairSharingConfig::default),
         ..EngineConfig::default()
     };
-    let mut simulation = Simulation::from_documents(&docs, config).map_err(bad_input)?;
+    let mut simulation =
+        Simulation::from_documents_with_fairness(&docs, config, policies.fairness.clone())
+            .map_err(bad_input)?;
     simulation.set_detailed_pending_reasons(args.detailed_pending_reasons);
     let show_progress =
         simulation.is_timed() && !args.no_progress && std::io::stderr().is_terminal();
@@ -165,5 +192,17 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
     let mut stdout = std::io::stdout().lock();
     // A closed pipe (e.g. `| head`) is not an error worth reporting.
     let _ = stdout.write_all(text.as_bytes());
+    if let Some(registry) = &policies.registry {
+        for name in registry.names() {
+            if let Some(h) = registry.health(&name) {
+                eprintln!(
+                    "policy {name}: {} calls, failures {:?}{}",
+                    h.calls,
+                    h.failures,
+                    if h.degraded { ", degraded" } else { "" }
+                );
+            }
+        }
+    }
     Ok(())
 }

@@ -1,1 +1,3 @@
 //! Subcommands of the `sluice` binary that talk to a cluster or to policy modules; `main.rs` only dispatches.
+
+pub mod policy;

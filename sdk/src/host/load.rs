@@ -2,6 +2,7 @@
 
 use wasmtime::Engine;
 use wasmtime::component::Component;
+use wasmtime::component::types::ComponentItem;
 
 use super::LoadError;
 
@@ -40,13 +41,31 @@ pub(crate) fn check_bytes(bytes: &[u8]) -> Result<(), LoadError> {
     ))
 }
 
-/// Rejects a component whose imports go beyond [`ALLOWED_IMPORT_PREFIXES`], naming the first.
+/// The contract's own type-only interfaces, which a component imports for the types its exports
+/// use; they carry no functions, so the host defines them as empty instances.
+pub const TYPE_INTERFACES: &[&str] = &[
+    "sluice:policy/placement-types@0.1.0",
+    "sluice:policy/fairness-types@0.1.0",
+];
+
+/// Rejects a component whose imports go beyond [`ALLOWED_IMPORT_PREFIXES`] and the contract's
+/// type-only interfaces, naming the first.
 pub(crate) fn check_imports(engine: &Engine, component: &Component) -> Result<(), LoadError> {
     let ty = component.component_type();
-    for (name, _) in ty.imports(engine) {
-        if !ALLOWED_IMPORT_PREFIXES.iter().any(|p| name.starts_with(p)) {
-            return Err(LoadError::ForbiddenImport(name.to_string()));
+    for (name, item) in ty.imports(engine) {
+        if ALLOWED_IMPORT_PREFIXES.iter().any(|p| name.starts_with(p)) {
+            continue;
         }
+        let types_only = match &item.ty {
+            ComponentItem::ComponentInstance(i) => i
+                .exports(engine)
+                .all(|(_, e)| matches!(e.ty, ComponentItem::Type(_))),
+            _ => false,
+        };
+        if name.starts_with("sluice:policy/") && types_only {
+            continue;
+        }
+        return Err(LoadError::ForbiddenImport(name.to_string()));
     }
     Ok(())
 }

@@ -189,6 +189,11 @@ impl PolicyHost {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
             .map_err(|e| LoadError::Host(format!("{e:#}")))?;
+        for name in load::TYPE_INTERFACES {
+            linker
+                .instance(name)
+                .map_err(|e| LoadError::Host(format!("{name}: {e:#}")))?;
+        }
         let weak = engine.weak();
         std::thread::Builder::new()
             .name("sluice-policy-epoch".into())
