@@ -55,8 +55,7 @@ impl PlacementPolicy for TopologyPack {
             score: Vec::with_capacity(n),
             max_pods: Vec::with_capacity(n),
         };
-        for i in 0..n {
-            let f = fit[i];
+        for (i, &f) in fit.iter().enumerate() {
             out.max_pods.push(f);
             if f == 0 {
                 out.score.push(0.0);
