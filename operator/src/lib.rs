@@ -9,6 +9,7 @@ pub mod ingest;
 pub mod jobs;
 pub mod leader;
 pub mod manifest;
+pub mod policy;
 pub mod sim;
 pub mod status;
 pub mod telemetry;

@@ -40,6 +40,8 @@ enum Command {
     Webhook(sluice_webhook::ServeArgs),
     #[command(flatten)]
     Cluster(sluice_operator::cli::kueue::ClusterCommand),
+    /// Validate, test and benchmark placement and fairness policy modules (WebAssembly).
+    Policy(sluice_operator::cli::policy::PolicyArgs),
 }
 
 #[derive(clap::Args)]
@@ -73,6 +75,11 @@ struct SimulateArgs {
     /// Placement policy scoring nodes for topology-aware flavors.
     #[arg(long, value_enum, default_value_t = PlacementPolicyArg::TopologyPack)]
     placement_policy: PlacementPolicyArg,
+    /// Policy module to simulate with: `fairness=FILE.wasm|NAME` (implies --fair-sharing) or
+    /// `placement=FILE.wasm|NAME` (scores nodes for topology-aware flavors; overrides --placement-policy).
+    /// NAME is an embedded module: topology-pack, spread, fair-credits, drs. Repeatable.
+    #[arg(long = "policy", value_parser = sluice_operator::cli::policy::parse_policy_flag)]
+    policies: Vec<sluice_operator::cli::policy::PolicyFlag>,
 }
 
 /// Built-in placement policies.
@@ -126,6 +133,7 @@ fn main() -> ExitCode {
         Command::Operator(args) => operator(args),
         Command::Webhook(args) => sluice_webhook::serve(args, None).map_err(Failure::from),
         Command::Cluster(c) => cluster(c),
+        Command::Policy(args) => policy(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -158,6 +166,13 @@ fn cluster(command: sluice_operator::cli::kueue::ClusterCommand) -> Result<(), F
     })?;
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
     Ok(())
+fn policy(args: &sluice_operator::cli::policy::PolicyArgs) -> Result<(), Failure> {
+    use sluice_operator::cli::policy::{PolicyCliError, run};
+    let mut stdout = std::io::stdout().lock();
+    run(args, &mut stdout).map_err(|e| match e {
+        PolicyCliError::Invalid(_) | PolicyCliError::Read { .. } => bad_input(e),
+        other => Failure::from(other),
+    })
 }
 
 fn init_tracing(json: bool) {
@@ -183,15 +198,23 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         }
         docs
     };
+    let policies = sluice_operator::cli::policy::load_simulation_policies(&args.policies)
+        .map_err(bad_input)?;
+    let fair_sharing = args.fair_sharing || policies.fairness.is_some();
     let config = EngineConfig {
-        fair_sharing: args.fair_sharing.then(FairSharingConfig::default),
+        fair_sharing: fair_sharing.then(FairSharingConfig::default),
         ..EngineConfig::default()
     };
-    let mut simulation = Simulation::from_documents(&docs, config).map_err(bad_input)?;
+    let mut simulation =
+        Simulation::from_documents_with_fairness(&docs, config, policies.fairness.clone())
+            .map_err(bad_input)?;
     simulation.set_detailed_pending_reasons(args.detailed_pending_reasons);
     simulation.set_ignore_topology(args.ignore_topology);
     if let PlacementPolicyArg::Spread = args.placement_policy {
         simulation.set_placement_policy(Box::new(sluice_sdk::policy::builtin::Spread));
+    }
+    if let Some(module) = &policies.placement {
+        simulation.set_placement_policy(Box::new(module.clone()));
     }
     let show_progress =
         simulation.is_timed() && !args.no_progress && std::io::stderr().is_terminal();
@@ -234,5 +257,17 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
     let mut stdout = std::io::stdout().lock();
     // A closed pipe (e.g. `| head`) is not an error worth reporting.
     let _ = stdout.write_all(text.as_bytes());
+    if let Some(registry) = &policies.registry {
+        for name in registry.names() {
+            if let Some(h) = registry.health(&name) {
+                eprintln!(
+                    "policy {name}: {} calls, failures {:?}{}",
+                    h.calls,
+                    h.failures,
+                    if h.degraded { ", degraded" } else { "" }
+                );
+            }
+        }
+    }
     Ok(())
 }

@@ -9,7 +9,11 @@
 //!   * [`kueue::conversion`]: lossless v1beta1 <-> v1beta2 conversion.
 //!   * [`kueue::crds`]: CRDs for all kinds, both versions.
 //!   * [`kueue::labels`]: well-known label, annotation, finalizer, condition and reason strings.
-//! * [`policy`]: the policy contract (placement scoring over a columnar node batch).
+//! * [`policy`]: the policy contract (placement scoring over a columnar node batch, fairness over
+//!   queue batches); builds without Kubernetes types, also for `wasm32-wasip2`.
+//! * [`host`] (feature `host`): the wasmtime runtime that runs policy modules in a sandbox.
+//! * [`harness`] (feature `host`): fixtures, builders and assertions for policy authors.
+//! * [`guest`] (feature `guest`): the bindings and export macros for policy modules.
 //! * [`sluice`]: Sluice's own `sluice.dev` kinds.
 //! * [`topology`]: the GPU topology model (GPUs, NVLink islands, health) the node agent publishes.
 //! * [`quantity`]: exact integer values of Kubernetes quantities in the units Kueue's scheduler uses.
@@ -31,11 +35,26 @@
 //! assert_eq!(resource_value("cpu", quota), Ok(1500));
 //! ```
 
+// Lets generated bindings name this crate by its public path from inside it too.
+#[cfg(feature = "guest")]
+extern crate self as sluice_sdk;
+
+#[cfg(feature = "guest")]
+pub mod guest;
+#[cfg(all(feature = "host", not(target_arch = "wasm32")))]
+pub mod harness;
+#[cfg(all(feature = "host", not(target_arch = "wasm32")))]
+pub mod host;
+#[cfg(feature = "api")]
 pub mod kueue;
 pub mod policy;
+#[cfg(feature = "api")]
 pub mod quantity;
+#[cfg(feature = "api")]
 pub mod sluice;
+#[cfg(feature = "api")]
 pub mod topology;
 
 /// Re-export of the Kubernetes API types these types are built on.
+#[cfg(feature = "api")]
 pub use k8s_openapi as k8s;

@@ -51,6 +51,7 @@ impl Engine {
             flavors: &self.flavors,
             ids: &self.ids,
             policy: self.policy.as_ref(),
+            history: &self.history,
             fair: self.config.fair_sharing.as_ref(),
             pods_resource: self.pods_resource,
             now: self.now,
@@ -106,6 +107,7 @@ impl Engine {
     pub fn schedule(&mut self, now: Time) -> Vec<Decision> {
         self.now = self.now.max(now);
         self.cycle += 1;
+        self.history.advance(&self.tree, self.now);
         // A tree where no head changed and no quota moved since the last cycle would produce the
         // same outcome again, so only trees with work take part.
         let mut live_roots = vec![false; self.tree.nodes.len()];
@@ -516,9 +518,19 @@ impl Engine {
             let usage = e.assignment.usage_vec();
             let mut sim = self.sim();
             sim.add_usage(e.cq, &usage, 1);
-            let mut child = e.cq;
-            for anc in sim.tree.ancestors(e.cq) {
-                let share = sim.share(child);
+            // One batch per entry: the shares of every node on its path (with the entry added).
+            let path: Vec<(NodeId, NodeId)> = {
+                let mut child = e.cq;
+                let mut p = Vec::new();
+                for anc in sim.tree.ancestors(e.cq) {
+                    p.push((anc, child));
+                    child = anc;
+                }
+                p
+            };
+            let children: Vec<NodeId> = path.iter().map(|&(_, c)| c).collect();
+            let shares = sim.shares(&children);
+            for (&(anc, child), share) in path.iter().zip(shares) {
                 let borrowing_on_requested = usage.iter().any(|&(fr, v)| {
                     v > 0 && sim.tree.usage(child, fr) > sim.tree.subtree(child, fr)
                 });
@@ -531,7 +543,6 @@ impl Engine {
                         timestamp: e.timestamp,
                     },
                 );
-                child = anc;
             }
             sim.add_usage(e.cq, &usage, -1);
         }
@@ -564,24 +575,32 @@ impl Engine {
                 cands.push(i);
             }
         }
-        let mut best = *cands.first()?;
-        for &cur in &cands[1..] {
-            // A workload whose preemptions were issued goes first (Kueue's
-            // PrioritizePreemptorWorkloads): else a requeued victim with a lower share can take
-            // the quota it freed back, and be preempted for it again, forever.
-            let (cur_p, best_p) = (preemptors.contains(&cur), preemptors.contains(&best));
-            if cur_p != best_p {
-                if cur_p {
-                    best = cur;
-                }
-                continue;
-            }
-            if let (Some(a), Some(b)) = (keys.get(&(cohort, cur)), keys.get(&(cohort, best)))
-                && self.policy.order(a, b) == std::cmp::Ordering::Less
-            {
-                best = cur;
-            }
+        cands.first()?;
+        // A workload whose preemptions were issued goes first (Kueue's
+        // PrioritizePreemptorWorkloads): else a requeued victim with a lower share can take
+        // the quota it freed back, and be preempted for it again, forever.
+        let preempting: Vec<usize> = cands
+            .iter()
+            .copied()
+            .filter(|c| preemptors.contains(c))
+            .collect();
+        let pool = if preempting.is_empty() {
+            cands
+        } else {
+            preempting
+        };
+        if pool.len() == 1 {
+            return Some(pool[0]);
         }
+        // All the candidates at this level go to the policy in one call.
+        let (with_keys, keyed): (Vec<usize>, Vec<OrderKey>) = pool
+            .iter()
+            .filter_map(|&c| keys.get(&(cohort, c)).map(|k| (c, *k)))
+            .unzip();
+        let best = match self.policy.order(&keyed).first() {
+            Some(&k) => with_keys.get(k).copied().unwrap_or(pool[0]),
+            None => pool[0],
+        };
         Some(best)
     }
 }

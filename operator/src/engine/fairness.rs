@@ -1,9 +1,11 @@
-//! Fair sharing behind one narrow, plain-data trait so that another implementation (e.g. a
+//! Fair sharing behind one narrow, plain-data, batch trait so that another implementation (e.g. a
 //! WebAssembly module) can replace the built-in Dominant Resource Share (DRS) policy.
 //!
-//! The engine computes, for a quota-tree node, how much of each resource it borrows beyond its
-//! subtree quota and how much of that resource its parent could lend; the policy turns that into a
-//! [`Share`], compares shares, and orders competing admission candidates at a cohort level.
+//! The engine computes, for quota-tree nodes, how much of each resource they borrow beyond their
+//! subtree quota and how much of that resource their parent could lend; the policy turns a batch
+//! of those into [`Share`]s, and orders the candidates competing at a cohort level in one call.
+//! Shares are always compared by the same rule ([`compare`]: by ratio over weight), so preemption
+//! can compare them without calling the policy again.
 
 use std::cmp::Ordering;
 use std::fmt::Debug;
@@ -23,13 +25,17 @@ pub struct ResourceBorrowing {
 
 /// Input for one share computation.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ShareInput {
+pub struct ShareInput<'a> {
+    /// Name of the ClusterQueue or Cohort.
+    pub name: &'a str,
     /// Fair-sharing weight of the node.
     pub weight: f64,
     /// False for root cohorts and ClusterQueues without a cohort (their share is 0).
     pub has_parent: bool,
     /// Resources the node borrows; empty when it borrows nothing.
     pub borrowing: Vec<ResourceBorrowing>,
+    /// Decayed dominant usage of the node, per mille of its quota (0 when no history is kept).
+    pub history: f64,
 }
 
 /// A node's share as produced by a [`FairnessPolicy`].
@@ -67,16 +73,54 @@ pub struct OrderKey {
     pub timestamp: Time,
 }
 
-/// Pluggable fairness: share computation, share comparison and admission ordering.
+/// Pluggable fairness, called once per decision: a batch of shares, or the order of all the
+/// candidates competing at one cohort level.
 pub trait FairnessPolicy: Debug + Send + Sync {
-    /// Computes a node's share.
-    fn share(&self, input: &ShareInput) -> Share;
-    /// Orders two shares (Less = smaller share).
-    fn compare(&self, a: &Share, b: &Share) -> Ordering;
-    /// Integer share written to status (`weightedShare`).
-    fn weighted_share(&self, share: &Share) -> i64;
-    /// Orders two admission candidates at a cohort level (Less = admitted first).
-    fn order(&self, a: &OrderKey, b: &OrderKey) -> Ordering;
+    /// Name used in metrics, events and errors.
+    fn name(&self) -> &str;
+    /// Half-life in seconds of the usage history the engine should keep, if the policy uses it.
+    fn history_half_life(&self) -> Option<f64> {
+        None
+    }
+    /// Computes the share of every input, replacing the contents of `out`.
+    fn shares(&self, inputs: &[ShareInput<'_>], out: &mut Vec<Share>);
+    /// Orders admission candidates at a cohort level: a permutation of `0..keys.len()`, first
+    /// admitted first.
+    fn order(&self, keys: &[OrderKey]) -> Vec<usize>;
+}
+
+fn zero_weight_borrows(s: &Share) -> bool {
+    s.weight == 0.0 && s.ratio != 0.0
+}
+
+fn precise(s: &Share) -> f64 {
+    if s.ratio == 0.0 {
+        0.0
+    } else if s.weight == 0.0 {
+        f64::INFINITY
+    } else {
+        s.ratio / s.weight
+    }
+}
+
+/// Orders two shares (Less = smaller share): by ratio over weight, a zero weight with a non-zero
+/// ratio sorting after everything else.
+pub fn compare(a: &Share, b: &Share) -> Ordering {
+    match (zero_weight_borrows(a), zero_weight_borrows(b)) {
+        (true, true) => a.ratio.total_cmp(&b.ratio),
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        _ => precise(a).total_cmp(&precise(b)),
+    }
+}
+
+/// Integer share written to status (`weightedShare`).
+pub fn weighted_share(share: &Share) -> i64 {
+    if zero_weight_borrows(share) {
+        i64::MAX
+    } else {
+        precise(share).ceil() as i64
+    }
 }
 
 /// Kueue's Dominant Resource Share policy.
@@ -84,23 +128,8 @@ pub trait FairnessPolicy: Debug + Send + Sync {
 pub struct DrsPolicy;
 
 impl DrsPolicy {
-    fn zero_weight_borrows(s: &Share) -> bool {
-        s.weight == 0.0 && s.ratio != 0.0
-    }
-
-    fn precise(s: &Share) -> f64 {
-        if s.ratio == 0.0 {
-            0.0
-        } else if s.weight == 0.0 {
-            f64::INFINITY
-        } else {
-            s.ratio / s.weight
-        }
-    }
-}
-
-impl FairnessPolicy for DrsPolicy {
-    fn share(&self, input: &ShareInput) -> Share {
+    /// The DRS share of one input.
+    pub fn share(input: &ShareInput<'_>) -> Share {
         let mut share = Share {
             ratio: 0.0,
             weight: input.weight,
@@ -126,24 +155,8 @@ impl FairnessPolicy for DrsPolicy {
         share
     }
 
-    fn compare(&self, a: &Share, b: &Share) -> Ordering {
-        match (Self::zero_weight_borrows(a), Self::zero_weight_borrows(b)) {
-            (true, true) => a.ratio.total_cmp(&b.ratio),
-            (true, false) => Ordering::Greater,
-            (false, true) => Ordering::Less,
-            _ => Self::precise(a).total_cmp(&Self::precise(b)),
-        }
-    }
-
-    fn weighted_share(&self, share: &Share) -> i64 {
-        if Self::zero_weight_borrows(share) {
-            i64::MAX
-        } else {
-            Self::precise(share).ceil() as i64
-        }
-    }
-
-    fn order(&self, a: &OrderKey, b: &OrderKey) -> Ordering {
+    /// Kueue's pairwise candidate order (Less = admitted first).
+    pub fn order_pair(a: &OrderKey, b: &OrderKey) -> Ordering {
         if a.borrowing_on_requested != b.borrowing_on_requested {
             return if a.borrowing_on_requested {
                 Ordering::Greater
@@ -151,8 +164,26 @@ impl FairnessPolicy for DrsPolicy {
                 Ordering::Less
             };
         }
-        self.compare(&a.share, &b.share)
+        compare(&a.share, &b.share)
             .then_with(|| b.priority.cmp(&a.priority))
             .then_with(|| a.timestamp.cmp(&b.timestamp))
+    }
+}
+
+impl FairnessPolicy for DrsPolicy {
+    fn name(&self) -> &str {
+        "drs"
+    }
+
+    fn shares(&self, inputs: &[ShareInput<'_>], out: &mut Vec<Share>) {
+        out.clear();
+        out.extend(inputs.iter().map(Self::share));
+    }
+
+    fn order(&self, keys: &[OrderKey]) -> Vec<usize> {
+        let mut idx: Vec<usize> = (0..keys.len()).collect();
+        // Stable: among equal candidates the first stays first, as in Kueue's tournament scan.
+        idx.sort_by(|&a, &b| Self::order_pair(&keys[a], &keys[b]));
+        idx
     }
 }

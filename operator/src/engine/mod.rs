@@ -29,18 +29,23 @@ mod state;
 mod status;
 mod topology;
 mod types;
+mod usage_history;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 pub use error::EngineError;
-pub use fairness::{DrsPolicy, FairnessPolicy, OrderKey, ResourceBorrowing, Share, ShareInput};
+pub use fairness::{
+    DrsPolicy, FairnessPolicy, OrderKey, ResourceBorrowing, Share, ShareInput,
+    compare as compare_shares, weighted_share,
+};
 pub use topology::admit::{NODE_FAILURES, TOPOLOGY_PLACEMENT_FAILED};
 pub use types::*;
 
 use fasthash::FastMap;
 use quota::{Fr, NodeId, Tree};
+use usage_history::UsageHistory;
 
 /// Interned names: flavors, resources and flavor-resource pairs.
 #[derive(Clone, Debug, Default)]
@@ -230,6 +235,8 @@ impl Wl {
 pub struct Engine {
     pub(crate) config: EngineConfig,
     pub(crate) policy: Arc<dyn FairnessPolicy>,
+    /// Decayed usage, kept when the fairness policy asks for it.
+    pub(crate) history: UsageHistory,
     pub(crate) ids: Interner,
     pub(crate) flavors: Vec<Option<Flavor>>,
     pub(crate) tree: Tree,
@@ -261,9 +268,11 @@ impl Engine {
     pub fn with_fairness_policy(config: EngineConfig, policy: Arc<dyn FairnessPolicy>) -> Self {
         let mut ids = Interner::default();
         let pods_resource = ids.resource("pods");
+        let history = UsageHistory::new(policy.history_half_life());
         Self {
             config,
             policy,
+            history,
             ids,
             flavors: Vec::new(),
             tree: Tree::default(),

@@ -6,8 +6,11 @@ use std::collections::VecDeque;
 
 use super::fasthash::FastMap;
 
-use super::fairness::{FairnessPolicy, ResourceBorrowing, Share, ShareInput};
+use super::fairness::{
+    FairnessPolicy, ResourceBorrowing, Share, ShareInput, compare as compare_shares, weighted_share,
+};
 use super::quota::{Fr, NodeId, Tree};
+use super::usage_history::UsageHistory;
 use super::{
     BorrowWithinCohortPolicy, CqData, FairSharingConfig, FairSharingStrategy, Flavor, Interner,
     Phase, ReclaimPolicy, ScanProgress, Time, WithinCqPolicy, Wl,
@@ -58,6 +61,7 @@ pub(crate) struct Sim<'a> {
     pub flavors: &'a [Option<Flavor>],
     pub ids: &'a Interner,
     pub policy: &'a dyn FairnessPolicy,
+    pub history: &'a UsageHistory,
     pub fair: Option<&'a FairSharingConfig>,
     pub pods_resource: u32,
     pub now: Time,
@@ -448,7 +452,12 @@ impl<'a> Sim<'a> {
 
     /// The node's share, with its current (possibly simulated) usage.
     pub(crate) fn share(&self, n: NodeId) -> Share {
-        share_of(self.tree, self.ids, self.policy, n)
+        share_of(self.tree, self.ids, self.policy, self.history, n)
+    }
+
+    /// The shares of several nodes, in one policy call.
+    pub(crate) fn shares(&self, nodes: &[NodeId]) -> Vec<Share> {
+        shares_of(self.tree, self.ids, self.policy, self.history, nodes)
     }
 
     fn cq_borrowing_any(&self, cq: NodeId, frs: &[Fr]) -> bool {
@@ -552,10 +561,10 @@ impl<'a> Sim<'a> {
     ) -> bool {
         match s {
             FairSharingStrategy::LessThanOrEqualToFinalShare => {
-                self.policy.compare(pre_new, tgt_new) != Ordering::Greater
+                compare_shares(pre_new, tgt_new) != Ordering::Greater
             }
             FairSharingStrategy::LessThanInitialShare => {
-                self.policy.compare(pre_new, tgt_old) == Ordering::Less
+                compare_shares(pre_new, tgt_old) == Ordering::Less
             }
         }
     }
@@ -596,8 +605,8 @@ impl<'a> Sim<'a> {
                 continue;
             }
             let (pre_new, tgt_old) = self.compute_shares(pre.cq, tcq);
-            let pinf = self.policy.weighted_share(&pre_new) == i64::MAX;
-            let tinf = self.policy.weighted_share(&tgt_old) == i64::MAX;
+            let pinf = weighted_share(&pre_new) == i64::MAX;
+            let tinf = weighted_share(&tgt_old) == i64::MAX;
             if pinf && !tinf {
                 while let Some(w) = ord.pop(tcq) {
                     retry.push((w, tcq));
@@ -660,7 +669,8 @@ impl<'a> Sim<'a> {
     /// Shares of the children of the least common ancestor on the preemptor's and target's paths.
     fn compute_shares(&self, pre_cq: NodeId, tcq: NodeId) -> (Share, Share) {
         let (a, b) = self.almost_lcas(pre_cq, tcq);
-        (self.share(a), self.share(b))
+        let s = self.shares(&[a, b]);
+        (s[0], s[1])
     }
 
     /// The children of the lowest common ancestor on the paths from `x` and `y` (`(x, y)` when
@@ -697,30 +707,31 @@ impl<'a> Sim<'a> {
     }
 }
 
-thread_local! {
-    /// Reused borrowing list for share computations (called millions of times per run).
-    static BORROWING: std::cell::RefCell<Vec<ResourceBorrowing>> =
-        const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Computes a node's share through the fairness policy.
-pub(crate) fn share_of(
-    tree: &Tree,
+/// The share input of one node: what it borrows beyond its subtree quota, and what its parent
+/// could lend of those resources.
+fn share_input<'t>(
+    tree: &'t Tree,
     ids: &Interner,
-    policy: &dyn FairnessPolicy,
+    history: &UsageHistory,
     n: NodeId,
-) -> Share {
+) -> ShareInput<'t> {
     let node = tree.node(n);
     let weight = node.weight;
+    let hist = if history.enabled() {
+        history.dominant(tree, n)
+    } else {
+        0.0
+    };
     let Some(parent) = tree.parent(n) else {
-        return policy.share(&ShareInput {
+        return ShareInput {
+            name: &node.name,
             weight,
             has_parent: false,
             borrowing: Vec::new(),
-        });
+            history: hist,
+        };
     };
-    let mut borrowing = BORROWING.with(|b| b.take());
-    borrowing.clear();
+    let mut borrowing: Vec<ResourceBorrowing> = Vec::new();
     let len = node.subtree.len().max(node.usage.len());
     for fr in 0..len as Fr {
         let b = tree.usage(n, fr) - tree.subtree(n, fr);
@@ -748,14 +759,46 @@ pub(crate) fn share_of(
             }
         }
     }
-    let input = ShareInput {
+    ShareInput {
+        name: &node.name,
         weight,
         has_parent: true,
         borrowing,
-    };
-    let share = policy.share(&input);
-    BORROWING.with(|b| b.replace(input.borrowing));
-    share
+        history: hist,
+    }
+}
+
+/// Computes a node's share through the fairness policy.
+pub(crate) fn share_of(
+    tree: &Tree,
+    ids: &Interner,
+    policy: &dyn FairnessPolicy,
+    history: &UsageHistory,
+    n: NodeId,
+) -> Share {
+    let input = share_input(tree, ids, history, n);
+    let mut out = Vec::with_capacity(1);
+    policy.shares(std::slice::from_ref(&input), &mut out);
+    out.first().copied().unwrap_or_else(Share::negative)
+}
+
+/// Computes the shares of several nodes in one policy call.
+pub(crate) fn shares_of(
+    tree: &Tree,
+    ids: &Interner,
+    policy: &dyn FairnessPolicy,
+    history: &UsageHistory,
+    nodes: &[NodeId],
+) -> Vec<Share> {
+    let inputs: Vec<ShareInput<'_>> = nodes
+        .iter()
+        .map(|&n| share_input(tree, ids, history, n))
+        .collect();
+    let mut out = Vec::with_capacity(nodes.len());
+    policy.shares(&inputs, &mut out);
+    // A policy adapter guarantees one share per input; pad defensively so indexing holds.
+    out.resize(nodes.len(), Share::negative());
+    out
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -842,24 +885,37 @@ impl TargetOrdering {
 
     fn next_target(&mut self, sim: &Sim<'_>, pre: &Preemptor, cohort: NodeId) -> Option<NodeId> {
         let node = sim.tree.node(cohort);
-        let mut best_cq: Option<(NodeId, Share)> = None;
+        // Without candidates a ClusterQueue is pruned whatever its share.
+        let mut cq_cands: Vec<NodeId> = Vec::with_capacity(node.child_cqs.len());
         for &cq in &node.child_cqs {
             if self.is_pruned(cq) {
                 continue;
             }
-            // Without candidates the ClusterQueue is pruned whatever its share.
             if !self.has_wl(cq) {
                 self.prune(cq);
                 continue;
             }
-            let drs = sim.share(cq);
+            cq_cands.push(cq);
+        }
+        let cohort_cands: Vec<NodeId> = node
+            .child_cohorts
+            .iter()
+            .copied()
+            .filter(|&c| !self.is_pruned(c))
+            .collect();
+        // Every share this level needs, in one policy call.
+        let all: Vec<NodeId> = cq_cands.iter().chain(&cohort_cands).copied().collect();
+        let shares = sim.shares(&all);
+        let (cq_shares, cohort_shares) = shares.split_at(cq_cands.len());
+        let mut best_cq: Option<(NodeId, Share)> = None;
+        for (&cq, &drs) in cq_cands.iter().zip(cq_shares) {
             if !drs.borrowing && cq != self.preemptor_cq {
                 self.prune(cq);
                 continue;
             }
             match &best_cq {
                 None => best_cq = Some((cq, drs)),
-                Some((bcq, bdrs)) => match sim.policy.compare(&drs, bdrs) {
+                Some((bcq, bdrs)) => match compare_shares(&drs, bdrs) {
                     Ordering::Greater => best_cq = Some((cq, drs)),
                     Ordering::Equal => {
                         let first = |q: &NodeId| self.by_cq.get(q).and_then(|l| l.front().copied());
@@ -874,16 +930,12 @@ impl TargetOrdering {
             }
         }
         let mut best_cohort: Option<(NodeId, Share)> = None;
-        for &c in &node.child_cohorts {
-            if self.is_pruned(c) {
-                continue;
-            }
-            let drs = sim.share(c);
+        for (&c, &drs) in cohort_cands.iter().zip(cohort_shares) {
             if !drs.borrowing && !self.ancestors.contains(&c) {
                 self.prune(c);
             } else if best_cohort
                 .as_ref()
-                .is_none_or(|(_, b)| sim.policy.compare(&drs, b) != Ordering::Less)
+                .is_none_or(|(_, b)| compare_shares(&drs, b) != Ordering::Less)
             {
                 best_cohort = Some((c, drs));
             }
@@ -896,7 +948,7 @@ impl TargetOrdering {
             (Some((cq, _)), None) => Some(cq),
             (None, Some((c, _))) => self.next_target(sim, pre, c),
             (Some((cq, cqd)), Some((c, cd))) => {
-                if sim.policy.compare(&cd, &cqd) != Ordering::Less {
+                if compare_shares(&cd, &cqd) != Ordering::Less {
                     self.next_target(sim, pre, c)
                 } else {
                     Some(cq)

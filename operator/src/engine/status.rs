@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use super::fairness::weighted_share;
 use super::preempt::share_of;
 use super::quota::{Fr, NodeId};
 use super::{
@@ -92,7 +93,13 @@ impl Engine {
         } else {
             reserving.clone()
         };
-        let share = share_of(&self.tree, &self.ids, self.policy.as_ref(), n);
+        let share = share_of(
+            &self.tree,
+            &self.ids,
+            self.policy.as_ref(),
+            &self.history,
+            n,
+        );
         Some(ClusterQueueUsage {
             flavors_reservation: self.flavor_usage(n, &reserving, true),
             flavors_usage: self.flavor_usage(n, &admitted, true),
@@ -103,7 +110,7 @@ impl Engine {
             } else {
                 c.admitted.len() as i32
             },
-            weighted_share: self.policy.weighted_share(&share),
+            weighted_share: weighted_share(&share),
             active: c.active,
             inactive_reason: c.inactive_reason.clone(),
         })
@@ -199,8 +206,14 @@ impl Engine {
         if !self.tree.node(n).alive {
             return None;
         }
-        let share = share_of(&self.tree, &self.ids, self.policy.as_ref(), n);
-        Some(self.policy.weighted_share(&share))
+        let share = share_of(
+            &self.tree,
+            &self.ids,
+            self.policy.as_ref(),
+            &self.history,
+            n,
+        );
+        Some(weighted_share(&share))
     }
 
     /// Checks internal consistency: usage bookkeeping, quota limits, no double admission, and

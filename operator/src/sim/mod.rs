@@ -166,9 +166,21 @@ fn synthetic_uid(kind: &str, ns: &str, name: &str) -> String {
 impl Simulation {
     /// Builds a simulation from manifest documents.
     pub fn from_documents(docs: &[Document], config: EngineConfig) -> Result<Self, SimError> {
+        Self::from_documents_with_fairness(docs, config, None)
+    }
+
+    /// Builds a simulation whose engine uses `fairness` (the built-in DRS when `None`).
+    pub fn from_documents_with_fairness(
+        docs: &[Document],
+        config: EngineConfig,
+        fairness: Option<std::sync::Arc<dyn crate::engine::FairnessPolicy>>,
+    ) -> Result<Self, SimError> {
         let objects = ClusterObjects::from_documents(docs)?;
         let fair_sharing = config.fair_sharing.is_some();
-        let mut engine = Engine::new(config);
+        let mut engine = match fairness {
+            Some(f) => Engine::with_fairness_policy(config, f),
+            None => Engine::new(config),
+        };
         let ingest_err = |origin: &crate::manifest::Origin| {
             let origin = origin.to_string();
             move |error| SimError::Ingest {

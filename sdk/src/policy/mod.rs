@@ -6,7 +6,9 @@
 
 pub mod builtin;
 pub mod error;
+pub mod fairness;
 pub mod placement;
 
 pub use error::{PolicyError, PolicyFailure};
+pub use fairness::{FairnessPolicy, OrderBatch, ShareBatch, Shares};
 pub use placement::{NodeBatch, NodeScores, PlacementPolicy, PodSetRequest, TopologyMode};

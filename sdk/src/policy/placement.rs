@@ -157,3 +157,14 @@ pub trait PlacementPolicy: Debug + Send + Sync {
     /// Scores every node of `nodes` for `request` in one call.
     fn score(&self, request: &PodSetRequest, nodes: &NodeBatch) -> Result<NodeScores, PolicyError>;
 }
+
+/// A shared policy is a policy (the operator shares one module between ClusterQueues).
+impl<P: PlacementPolicy + ?Sized> PlacementPolicy for std::sync::Arc<P> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+
+    fn score(&self, request: &PodSetRequest, nodes: &NodeBatch) -> Result<NodeScores, PolicyError> {
+        (**self).score(request, nodes)
+    }
+}

@@ -6,3 +6,4 @@ pub const GROUP: &str = "sluice.dev";
 pub const VERSION: &str = "v1alpha1";
 
 pub mod node_gpu_topology;
+pub mod policy_module;

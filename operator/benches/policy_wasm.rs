@@ -1,0 +1,60 @@
+//! Placement scoring of 10,000 candidate nodes in one call: the shipped topology-pack module in
+//! WebAssembly vs the same policy native, and the per-decision overhead (instantiate + init +
+//! inventory + call + copies) of a fresh instance.
+//!
+//! `cargo bench -p sluice-operator --bench policy_wasm`
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use sluice_operator::policy::embedded;
+use sluice_sdk::harness::{PodSetBuilder, synthetic_cluster};
+use sluice_sdk::host::{HostConfig, ModuleLimits, PolicyHost};
+use sluice_sdk::policy::PlacementPolicy;
+
+fn placement(c: &mut Criterion) {
+    let host = PolicyHost::new(HostConfig::default()).expect("host starts");
+    let limits = ModuleLimits {
+        deadline: Some(Duration::from_secs(1)),
+        memory_limit: Some(256 << 20),
+    };
+    let wasm = host
+        .load_placement("topology-pack", embedded::TOPOLOGY_PACK, "", limits)
+        .expect("module loads");
+    let native = sluice_policy_topology_pack::Policy::default();
+    let gang = PodSetBuilder::new("bench/train", 16)
+        .gpus_per_pod(4)
+        .build();
+    for n in [10_000usize, 10] {
+        let nodes = synthetic_cluster(n);
+        let mut g = c.benchmark_group(format!("topology_pack_{n}_nodes"));
+        g.sample_size(30).measurement_time(Duration::from_secs(3));
+        g.bench_function("native", |b| {
+            b.iter(|| black_box(native.score(black_box(&gang), black_box(&nodes))))
+        });
+        g.bench_function("wasm_resident_inventory", |b| {
+            b.iter(|| black_box(wasm.score(black_box(&gang), black_box(&nodes))))
+        });
+        g.bench_function("wasm_new_inventory", |b| {
+            let mut generation = 1000u64;
+            b.iter_batched(
+                || {
+                    generation += 1;
+                    let mut batch = nodes.clone();
+                    batch.inventory_generation = generation;
+                    batch
+                },
+                |batch| black_box(wasm.score(&gang, &batch)),
+                BatchSize::LargeInput,
+            )
+        });
+        g.bench_function("wasm_fresh_instance", |b| {
+            b.iter(|| black_box(wasm.score_fresh(black_box(&gang), black_box(&nodes))))
+        });
+        g.finish();
+    }
+}
+
+criterion_group!(benches, placement);
+criterion_main!(benches);

@@ -1,0 +1,458 @@
+//! The shipped policy modules (embedded WebAssembly) and the operator's guards around modules:
+//! harness cases, topology-pack vs spread on the same input, WebAssembly vs native, the DRS module
+//! against the built-in DRS, and the fallback, counting and Degraded marking of failing modules.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use sluice_operator::engine::{
+    DrsPolicy, EngineConfig, FairSharingConfig, FairnessPolicy, OrderKey, ResourceBorrowing, Share,
+    ShareInput,
+};
+use sluice_operator::policy::{
+    GuardedFairness, LoadedModule, ModuleHealth, PolicyRegistry, Selection, embedded,
+};
+use sluice_operator::sim::{self, OutputFormat, Simulation};
+use sluice_sdk::harness::{self, Harness, PodSetBuilder, place_gang, synthetic_cluster};
+use sluice_sdk::host::{HostConfig, ModuleKind, ModuleLimits, PolicyHost};
+use sluice_sdk::policy::fairness::{
+    FairnessPolicy as ModulePolicy, OrderBatch, ShareBatch, Shares,
+};
+use sluice_sdk::policy::{PlacementPolicy, PolicyError, PolicyFailure};
+
+fn host() -> PolicyHost {
+    static H: OnceLock<PolicyHost> = OnceLock::new();
+    H.get_or_init(|| {
+        // Generous deadline: debug builds on a loaded machine; deadlines are tested separately.
+        PolicyHost::new(HostConfig {
+            pool_instances: 24,
+            default_deadline: Duration::from_secs(2),
+            ..HostConfig::default()
+        })
+        .expect("host starts")
+    })
+    .clone()
+}
+
+fn registry(degrade_after: u32) -> PolicyRegistry {
+    PolicyRegistry::new(
+        host(),
+        degrade_after,
+        Arc::new(sluice_policy_topology_pack::Policy::default()),
+    )
+}
+
+fn root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+#[test]
+fn shipped_modules_pass_their_harness_cases() {
+    let h = Harness::with_config(HostConfig {
+        pool_instances: 8,
+        default_deadline: Duration::from_secs(2),
+        ..HostConfig::default()
+    })
+    .expect("host");
+    for name in ["topology-pack", "spread", "fair-credits", "drs"] {
+        let (_, bytes) = embedded::by_name(name).expect("embedded");
+        let path = root().join("policies-wasm").join(name).join("cases.yaml");
+        let text = std::fs::read_to_string(&path).expect("cases file");
+        let file = harness::cases::parse(&text).expect("cases parse");
+        let results = harness::cases::run(&h, bytes, &file).expect("module loads");
+        assert!(!results.is_empty());
+        for r in results {
+            assert_eq!(r.failure, None, "{name}: {}", r.name);
+        }
+    }
+}
+
+#[test]
+fn topology_pack_places_gangs_in_fewer_domains_than_spread() {
+    let mut reg = registry(5);
+    let nodes = synthetic_cluster(1024);
+    let gang = PodSetBuilder::new("team/train", 16).gpus_per_pod(2).build();
+    let mut placed = BTreeMap::new();
+    for name in ["topology-pack", "spread"] {
+        let LoadedModule::Placement(p) = reg.load_embedded(name, "").expect("loads") else {
+            panic!("{name} is a placement module")
+        };
+        let scores = p.score(&gang, &nodes).expect("scores");
+        let g = place_gang(&scores, &nodes, &gang);
+        assert_eq!(g.placed, 16, "{name}: {g:?}");
+        println!(
+            "{name}: blocks {} racks {} nodes {} NVLink islands {}",
+            g.domains_per_level[0],
+            g.domains_per_level[1],
+            g.domains_per_level[2],
+            g.nvlink_islands
+        );
+        placed.insert(name, g);
+        assert_eq!(reg.health(name).expect("loaded").calls, 1);
+    }
+    let (pack, spread) = (&placed["topology-pack"], &placed["spread"]);
+    assert!(
+        pack.domains_per_level[1] < spread.domains_per_level[1],
+        "racks: {pack:?} vs {spread:?}"
+    );
+    assert!(
+        pack.domains_per_level[2] < spread.domains_per_level[2],
+        "nodes"
+    );
+    assert!(pack.nvlink_islands < spread.nvlink_islands, "islands");
+    assert!(
+        pack.domains_per_level[0] <= spread.domains_per_level[0],
+        "blocks"
+    );
+}
+
+#[test]
+fn webassembly_and_native_topology_pack_agree() {
+    let nodes = synthetic_cluster(2000);
+    let gang = PodSetBuilder::new("team/train", 12)
+        .gpus_per_pod(2)
+        .nvlink()
+        .build();
+    let wasm = host()
+        .load_placement(
+            "topology-pack",
+            embedded::TOPOLOGY_PACK,
+            "",
+            ModuleLimits::default(),
+        )
+        .expect("loads");
+    let native = sluice_policy_topology_pack::Policy::default();
+    assert_eq!(
+        wasm.score(&gang, &nodes).expect("wasm scores"),
+        native.score(&gang, &nodes).expect("native scores")
+    );
+}
+
+/// A small deterministic generator (no extra dependency).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n.max(1)
+    }
+}
+
+#[test]
+fn drs_module_gives_the_same_shares_and_orders_as_the_builtin() {
+    let module = host()
+        .load_fairness("drs", embedded::DRS, "", ModuleLimits::default())
+        .expect("loads");
+    let guarded = GuardedFairness::new("drs", Arc::new(module), Arc::new(ModuleHealth::new(3)));
+    let native = sluice_policy_drs::Drs;
+    let names: Vec<String> = (0..16).map(|i| format!("cq-{i}")).collect();
+    let mut g = Lcg(7);
+    for round in 0..200 {
+        let n = 1 + g.next(12) as usize;
+        let inputs: Vec<ShareInput<'_>> = (0..n)
+            .map(|i| ShareInput {
+                name: &names[i],
+                weight: [0.0, 0.5, 1.0, 2.0, 3.0][g.next(5) as usize],
+                has_parent: g.next(6) != 0,
+                borrowing: (0..g.next(4))
+                    .map(|r| ResourceBorrowing {
+                        resource: r as u32,
+                        borrowed: g.next(5000) as i64 + 1,
+                        lendable: g.next(8000) as i64 - 500,
+                    })
+                    .collect(),
+                history: 0.0,
+            })
+            .collect();
+        let (mut want, mut got) = (Vec::new(), Vec::new());
+        DrsPolicy.shares(&inputs, &mut want);
+        guarded.shares(&inputs, &mut got);
+        assert_eq!(bits(&want), bits(&got), "round {round}: {inputs:?}");
+        // The native crate agrees too.
+        let mut batch = ShareBatch::default();
+        for (i, s) in inputs.iter().enumerate() {
+            let rows: Vec<(u32, i64, i64)> = s
+                .borrowing
+                .iter()
+                .map(|b| (b.resource, b.borrowed, b.lendable))
+                .collect();
+            batch.push(i as u32, s.weight, s.has_parent, &rows, 0.0);
+        }
+        let Shares { ratio, .. } = native.shares(&batch).expect("native");
+        assert_eq!(
+            ratio.iter().map(|r| r.to_bits()).collect::<Vec<_>>(),
+            want.iter().map(|s| s.ratio.to_bits()).collect::<Vec<_>>()
+        );
+        // Orders, with many ties.
+        let keys: Vec<OrderKey> = (0..n)
+            .map(|_| OrderKey {
+                borrowing_on_requested: g.next(3) == 0,
+                share: Share {
+                    ratio: [0.0, 100.0, 250.0, 1000.0][g.next(4) as usize],
+                    weight: [0.0, 1.0, 2.0][g.next(3) as usize],
+                    borrowing: g.next(2) == 0,
+                },
+                priority: g.next(3) as i32,
+                timestamp: g.next(4) as i64,
+            })
+            .collect();
+        assert_eq!(
+            DrsPolicy.order(&keys),
+            guarded.order(&keys),
+            "round {round}: {keys:?}"
+        );
+    }
+    assert_eq!(guarded.health().snapshot().failures, BTreeMap::new());
+}
+
+fn bits(s: &[Share]) -> Vec<(u64, u64, bool)> {
+    s.iter()
+        .map(|s| (s.ratio.to_bits(), s.weight.to_bits(), s.borrowing))
+        .collect()
+}
+
+fn simulate(fairness: Option<Arc<dyn FairnessPolicy>>) -> String {
+    let docs = sim::bundled_example().expect("bundled example");
+    let config = EngineConfig {
+        fair_sharing: Some(FairSharingConfig::default()),
+        ..EngineConfig::default()
+    };
+    let mut s = Simulation::from_documents_with_fairness(&docs, config, fairness).expect("loads");
+    let report = s.run(None, |_, _| {}).expect("runs");
+    sim::render_report(&s, &report, OutputFormat::Json)
+}
+
+// Minutes in a debug build (the engine asks for shares millions of times); run with
+// `cargo test --release -p sluice-operator --test policy_modules -- --ignored`.
+#[test]
+#[ignore]
+fn bundled_example_with_the_drs_module_matches_the_builtin() {
+    let module = host()
+        .load_fairness("drs", embedded::DRS, "", ModuleLimits::default())
+        .expect("loads");
+    let health = Arc::new(ModuleHealth::new(3));
+    let guarded = Arc::new(GuardedFairness::new(
+        "drs",
+        Arc::new(module),
+        health.clone(),
+    ));
+    assert_eq!(simulate(None), simulate(Some(guarded)));
+    let h = health.snapshot();
+    assert!(h.calls > 0, "the module was called");
+    assert!(h.failures.is_empty(), "{h:?}");
+}
+
+// Minutes in a debug build; run with
+// `cargo test --release -p sluice-operator --test policy_modules -- --ignored`.
+#[test]
+#[ignore]
+fn bundled_example_runs_with_fair_credits() {
+    let mut reg = registry(5);
+    let LoadedModule::Fairness(f) = reg
+        .load_embedded(
+            "fair-credits",
+            r#"{"halfLifeSeconds": 3600, "historyWeight": 0.5}"#,
+        )
+        .expect("loads")
+    else {
+        panic!("fair-credits is a fairness module")
+    };
+    assert_eq!(f.history_half_life(), Some(3600.0));
+    let out = simulate(Some(f));
+    assert!(out.contains("\"schedulingCycles\""), "{out}");
+    let h = reg.health("fair-credits").expect("loaded");
+    assert!(h.calls > 0 && h.failures.is_empty(), "{h:?}");
+}
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(root().join("sdk/tests/wat").join(format!("{name}.wat"))).expect("fixture")
+}
+
+#[test]
+fn failing_placement_modules_fall_back_count_and_degrade() {
+    let nodes = synthetic_cluster(64);
+    let gang = PodSetBuilder::new("team/train", 4).gpus_per_pod(4).build();
+    let builtin = sluice_policy_topology_pack::Policy::default()
+        .score(&gang, &nodes)
+        .expect("builtin scores");
+    for (fixture_name, class, message) in [
+        ("infinite_loop", "deadline", "deadline"),
+        ("memory_growth", "memory", "memory cap"),
+        ("trap", "trap", "unreachable"),
+        ("wrong_length", "malformed", "returned 1 scores"),
+    ] {
+        let mut reg = registry(3);
+        let limits = ModuleLimits {
+            deadline: Some(Duration::from_millis(if class == "memory" {
+                2000
+            } else {
+                20
+            })),
+            memory_limit: Some(32 << 20),
+        };
+        let LoadedModule::Placement(p) = reg
+            .load(
+                fixture_name,
+                ModuleKind::Placement,
+                &fixture(fixture_name),
+                "",
+                limits,
+            )
+            .expect("loads")
+        else {
+            panic!("placement")
+        };
+        for call in 1..=4 {
+            // Every decision gets the built-in policy's scores.
+            assert_eq!(
+                p.score(&gang, &nodes).expect("fallback scores"),
+                builtin,
+                "{fixture_name} call {call}"
+            );
+        }
+        let h = reg.health(fixture_name).expect("loaded");
+        assert_eq!(h.failures.get(class), Some(&3), "{fixture_name}: {h:?}");
+        assert_eq!(
+            h.failures.get("degraded"),
+            Some(&1),
+            "4th call skipped: {h:?}"
+        );
+        assert!(h.degraded);
+        assert!(
+            h.last_message
+                .as_deref()
+                .is_some_and(|m| m.contains(message)),
+            "{h:?}"
+        );
+        let status = reg.status(fixture_name).expect("status");
+        let degraded = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Degraded")
+            .expect("condition");
+        assert_eq!(
+            (degraded.status.as_str(), degraded.reason.as_str()),
+            ("True", "RepeatedFailures")
+        );
+        assert_eq!(status.failures.get(class), Some(&3));
+        // Replacing the module (new config here) brings it back with fresh counters.
+        reg.load(
+            fixture_name,
+            ModuleKind::Placement,
+            &fixture(fixture_name),
+            "{}",
+            limits,
+        )
+        .expect("reloads");
+        assert!(!reg.health(fixture_name).expect("loaded").degraded);
+    }
+}
+
+#[test]
+fn a_module_with_a_forbidden_import_is_never_loaded_and_queues_keep_the_builtin() {
+    let mut reg = registry(3);
+    let err = reg
+        .load(
+            "sneaky",
+            ModuleKind::Placement,
+            &fixture("forbidden_import"),
+            "",
+            ModuleLimits::default(),
+        )
+        .expect_err("refused");
+    assert!(
+        err.to_string()
+            .contains("imports \"wasi:sockets/tcp@0.2.0\""),
+        "{err}"
+    );
+    let annotations = BTreeMap::from([(
+        "sluice.dev/placement-policy".to_string(),
+        "sneaky".to_string(),
+    )]);
+    assert!(
+        reg.placement_for(&annotations).is_err(),
+        "unknown module: caller uses the built-in"
+    );
+    assert!(matches!(
+        reg.placement_for(&BTreeMap::new()),
+        Ok(Selection::Builtin)
+    ));
+}
+
+#[test]
+fn fairness_selection_follows_the_cluster_queue_annotations() {
+    let mut reg = registry(3);
+    reg.load_embedded("drs", "").expect("loads");
+    reg.load_embedded("spread", "").expect("loads");
+    let a = |v: &str| BTreeMap::from([("sluice.dev/fairness-policy".to_string(), v.to_string())]);
+    let none = BTreeMap::new();
+    assert!(matches!(
+        reg.fairness_for([&a("drs"), &none]),
+        Ok(Selection::Module(_))
+    ));
+    assert!(matches!(reg.fairness_for([&none]), Ok(Selection::Builtin)));
+    let e = reg
+        .fairness_for([&a("drs"), &a("other")])
+        .expect_err("conflict");
+    assert!(e.to_string().contains("different fairness modules"), "{e}");
+    let e = reg.fairness_for([&a("spread")]).expect_err("wrong kind");
+    assert!(e.to_string().contains("is a placement module"), "{e}");
+}
+
+/// A native fairness module that always fails, to check the guard without WebAssembly.
+#[derive(Debug)]
+struct Broken;
+
+impl ModulePolicy for Broken {
+    fn name(&self) -> &str {
+        "broken"
+    }
+    fn shares(&self, _: &ShareBatch) -> Result<Shares, PolicyError> {
+        Ok(Shares::default())
+    }
+    fn order(&self, _: &OrderBatch) -> Result<Vec<u32>, PolicyError> {
+        Err(PolicyError::new("broken", PolicyFailure::Trap, "boom"))
+    }
+}
+
+#[test]
+fn failing_fairness_falls_back_to_drs_per_decision() {
+    let health = Arc::new(ModuleHealth::new(10));
+    let g = GuardedFairness::new("broken", Arc::new(Broken), health.clone());
+    let input = ShareInput {
+        name: "a",
+        weight: 1.0,
+        has_parent: true,
+        borrowing: vec![ResourceBorrowing {
+            resource: 0,
+            borrowed: 5,
+            lendable: 10,
+        }],
+        history: 0.0,
+    };
+    let mut got = Vec::new();
+    g.shares(std::slice::from_ref(&input), &mut got);
+    assert_eq!(
+        got,
+        vec![DrsPolicy::share(&input)],
+        "empty answer is malformed: DRS decides"
+    );
+    let key = |ratio: f64| OrderKey {
+        borrowing_on_requested: false,
+        share: Share {
+            ratio,
+            weight: 1.0,
+            borrowing: true,
+        },
+        priority: 0,
+        timestamp: 0,
+    };
+    assert_eq!(g.order(&[key(5.0), key(1.0)]), vec![1, 0]);
+    let h = health.snapshot();
+    assert_eq!(h.failures.get("malformed"), Some(&1));
+    assert_eq!(h.failures.get("trap"), Some(&1));
+}

@@ -1,0 +1,158 @@
+//! Sandbox tests: hand-written components that loop, grow memory without bound, trap, return the
+//! wrong number of scores or import a socket. Each call must end in a classed `PolicyError` with a
+//! clear message (the operator then falls back to the built-in policy), never in a hang or crash.
+#![cfg(feature = "host")]
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use sluice_sdk::harness::{Harness, NodeBatchBuilder, NodeSpec, PodSetBuilder};
+use sluice_sdk::host::{HostConfig, LoadError, ModuleLimits};
+use sluice_sdk::policy::{NodeBatch, PlacementPolicy, PodSetRequest, PolicyFailure};
+
+fn harness() -> &'static Harness {
+    static H: OnceLock<Harness> = OnceLock::new();
+    H.get_or_init(|| {
+        Harness::with_config(HostConfig {
+            pool_instances: 16,
+            ..HostConfig::default()
+        })
+        .expect("host starts")
+    })
+}
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = format!("{}/tests/wat/{name}.wat", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn input() -> (PodSetRequest, NodeBatch) {
+    let nodes = NodeBatchBuilder::new(&["rack"])
+        .node(NodeSpec::gpu("a", 8, 8).path(&["r1"]))
+        .node(NodeSpec::gpu("b", 8, 4).path(&["r1"]))
+        .node(NodeSpec::gpu("c", 8, 0).path(&["r2"]))
+        .build();
+    (
+        PodSetBuilder::new("ns/job", 2).gpus_per_pod(4).build(),
+        nodes,
+    )
+}
+
+#[test]
+fn infinite_loop_ends_at_the_deadline() {
+    let h = harness().clone().limits(ModuleLimits {
+        deadline: Some(Duration::from_millis(20)),
+        memory_limit: None,
+    });
+    let p = h.placement(&fixture("infinite_loop"), "").expect("loads");
+    let (req, nodes) = input();
+    let t = Instant::now();
+    let err = p.score(&req, &nodes).expect_err("must not return scores");
+    assert_eq!(err.failure, PolicyFailure::Deadline, "{err}");
+    assert!(err.message.contains("deadline of 20ms"), "{err}");
+    // Generous bound: the point is that the call ends, on a loaded shared machine.
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        t.elapsed()
+    );
+    // The instance was discarded; the next call is a fresh one and fails the same way.
+    let err = p.score(&req, &nodes).expect_err("still loops");
+    assert_eq!(err.failure, PolicyFailure::Deadline);
+}
+
+#[test]
+fn unbounded_memory_growth_stops_at_the_cap() {
+    let h = harness().clone().limits(ModuleLimits {
+        deadline: Some(Duration::from_secs(2)),
+        memory_limit: Some(48 << 20),
+    });
+    let p = h.placement(&fixture("memory_growth"), "").expect("loads");
+    let (req, nodes) = input();
+    let err = p.score(&req, &nodes).expect_err("must not return scores");
+    assert_eq!(err.failure, PolicyFailure::Memory, "{err}");
+    assert!(
+        err.message.contains("memory cap of 50331648 bytes"),
+        "{err}"
+    );
+}
+
+#[test]
+fn trap_is_reported_as_a_trap() {
+    let p = harness().placement(&fixture("trap"), "").expect("loads");
+    let (req, nodes) = input();
+    let err = p.score(&req, &nodes).expect_err("must not return scores");
+    assert_eq!(err.failure, PolicyFailure::Trap, "{err}");
+    assert!(err.message.contains("unreachable"), "{err}");
+}
+
+#[test]
+fn wrong_result_length_is_malformed() {
+    let p = harness()
+        .placement(&fixture("wrong_length"), "")
+        .expect("loads");
+    let (req, nodes) = input();
+    let err = p
+        .score(&req, &nodes)
+        .expect_err("one score for three nodes");
+    assert_eq!(err.failure, PolicyFailure::Malformed, "{err}");
+    assert!(
+        err.message
+            .contains("returned 1 scores and 1 pod caps for 3 nodes"),
+        "{err}"
+    );
+}
+
+#[test]
+fn forbidden_import_is_refused_at_load_naming_it() {
+    let err = harness()
+        .placement(&fixture("forbidden_import"), "")
+        .expect_err("must be refused");
+    let msg = err.to_string();
+    assert!(msg.contains("wasi:sockets/tcp@0.2.0"), "{msg}");
+    assert!(
+        matches!(
+            err,
+            sluice_sdk::harness::HarnessError::Load {
+                source: LoadError::ForbiddenImport(_),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn precompiled_native_code_is_refused() {
+    let mut elf = b"\x7fELF".to_vec();
+    elf.extend_from_slice(&[2, 1, 1, 0, 0, 0, 0, 0]);
+    let err = harness().placement(&elf, "").expect_err("never loaded");
+    assert!(
+        matches!(
+            err,
+            sluice_sdk::harness::HarnessError::Load {
+                source: LoadError::Precompiled,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn a_fixture_of_the_wrong_world_is_refused() {
+    let err = harness()
+        .fairness(&fixture("trap"), "")
+        .expect_err("a placement component is not a fairness module");
+    assert!(err.to_string().contains("sluice:policy/fairness"), "{err}");
+}
+
+#[test]
+fn same_bytes_compile_once() {
+    let h = harness();
+    let bytes = fixture("wrong_length");
+    let _a = h.placement(&bytes, "").expect("loads");
+    let n = h.host().compiled_modules();
+    let _b = h.placement(&bytes, "").expect("loads");
+    assert_eq!(h.host().compiled_modules(), n);
+}
