@@ -39,3 +39,19 @@ fn topology_aware_placement_is_more_compact_on_the_same_trace() {
         );
     }
 }
+
+#[test]
+fn report_heat_map_has_node_cells_from_placements() {
+    let docs = bundled_example().expect("bundled example parses");
+    let mut sim = Simulation::from_documents(&docs, EngineConfig::default()).expect("loads");
+    let report = sim.run(None, |_, _| {}).expect("runs");
+    let uses = sluice_operator::sim::report::node_uses(&sim, &report);
+    let used = uses.iter().filter(|n| n.gpu_hours > 0.0).count();
+    assert!(used > 0, "placements recorded on nodes: {uses:?}");
+    assert!(
+        uses.iter()
+            .filter(|n| n.gpu_hours > 0.0)
+            .all(|n| n.gpus > 0),
+        "{uses:?}"
+    );
+}

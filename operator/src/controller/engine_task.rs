@@ -10,11 +10,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
+use k8s_openapi::api::core::v1::{Namespace, Node, ObjectReference, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::{Api, Client, Resource, ResourceExt};
 use sluice_sdk::kueue::labels::{self, condition};
 use sluice_sdk::kueue::v1beta2 as api;
+use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -22,6 +23,7 @@ use super::ControllerError;
 use super::checkpoint::{self, PendingCheckpoint};
 use super::config::OperatorConfig;
 use super::objects::*;
+use super::tas;
 use super::watch::Change;
 use super::writer::{Endpoint, Writer};
 use crate::engine::{self, Decision, Engine, Event, Time, WorkloadKey};
@@ -54,6 +56,14 @@ pub enum Input {
     WorkloadPriorityClass(Change<api::WorkloadPriorityClass>),
     /// A pod PriorityClass changed.
     PriorityClass(Change<PriorityClass>),
+    /// A Node changed.
+    Node(Change<Node>),
+    /// A Kueue Topology changed.
+    Topology(Change<api::Topology>),
+    /// A node agent's NodeGpuTopology changed.
+    NodeGpuTopology(Change<NodeGpuTopology>),
+    /// A Pod changed (only pods of TAS pod sets are kept).
+    Pod(Change<Pod>),
     /// The watch of this kind has listed every object once.
     Synced(&'static str),
 }
@@ -69,6 +79,10 @@ pub const WATCHED_KINDS: &[&str] = &[
     "Job",
     "WorkloadPriorityClass",
     "PriorityClass",
+    "Node",
+    "Topology",
+    "NodeGpuTopology",
+    "Pod",
 ];
 
 /// The API objects as last seen.
@@ -82,6 +96,11 @@ struct Cache {
     workloads: BTreeMap<WorkloadKey, api::Workload>,
     jobs: BTreeMap<(String, String), Job>,
     priorities: PriorityClasses,
+    nodes: BTreeMap<String, Node>,
+    topologies: BTreeMap<String, api::Topology>,
+    node_gpus: BTreeMap<String, NodeGpuTopology>,
+    /// Pods carrying Kueue's TAS workload annotation.
+    pods: BTreeMap<(String, String), Pod>,
 }
 
 /// APIs by kind.
@@ -129,6 +148,8 @@ pub struct EngineTask {
     queued: Vec<Decision>,
     dirty_workloads: BTreeSet<WorkloadKey>,
     dirty_jobs: BTreeSet<(String, String)>,
+    /// TAS workloads whose gated pods may need their node selector.
+    dirty_ungates: BTreeSet<WorkloadKey>,
     deleted_jobs: Vec<Job>,
     queues_dirty: bool,
     /// Admitted workloads whose pods must all be ready by then (waitForPodsReady).
@@ -176,6 +197,7 @@ impl EngineTask {
             queued: Vec::new(),
             dirty_workloads: BTreeSet::new(),
             dirty_jobs: BTreeSet::new(),
+            dirty_ungates: BTreeSet::new(),
             deleted_jobs: Vec::new(),
             queues_dirty: false,
             ready_deadlines: BTreeMap::new(),
@@ -353,6 +375,70 @@ impl EngineTask {
                     Change::Delete(o) => self.cache.priorities.delete_pod_class(&o.name_any()),
                 }
             }
+            Input::Node(c) => {
+                self.count_event("Node");
+                let (obj, deleted) = split(c);
+                let name = obj.name_any();
+                if deleted {
+                    self.cache.nodes.remove(&name);
+                    self.engine_apply(Event::DeleteNode(name));
+                } else {
+                    self.cache.nodes.insert(name, obj.clone());
+                    self.sync_node(&obj);
+                }
+            }
+            Input::Topology(c) => {
+                self.count_event("Topology");
+                let (obj, deleted) = split(c);
+                let name = obj.name_any();
+                if deleted {
+                    self.cache.topologies.remove(&name);
+                    self.engine_apply(Event::DeleteTopology(name));
+                } else {
+                    self.cache.topologies.insert(name, obj.clone());
+                    self.sync_topology(&obj);
+                }
+                self.queues_dirty = true;
+            }
+            Input::NodeGpuTopology(c) => {
+                self.count_event("NodeGpuTopology");
+                let (obj, deleted) = split(c);
+                let name = obj.name_any();
+                if deleted {
+                    let node = if obj.spec.node_name.is_empty() {
+                        name.clone()
+                    } else {
+                        obj.spec.node_name.clone()
+                    };
+                    self.cache.node_gpus.remove(&name);
+                    self.engine_apply(Event::DeleteNodeGpus(node));
+                } else {
+                    self.cache.node_gpus.insert(name, obj.clone());
+                    self.sync_node_gpus(&obj);
+                }
+            }
+            Input::Pod(c) => {
+                self.count_event("Pod");
+                let (obj, deleted) = split(c);
+                let key = (obj.namespace().unwrap_or_default(), obj.name_any());
+                let Some((ns, wl)) = tas::pod_workload(&obj) else {
+                    self.cache.pods.remove(&key);
+                    return;
+                };
+                if deleted {
+                    self.cache.pods.remove(&key);
+                    return;
+                }
+                if let Some(cached) = self.cache.pods.get(&key)
+                    && is_stale(cached, &obj)
+                {
+                    return;
+                }
+                if tas::is_gated(&obj) {
+                    self.dirty_ungates.insert(WorkloadKey::new(ns, wl));
+                }
+                self.cache.pods.insert(key, obj);
+            }
             Input::Workload(c) => {
                 self.count_event("Workload");
                 let (obj, deleted) = split(c);
@@ -369,6 +455,9 @@ impl EngineTask {
                 }
                 if let Some(j) = owner_job(&obj) {
                     self.dirty_jobs.insert(j);
+                }
+                if !deleted && has_topology_assignment(&obj) {
+                    self.dirty_ungates.insert(key.clone());
                 }
                 self.sync_workload(&key);
                 self.dirty_workloads.insert(key);
@@ -427,6 +516,51 @@ impl EngineTask {
         }
     }
 
+    fn sync_node(&mut self, n: &Node) {
+        match ingest::node(n) {
+            Ok(n) => self.engine_apply(Event::UpsertNode(n)),
+            Err(e) => tracing::warn!(error = %e, "node ignored"),
+        }
+    }
+
+    fn sync_topology(&mut self, t: &api::Topology) {
+        match ingest::topology(t) {
+            Ok(t) => self.engine_apply(Event::UpsertTopology(t)),
+            Err(e) => tracing::warn!(error = %e, "topology ignored"),
+        }
+    }
+
+    fn sync_node_gpus(&mut self, t: &NodeGpuTopology) {
+        match ingest::node_gpu_topology(t) {
+            Ok(ev) => self.engine_apply(ev),
+            Err(e) => tracing::warn!(error = %e, "NodeGpuTopology ignored"),
+        }
+    }
+
+    /// Re-charges the nodes an admitted workload's recorded topology assignment holds, unless this engine
+    /// placed it itself (its own placement also knows the GPUs).
+    fn restore_placement(&mut self, key: &WorkloadKey, w: &engine::Workload) {
+        let Some(engine) = self.engine.as_ref() else {
+            return;
+        };
+        if engine.placement(key).is_some() {
+            return;
+        }
+        let Some(wl) = self.cache.workloads.get(key) else {
+            return;
+        };
+        match tas::restored_placements(wl, w, &self.cache.flavors, &self.cache.nodes) {
+            Ok(p) if p.is_empty() => {}
+            Ok(pod_sets) => self.engine_apply(Event::RestorePlacement {
+                workload: key.clone(),
+                pod_sets,
+            }),
+            Err(e) => {
+                tracing::warn!(workload = %key, error = %e, "topology assignment not restored")
+            }
+        }
+    }
+
     /// Brings the engine's view of one workload in line with the cache.
     fn sync_workload(&mut self, key: &WorkloadKey) {
         if self.engine.is_none() {
@@ -471,10 +605,15 @@ impl EngineTask {
                 {
                     w.creation_time = t;
                 }
+                let admitted = admission.is_some();
+                let restore = admitted.then(|| w.clone());
                 self.engine_apply(Event::UpsertWorkload {
                     workload: w,
                     admission,
                 });
+                if let Some(w) = restore {
+                    self.restore_placement(key, &w);
+                }
             }
             Err(e) => tracing::warn!(error = %e, "workload ignored"),
         }
@@ -489,6 +628,19 @@ impl EngineTask {
         let flavors: Vec<_> = self.cache.flavors.values().cloned().collect();
         for f in &flavors {
             self.sync_flavor(f);
+        }
+        // Topology and nodes before workloads: restored placements charge nodes the engine must know.
+        let topologies: Vec<_> = self.cache.topologies.values().cloned().collect();
+        for t in &topologies {
+            self.sync_topology(t);
+        }
+        let nodes: Vec<_> = self.cache.nodes.values().cloned().collect();
+        for n in &nodes {
+            self.sync_node(n);
+        }
+        let gpus: Vec<_> = self.cache.node_gpus.values().cloned().collect();
+        for g in &gpus {
+            self.sync_node_gpus(g);
         }
         let cohorts: Vec<_> = self.cache.cohorts.values().cloned().collect();
         for c in &cohorts {
@@ -552,6 +704,9 @@ impl EngineTask {
             for key in std::mem::take(&mut self.dirty_jobs) {
                 did |= self.reconcile_job(&key).await;
             }
+            for key in std::mem::take(&mut self.dirty_ungates) {
+                did |= self.ungate_pods(&key).await;
+            }
             did |= self.fire_timers().await;
             let mut decisions = std::mem::take(&mut self.queued);
             let started = Instant::now();
@@ -575,6 +730,7 @@ impl EngineTask {
             let more = !self.queued.is_empty()
                 || !self.dirty_jobs.is_empty()
                 || !self.dirty_workloads.is_empty()
+                || !self.dirty_ungates.is_empty()
                 || !self.deleted_jobs.is_empty();
             if acted || did || more {
                 idle = 0;
@@ -793,7 +949,8 @@ impl EngineTask {
             .get(&admission.cluster_queue)
             .and_then(|cq| cq.spec.admission_checks_strategy.as_ref())
             .is_some_and(|s| !s.admission_checks.is_empty());
-        let api_adm = ingest::api_admission(admission);
+        let placement = self.engine.as_ref().and_then(|e| e.placement(key));
+        let api_adm = ingest::api_admission_with_placement(admission, placement);
         let written = self
             .write_workload_status(key, |wl| {
                 let before = wl.status.clone();
@@ -1500,7 +1657,19 @@ impl EngineTask {
         let infos = match pod_set_infos(&admission, &wl.spec.pod_sets, &wl.spec.queue_name, |n| {
             flavors.get(n)
         }) {
-            Ok(i) => i,
+            Ok(mut infos) => {
+                // Pods of TAS pod sets name their Workload so the ungater finds them (as Kueue does).
+                for i in &mut infos {
+                    if i.scheduling_gates
+                        .iter()
+                        .any(|g| g == labels::TOPOLOGY_SCHEDULING_GATE)
+                    {
+                        i.annotations
+                            .insert(labels::WORKLOAD_ANNOTATION.to_string(), wl.name_any());
+                    }
+                }
+                infos
+            }
             Err(e) => {
                 tracing::warn!(workload = %workload_key(wl), error = %e, "cannot start job");
                 return false;
@@ -1522,6 +1691,62 @@ impl EngineTask {
             );
         }
         true
+    }
+
+    /// Lifts the topology gate from the workload's gated pods, each with its domain's node selector; returns
+    /// whether any pod was written.
+    async fn ungate_pods(&mut self, key: &WorkloadKey) -> bool {
+        let Some(wl) = self.cache.workloads.get(key) else {
+            return false;
+        };
+        if !is_admitted(wl) {
+            return false;
+        }
+        let pods: Vec<&Pod> = self
+            .cache
+            .pods
+            .values()
+            .filter(|p| {
+                tas::pod_workload(p).is_some_and(|(ns, w)| ns == key.namespace && w == key.name)
+            })
+            .collect();
+        let plan = match tas::plan_ungates(wl, &pods) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(workload = %key, error = %e, "pods not ungated");
+                return false;
+            }
+        };
+        let mut wrote = false;
+        for (name, selector) in plan {
+            let pkey = (key.namespace.clone(), name);
+            let Some(cached) = self.cache.pods.get(&pkey).cloned() else {
+                continue;
+            };
+            let api: Api<Pod> = Api::namespaced(self.apis.client.clone(), &pkey.0);
+            let result = self
+                .writer
+                .update(&api, cached, Endpoint::Main, |p| {
+                    if !tas::is_gated(p) {
+                        return Ok(false);
+                    }
+                    let spec = p.spec.get_or_insert_with(Default::default);
+                    crate::jobs::topology::ungate(spec, &selector)?;
+                    Ok(true)
+                })
+                .await;
+            match result {
+                Ok(Some(p)) => {
+                    wrote = true;
+                    self.cache.pods.insert(pkey, p);
+                }
+                Ok(None) => {
+                    self.cache.pods.remove(&pkey);
+                }
+                Err(e) => tracing::error!(pod = %pkey.1, error = %e, "pod ungate failed"),
+            }
+        }
+        wrote
     }
 
     async fn update_pods_ready(
@@ -1982,4 +2207,16 @@ fn keep_transition_times(
             c.last_transition_time = o.last_transition_time.clone();
         }
     }
+}
+
+/// Whether any pod set of the Workload's admission carries a topology assignment.
+fn has_topology_assignment(wl: &api::Workload) -> bool {
+    wl.status
+        .as_ref()
+        .and_then(|s| s.admission.as_ref())
+        .is_some_and(|a| {
+            a.pod_set_assignments
+                .iter()
+                .any(|p| p.topology_assignment.is_some())
+        })
 }

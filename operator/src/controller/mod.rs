@@ -12,17 +12,19 @@ pub mod config;
 mod engine_task;
 pub mod objects;
 pub mod rbac;
+pub mod tas;
 pub mod watch;
 pub mod writer;
 
 use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use sluice_sdk::kueue::v1beta2 as api;
+use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
 use tokio::sync::mpsc;
 
 pub use cli::{OperatorArgs, run_operator_command};
@@ -173,6 +175,38 @@ impl Operator {
                 Input::PriorityClass,
                 Input::Synced,
                 "PriorityClass",
+            ),
+            spawn_watcher(
+                Api::<Node>::all(c.clone()),
+                cfg(),
+                tx.clone(),
+                Input::Node,
+                Input::Synced,
+                "Node",
+            ),
+            spawn_watcher(
+                Api::<api::Topology>::all(c.clone()),
+                cfg(),
+                tx.clone(),
+                Input::Topology,
+                Input::Synced,
+                "Topology",
+            ),
+            spawn_watcher(
+                Api::<NodeGpuTopology>::all(c.clone()),
+                cfg(),
+                tx.clone(),
+                Input::NodeGpuTopology,
+                Input::Synced,
+                "NodeGpuTopology",
+            ),
+            spawn_watcher(
+                Api::<Pod>::all(c.clone()),
+                cfg(),
+                tx.clone(),
+                Input::Pod,
+                Input::Synced,
+                "Pod",
             ),
         ];
         drop(tx);

@@ -96,6 +96,21 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: WATCH,
     },
     Permission {
+        group: "",
+        resource: "nodes",
+        verbs: WATCH,
+    },
+    Permission {
+        group: "kueue.x-k8s.io",
+        resource: "topologies",
+        verbs: WATCH,
+    },
+    Permission {
+        group: "sluice.dev",
+        resource: "nodegputopologies",
+        verbs: WATCH,
+    },
+    Permission {
         group: "coordination.k8s.io",
         resource: "leases",
         verbs: &["get", "create", "update"],

@@ -561,6 +561,9 @@ impl Simulation {
                         ingest::gpus_by_flavor(&admission, GPU_RESOURCE),
                         time,
                     );
+                    if let Some(p) = &placement {
+                        recorder.place(&key, gpus_by_node(p));
+                    }
                     if let Some(job_key) = &sw.job
                         && let Some(job) = self.jobs.get_mut(job_key)
                     {
@@ -1009,4 +1012,24 @@ pub fn bundled_example() -> Result<Vec<Document>, crate::manifest::ManifestError
         docs.extend(crate::manifest::parse_documents(name, text)?);
     }
     Ok(docs)
+}
+
+/// GPUs a placement holds per node: the GPUs it chose, or its pods' GPU requests where the node has no
+/// GPU inventory (for the report's heat map).
+fn gpus_by_node(placement: &[engine::PodSetPlacement]) -> BTreeMap<String, i64> {
+    let mut out: BTreeMap<String, i64> = BTreeMap::new();
+    for p in placement {
+        let per_pod = p.per_pod.get(GPU_RESOURCE).copied().unwrap_or(0);
+        for n in &p.nodes {
+            let held = if n.gpus.is_empty() {
+                per_pod.saturating_mul(i64::from(n.pods))
+            } else {
+                n.gpus.len() as i64
+            };
+            if held > 0 {
+                *out.entry(n.node.clone()).or_default() += held;
+            }
+        }
+    }
+    out
 }

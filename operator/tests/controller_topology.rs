@@ -1,0 +1,232 @@
+//! Topology-aware scheduling through the operator against the fake API server: the topologyAssignment written
+//! in the admission, pods ungated with their domain's node selector, and placements restored after a restart.
+
+mod support;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use serde_json::json;
+use sluice_operator::testing::FakeApi;
+use sluice_sdk::kueue::conversion::expand_topology_assignment;
+use sluice_sdk::kueue::v1beta2 as api;
+use support::*;
+
+const HOST: &str = "kubernetes.io/hostname";
+
+/// Namespace, Topology `dc` (rack, hostname), TAS flavor `tas`, ClusterQueue `cq` (32 GPUs), LocalQueue `lq`
+/// and 4-GPU nodes: n1 and n2 in rack r1, n3 to n5 in rack r2.
+fn seed(fake: &FakeApi) {
+    fake.put(&yaml::<Namespace>("metadata: {name: team-a}"));
+    fake.put(&yaml::<api::Topology>(&format!(
+        "metadata: {{name: dc}}\nspec: {{levels: [{{nodeLabel: rack}}, {{nodeLabel: {HOST}}}]}}"
+    )));
+    fake.put(&yaml::<api::ResourceFlavor>(
+        "metadata: {name: tas}\nspec: {topologyName: dc, nodeLabels: {pool: gpu}}",
+    ));
+    fake.put(&yaml::<api::ClusterQueue>(
+        r#"
+metadata: {name: cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: tas
+      resources:
+      - {name: cpu, nominalQuota: "64"}
+      - {name: nvidia.com/gpu, nominalQuota: "32"}
+"#,
+    ));
+    fake.put(&yaml::<api::LocalQueue>(
+        "metadata: {name: lq, namespace: team-a}\nspec: {clusterQueue: cq}",
+    ));
+    for (n, rack) in [
+        ("n1", "r1"),
+        ("n2", "r1"),
+        ("n3", "r2"),
+        ("n4", "r2"),
+        ("n5", "r2"),
+    ] {
+        fake.put(&yaml::<Node>(&format!(
+            r#"
+metadata: {{name: {n}, labels: {{pool: gpu, rack: {rack}, {HOST}: {n}}}}}
+status:
+  allocatable: {{cpu: "32", nvidia.com/gpu: "4", pods: "110"}}
+  conditions: [{{type: Ready, status: "True"}}]
+"#
+        )));
+    }
+}
+
+/// Hostname -> pods of the first pod set's topologyAssignment in a status body.
+fn hosts(admission: &serde_json::Value) -> Vec<(String, i32)> {
+    let ta: api::TopologyAssignment =
+        serde_json::from_value(admission["podSetAssignments"][0]["topologyAssignment"].clone())
+            .expect("topologyAssignment in v1beta2 form");
+    let ex = expand_topology_assignment(&ta).expect("valid slices");
+    assert_eq!(ex.levels, [HOST]);
+    ex.domains
+        .into_iter()
+        .map(|d| (d.values[0].clone(), d.count))
+        .collect()
+}
+
+fn admission_bodies(fake: &FakeApi, name: &str) -> Vec<serde_json::Value> {
+    writes(fake, "PATCH", &format!("/workloads/{name}/status"))
+        .into_iter()
+        .filter_map(|r| r.body)
+        .filter(|b| b["status"]["admission"].is_object())
+        .map(|b| b["status"]["admission"].clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn job_is_admitted_with_a_topology_assignment_and_its_pods_are_ungated_by_rank() {
+    let fake = FakeApi::new();
+    seed(&fake);
+    fake.put(&yaml::<Job>(
+        r#"
+metadata: {name: train, namespace: team-a, labels: {kueue.x-k8s.io/queue-name: lq}}
+spec:
+  suspend: true
+  completionMode: Indexed
+  parallelism: 2
+  completions: 2
+  template:
+    metadata: {annotations: {kueue.x-k8s.io/podset-required-topology: rack}}
+    spec:
+      restartPolicy: Never
+      containers:
+      - {name: main, image: t, resources: {requests: {cpu: "1", nvidia.com/gpu: "4"}}}
+"#,
+    ));
+    let op = start(&fake, "op", config());
+    wait_for(10, "job started", || {
+        fake.get::<Job>(Some("team-a"), "train")
+            .and_then(|j| j.spec)
+            .is_some_and(|s| s.suspend == Some(false))
+    })
+    .await;
+    let wl = fake.list::<api::Workload>().pop().expect("workload");
+    let wl_name = wl.metadata.name.clone().unwrap_or_default();
+
+    // One admission, with both pods in rack r1, one per 4-GPU node.
+    let adm = admission_bodies(&fake, &wl_name);
+    assert_eq!(adm.len(), 1);
+    assert_eq!(hosts(&adm[0]), [("n1".into(), 1), ("n2".into(), 1)]);
+
+    // The Job's pods wait at the topology gate and name their Workload.
+    let job = fake.get::<Job>(Some("team-a"), "train").expect("job");
+    let tpl = job.spec.expect("spec").template;
+    let gates: Vec<_> = tpl
+        .spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|g| g.name)
+        .collect();
+    assert_eq!(gates, ["kueue.x-k8s.io/topology"]);
+    let ann = tpl.metadata.and_then(|m| m.annotations).unwrap_or_default();
+    assert_eq!(ann.get("kueue.x-k8s.io/workload"), Some(&wl_name));
+
+    // The Job controller creates the pods (rank 1 first); each is ungated onto its rank's node.
+    for (pod, rank) in [("train-1", 1), ("train-0", 0)] {
+        fake.put(&yaml::<Pod>(&format!(
+            r#"
+metadata:
+  name: {pod}
+  namespace: team-a
+  labels: {{kueue.x-k8s.io/podset: main, batch.kubernetes.io/job-completion-index: "{rank}"}}
+  annotations: {{kueue.x-k8s.io/workload: {wl_name}}}
+spec:
+  schedulingGates: [{{name: kueue.x-k8s.io/topology}}]
+  containers: [{{name: main, image: t}}]
+"#
+        )));
+    }
+    wait_for(10, "pods ungated", || {
+        writes(&fake, "PATCH", "/pods/train-0").len() == 1
+            && writes(&fake, "PATCH", "/pods/train-1").len() == 1
+    })
+    .await;
+    for (pod, node) in [("train-0", "n1"), ("train-1", "n2")] {
+        let patch = &writes(&fake, "PATCH", &format!("/pods/{pod}"))[0];
+        assert_eq!(patch.path, format!("/api/v1/namespaces/team-a/pods/{pod}"));
+        assert_eq!(
+            patch.content_type.as_deref(),
+            Some("application/merge-patch+json")
+        );
+        let body = patch.body.clone().expect("body");
+        assert_eq!(
+            body["spec"],
+            json!({"nodeSelector": {HOST: node}, "schedulingGates": null})
+        );
+        assert!(body["metadata"]["resourceVersion"].is_string(), "{body}");
+        let stored = fake.get::<Pod>(Some("team-a"), pod).expect("pod");
+        assert!(stored.spec.and_then(|s| s.scheduling_gates).is_none());
+    }
+    op.abort();
+}
+
+#[tokio::test]
+async fn placements_recorded_in_status_are_restored_so_nodes_are_not_booked_twice() {
+    let fake = FakeApi::new();
+    seed(&fake);
+    // Admitted before this operator started: holds all of rack r1 (n1 and n2).
+    fake.put(&yaml::<api::Workload>(&format!(
+        r#"
+metadata: {{name: old, namespace: team-a}}
+spec:
+  queueName: lq
+  podSets:
+  - name: main
+    count: 2
+    template:
+      metadata: {{annotations: {{kueue.x-k8s.io/podset-required-topology: rack}}}}
+      spec: {{containers: [{{name: c, resources: {{requests: {{cpu: "1", nvidia.com/gpu: "4"}}}}}}]}}
+status:
+  admission:
+    clusterQueue: cq
+    podSetAssignments:
+    - name: main
+      count: 2
+      flavors: {{cpu: tas, nvidia.com/gpu: tas}}
+      resourceUsage: {{cpu: "2", nvidia.com/gpu: "8"}}
+      topologyAssignment:
+        levels: [{HOST}]
+        slices:
+        - domainCount: 2
+          valuesPerLevel: [{{individual: {{prefix: n, roots: ["1", "2"]}}}}]
+          podCounts: {{universal: 1}}
+  conditions:
+  - {{type: QuotaReserved, status: "True", reason: QuotaReserved, message: ok, lastTransitionTime: "2026-01-01T00:00:00Z"}}
+  - {{type: Admitted, status: "True", reason: Admitted, message: ok, lastTransitionTime: "2026-01-01T00:00:00Z"}}
+"#
+    )));
+    fake.put(&yaml::<api::Workload>(
+        r#"
+metadata: {name: new, namespace: team-a}
+spec:
+  queueName: lq
+  podSets:
+  - name: main
+    count: 1
+    template:
+      metadata: {annotations: {kueue.x-k8s.io/podset-required-topology: rack}}
+      spec: {containers: [{name: c, resources: {requests: {cpu: "1", nvidia.com/gpu: "4"}}}]}
+"#,
+    ));
+    let op = start(&fake, "op", config());
+    wait_for(10, "new admitted", || admitted(&fake, "new")).await;
+    let adm = admission_bodies(&fake, "new");
+    assert_eq!(adm.len(), 1);
+    // Best fit alone picks the smaller rack r1 (n1); only the restored placement shows r1 full.
+    assert_eq!(hosts(&adm[0]), [("n3".into(), 1)]);
+    assert_eq!(
+        admission_writes(&fake, "old"),
+        0,
+        "the old admission is kept"
+    );
+    op.abort();
+}
