@@ -28,7 +28,7 @@ struct Cli {
 enum Command {
     /// Simulate admission on a cluster described by manifests (the bundled example when no -f is given).
     Simulate(SimulateArgs),
-    /// Print Kueue's CustomResourceDefinitions (v1beta2 storage, v1beta1 served) as YAML.
+    /// Print the CustomResourceDefinitions as YAML: Kueue's (v1beta2 storage, v1beta1 served), then Sluice's own (sluice.dev).
     Crds,
     /// Measure the engine's admission throughput and cycle latency on a synthetic cluster.
     Bench(sluice_operator::bench::BenchArgs),
@@ -124,6 +124,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => simulate(args),
         Command::Crds => {
             print!("{}", sluice_sdk::kueue::crds::crds_yaml());
+            print!("{}", sluice_sdk::sluice::crds_yaml());
             Ok(())
         }
         Command::Bench(args) => sluice_operator::bench::run(&args).map_err(Failure::from),
@@ -131,7 +132,8 @@ fn main() -> ExitCode {
             .map(|out| print!("{out}"))
             .map_err(Failure::from),
         Command::Operator(args) => operator(args),
-        Command::Webhook(args) => sluice_webhook::serve(args, None).map_err(Failure::from),
+        Command::Webhook(args) => policy_module_validator()
+            .and_then(|v| sluice_webhook::serve(args, Some(v)).map_err(Failure::from)),
         Command::Cluster(c) => cluster(c),
         Command::Policy(args) => policy(&args),
     };
@@ -157,6 +159,28 @@ fn operator(args: sluice_operator::controller::OperatorArgs) -> Result<(), Failu
         })
 }
 
+/// The webhook's PolicyModule check: decode the object, then compile the module and check its world and config
+/// with the same host the operator runs modules in.
+fn policy_module_validator()
+-> Result<std::sync::Arc<dyn sluice_webhook::PolicyModuleValidator>, Failure> {
+    use sluice_sdk::host::{HostConfig, PolicyHost, validate::validate_policy_module};
+    use sluice_sdk::sluice::policy_module::PolicyModule;
+    let host =
+        PolicyHost::new(HostConfig::default()).map_err(|e| anyhow::anyhow!("policy host: {e}"))?;
+    let check = move |object: &serde_json::Value, _old: Option<&serde_json::Value>| {
+        let pm: PolicyModule = serde_path_to_error::deserialize(object)
+            .map_err(|e| format!("PolicyModule: {}: {}", e.path(), e.inner()))?;
+        if pm.spec.config_map_ref.is_some() && pm.spec.module.is_none() {
+            // The webhook reads no ConfigMaps; the operator checks those bytes when it loads them.
+            return Ok(vec![
+                "spec.configMapRef: the module in the ConfigMap is compiled and checked by the operator when it loads it".into(),
+            ]);
+        }
+        validate_policy_module(&host, &pm, None).map(|_| Vec::new())
+    };
+    Ok(std::sync::Arc::new(check))
+}
+
 /// Runs a cluster subcommand; bad flags exit with 2.
 fn cluster(command: sluice_operator::cli::kueue::ClusterCommand) -> Result<(), Failure> {
     use sluice_operator::cli::kueue::{CliError, run};
@@ -166,6 +190,9 @@ fn cluster(command: sluice_operator::cli::kueue::ClusterCommand) -> Result<(), F
     })?;
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
     Ok(())
+}
+
+/// Runs a `sluice policy` subcommand; bad modules and inputs exit with 2.
 fn policy(args: &sluice_operator::cli::policy::PolicyArgs) -> Result<(), Failure> {
     use sluice_operator::cli::policy::{PolicyCliError, run};
     let mut stdout = std::io::stdout().lock();

@@ -1,6 +1,6 @@
 //! The chart ships the CRDs the code defines: its copies must be exactly what `sluice crds` prints.
 //! After changing the API types, refresh them with
-//! `cargo run --bin sluice -- crds > charts/sluice/files/crds/kueue.x-k8s.io.yaml`.
+//! `cargo test -p sluice-tests --test chart_crds -- --ignored` (writes both files).
 
 use std::path::PathBuf;
 
@@ -10,10 +10,10 @@ fn chart_file(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// Sluice's own CRDs (sluice.dev: PolicyModule, NodeGpuTopology) as `sluice crds` will print them. None until
-/// those kinds are merged; then this returns their YAML and the chart must carry it in `sluice.dev.yaml`.
+/// Sluice's own CRDs (sluice.dev: PolicyModule, NodeGpuTopology) as `sluice crds` prints them after Kueue's;
+/// the chart carries them in `sluice.dev.yaml`.
 fn sluice_crds_yaml() -> Option<String> {
-    None
+    Some(sluice_sdk::sluice::crds_yaml())
 }
 
 #[test]
@@ -46,4 +46,20 @@ fn chart_has_sluice_crds_exactly_when_the_code_defines_them() {
         ),
         (None, None) => {}
     }
+}
+
+/// Rewrites the chart's CRD files from the code (run with `--ignored` after changing the API types).
+#[test]
+#[ignore]
+fn refresh_chart_crds() {
+    std::fs::write(
+        chart_file("kueue.x-k8s.io.yaml"),
+        sluice_sdk::kueue::crds::crds_yaml(),
+    )
+    .unwrap_or_else(|e| panic!("kueue.x-k8s.io.yaml: {e}"));
+    std::fs::write(
+        chart_file("sluice.dev.yaml"),
+        sluice_sdk::sluice::crds_yaml(),
+    )
+    .unwrap_or_else(|e| panic!("sluice.dev.yaml: {e}"));
 }

@@ -66,6 +66,9 @@ const OPERATOR_NAMESPACED: &[(&str, &str, &[&str])] = &[
 ];
 
 /// The node agent writes its node's NodeGpuTopology and labels its node.
+const WEBHOOK: &[(&str, &str, &[&str])] =
+    &[("kueue.x-k8s.io", "localqueues", &["get", "list", "watch"])];
+
 const NODE_AGENT: &[(&str, &str, &[&str])] = &[
     (
         "sluice.dev",
@@ -186,9 +189,13 @@ fn node_agent_role_matches_what_it_uses() {
 }
 
 #[test]
-fn webhook_has_no_api_access() {
-    let text = template("webhook/serviceaccount.yaml");
-    assert!(text.contains("automountServiceAccountToken: false"));
+fn webhook_role_matches_what_it_uses() {
+    // The webhook only reads LocalQueues (its default-queue mutation); nothing else, and no writes.
+    let roles: Vec<ClusterRole> =
+        documents(&template("webhook/serviceaccount.yaml"), "ClusterRole");
+    assert_eq!(roles.len(), 1);
+    let rules = roles[0].rules.clone().unwrap_or_default();
+    assert_same("webhook ClusterRole", &grants(&rules), &expected(WEBHOOK));
     for file in [
         "webhook/deployment.yaml",
         "webhook/service.yaml",

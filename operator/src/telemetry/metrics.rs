@@ -348,6 +348,13 @@ mod tests {
             .inc();
         m.policy_call("spread", "score", "ok", 0.001);
         m.node_gpus("n1", 8, 6, 1);
+        m.admission_wait_time
+            .get_or_create(&vec![
+                ("cluster_queue", "cq".to_string()),
+                ("priority_class", String::new()),
+                ("replica_role", "leader".to_string()),
+            ])
+            .observe(3.0);
         let text = m.render();
         assert!(
             text.contains(

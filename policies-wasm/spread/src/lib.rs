@@ -3,9 +3,8 @@
 //! A thin wrapper: the scoring is the native `Spread` placement policy, so the same logic runs
 //! natively (benchmarks) and as this WebAssembly module.
 
-
-use sluice_sdk::policy::builtin::Spread;
 use sluice_sdk::guest::PolicyInit;
+use sluice_sdk::policy::builtin::Spread;
 use sluice_sdk::policy::{NodeBatch, NodeScores, PlacementPolicy, PodSetRequest, PolicyError};
 
 /// The exported policy: the native scorer behind the module's configuration.

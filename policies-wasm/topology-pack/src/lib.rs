@@ -4,9 +4,8 @@
 //! A thin wrapper: the scoring is the native `TopologyPack` placement policy, so the same logic
 //! runs natively (benchmarks, the engine's built-in) and as this WebAssembly module.
 
-
-use sluice_sdk::policy::builtin::TopologyPack;
 use sluice_sdk::guest::PolicyInit;
+use sluice_sdk::policy::builtin::TopologyPack;
 use sluice_sdk::policy::{NodeBatch, NodeScores, PlacementPolicy, PodSetRequest, PolicyError};
 
 /// The exported policy: the native scorer behind the module's configuration.
