@@ -14,7 +14,7 @@ use sluice_operator::policy::{
     GuardedFairness, LoadedModule, ModuleHealth, PolicyRegistry, Selection, embedded,
 };
 use sluice_operator::sim::{self, OutputFormat, Simulation};
-use sluice_sdk::harness::{self, Harness, PodSetBuilder, place_gang, synthetic_cluster};
+use sluice_sdk::harness::{self, Harness, PodSetBuilder, synthetic_cluster};
 use sluice_sdk::host::{HostConfig, ModuleKind, ModuleLimits, PolicyHost};
 use sluice_sdk::policy::fairness::{
     FairnessPolicy as ModulePolicy, OrderBatch, ShareBatch, Shares,
@@ -66,45 +66,6 @@ fn shipped_modules_pass_their_harness_cases() {
             assert_eq!(r.failure, None, "{name}: {}", r.name);
         }
     }
-}
-
-#[test]
-fn topology_pack_places_gangs_in_fewer_domains_than_spread() {
-    let mut reg = registry(5);
-    let nodes = synthetic_cluster(1024);
-    let gang = PodSetBuilder::new("team/train", 16).gpus_per_pod(2).build();
-    let mut placed = BTreeMap::new();
-    for name in ["topology-pack", "spread"] {
-        let LoadedModule::Placement(p) = reg.load_embedded(name, "").expect("loads") else {
-            panic!("{name} is a placement module")
-        };
-        let scores = p.score(&gang, &nodes).expect("scores");
-        let g = place_gang(&scores, &nodes, &gang);
-        assert_eq!(g.placed, 16, "{name}: {g:?}");
-        println!(
-            "{name}: blocks {} racks {} nodes {} NVLink islands {}",
-            g.domains_per_level[0],
-            g.domains_per_level[1],
-            g.domains_per_level[2],
-            g.nvlink_islands
-        );
-        placed.insert(name, g);
-        assert_eq!(reg.health(name).expect("loaded").calls, 1);
-    }
-    let (pack, spread) = (&placed["topology-pack"], &placed["spread"]);
-    assert!(
-        pack.domains_per_level[1] < spread.domains_per_level[1],
-        "racks: {pack:?} vs {spread:?}"
-    );
-    assert!(
-        pack.domains_per_level[2] < spread.domains_per_level[2],
-        "nodes"
-    );
-    assert!(pack.nvlink_islands < spread.nvlink_islands, "islands");
-    assert!(
-        pack.domains_per_level[0] <= spread.domains_per_level[0],
-        "blocks"
-    );
 }
 
 #[test]
