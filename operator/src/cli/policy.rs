@@ -250,6 +250,24 @@ fn bench(a: &BenchArgs, out: &mut impl Write) -> Result<(), PolicyCliError> {
                 &format!("score, {} nodes, resident instance", a.nodes),
                 &warm,
             )?;
+            // The same policy compiled natively, when the module is one of the shipped built-ins: the
+            // WebAssembly overhead is the difference between the two lines.
+            let native: Option<Box<dyn sluice_sdk::policy::PlacementPolicy>> = match name.as_str() {
+                "topology-pack" => Some(Box::new(sluice_sdk::policy::builtin::TopologyPack)),
+                "spread" => Some(Box::new(sluice_sdk::policy::builtin::Spread)),
+                _ => None,
+            };
+            if let Some(native) = native {
+                let n = harness::measure(warmup, a.calls, || native.score(&req, &nodes))?;
+                report(
+                    out,
+                    &format!(
+                        "score, {} nodes, native (same policy, no WebAssembly)",
+                        a.nodes
+                    ),
+                    &n,
+                )?;
+            }
             let fresh = harness::measure(warmup.min(5), (a.calls / 4).max(5), || {
                 p.score_fresh(&req, &nodes)
             })?;
