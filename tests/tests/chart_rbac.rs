@@ -2,8 +2,8 @@
 //! and nothing else is (least privilege). The rules are read from the chart's templates, whose rule lists
 //! hold no template expressions.
 //!
-//! The operator's table is the fixed interface the operator is built against; when the operator exports the
-//! list of API calls it makes, compare with that instead.
+//! The operator's table below is what the chart promises; `chart_grants_every_permission_the_operator_code_uses`
+//! also checks it against the operator's own table of the calls it makes (`controller::rbac::PERMISSIONS`).
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -45,10 +45,12 @@ const OPERATOR_CLUSTER: &[(&str, &str, &[&str])] = &[
     ),
     // Workloads are owned by their Job with blockOwnerDeletion, which needs this.
     ("batch", "jobs/finalizers", &["update"]),
+    ("batch", "jobs/status", &["get"]),
     ("", "pods", &["get", "list", "watch", "patch"]),
     ("", "nodes", READ),
     ("", "namespaces", READ),
     ("", "events", &["create", "patch"]),
+    ("events.k8s.io", "events", &["create", "patch"]),
     ("scheduling.k8s.io", "priorityclasses", READ),
     ("sluice.dev", "policymodules", READ),
     ("sluice.dev", "nodegputopologies", READ),
@@ -216,4 +218,30 @@ fn an_extra_grant_is_noticed() {
         .unwrap_or_default();
     rules[0].verbs.push("delete".into());
     assert_ne!(grants(&rules), expected(NODE_AGENT));
+}
+
+/// Every permission the operator's code uses (its one table, `controller::rbac::PERMISSIONS`, which the
+/// controller tests check every request of a full run against) is granted by the chart's operator roles.
+#[test]
+fn chart_grants_every_permission_the_operator_code_uses() {
+    let mut granted = BTreeSet::new();
+    for role in documents::<ClusterRole>(&template("operator/rbac.yaml"), "ClusterRole") {
+        granted.extend(grants(&role.rules.unwrap_or_default()));
+    }
+    for role in documents::<Role>(&template("operator/rbac.yaml"), "Role") {
+        granted.extend(grants(&role.rules.unwrap_or_default()));
+    }
+    let used: BTreeSet<Grant> = sluice_operator::controller::rbac::PERMISSIONS
+        .iter()
+        .flat_map(|p| {
+            p.verbs
+                .iter()
+                .map(|v| (p.group.to_string(), p.resource.to_string(), v.to_string()))
+        })
+        .collect();
+    let missing: Vec<_> = used.difference(&granted).collect();
+    assert!(
+        missing.is_empty(),
+        "the operator uses permissions the chart does not grant: {missing:?}"
+    );
 }
