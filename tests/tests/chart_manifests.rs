@@ -413,10 +413,18 @@ fn rendered_default_release_keeps_the_charts_promises() {
     // PodDisruptionBudgets for both Deployments.
     assert_eq!(of_kind::<PodDisruptionBudget>(&objects).len(), 2);
 
-    // The CRDs are `sluice crds`' own, with the conversion webhook set.
+    // The CRDs are `sluice crds`' own (Kueue's, with the conversion webhook set, and Sluice's two sluice.dev kinds).
     let rendered: Vec<CustomResourceDefinition> = of_kind(&objects);
     let generated = sluice_sdk::kueue::crds::crds();
-    assert_eq!(rendered.len(), generated.len());
+    assert_eq!(rendered.len(), generated.len() + 2);
+    for name in ["policymodules.sluice.dev", "nodegputopologies.sluice.dev"] {
+        assert!(
+            rendered
+                .iter()
+                .any(|r| r.metadata.name.as_deref() == Some(name)),
+            "{name} not rendered"
+        );
+    }
     for g in generated {
         let name = g.metadata.name.clone().unwrap_or_default();
         let r = rendered
