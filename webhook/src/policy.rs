@@ -3,9 +3,6 @@
 
 use serde_json::Value;
 
-/// The `sluice.dev` API version of PolicyModule objects.
-pub const POLICY_MODULE_API_VERSION: &str = "sluice.dev/v1alpha1";
-
 /// Checks a PolicyModule at admission.
 pub trait PolicyModuleValidator: Send + Sync + 'static {
     /// Checks `object` (the new PolicyModule; `old` on update): `Ok` with warnings to show, or `Err` with the

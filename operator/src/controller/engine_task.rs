@@ -2053,7 +2053,7 @@ impl EngineTask {
         engine: &Engine,
     ) {
         let role = self.role.to_string();
-        let pending = engine.pending_workloads(name).len() as i64;
+        let pending = i64::from(usage.pending_workloads);
         self.metrics
             .pending_workloads
             .get_or_create(&vec![

@@ -36,10 +36,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 pub use error::EngineError;
-pub use fairness::{
-    DrsPolicy, FairnessPolicy, OrderKey, ResourceBorrowing, Share, ShareInput,
-    compare as compare_shares, weighted_share,
-};
+pub use fairness::{DrsPolicy, FairnessPolicy, OrderKey, ResourceBorrowing, Share, ShareInput};
 pub use topology::admit::{NODE_FAILURES, TOPOLOGY_PLACEMENT_FAILED};
 pub use types::*;
 

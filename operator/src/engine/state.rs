@@ -85,7 +85,7 @@ impl Engine {
             Event::UpsertTopology(t) => {
                 self.topo.topologies.insert(t.name, t.levels);
                 self.topo.generation += 1;
-                self.capacity_changed();
+                self.requeue_all_inadmissible();
             }
             Event::DeleteTopology(name) => {
                 self.topo.topologies.remove(&name);
@@ -897,11 +897,12 @@ impl Engine {
             c.generation += 1;
             gone = c.terminating && c.admitted.is_empty();
         }
-        let root = self.tree.root(adm.cq);
-        self.requeue_inadmissible_tree(root);
-        // Node capacity is shared by every tree, not only this one.
+        // Node capacity is shared by every tree: a released placement requeues them all, quota only this one.
         if self.topo.release(i) {
-            self.capacity_changed();
+            self.requeue_all_inadmissible();
+        } else {
+            let root = self.tree.root(adm.cq);
+            self.requeue_inadmissible_tree(root);
         }
         if gone {
             self.remove_cq(adm.cq);

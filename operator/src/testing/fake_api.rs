@@ -437,11 +437,6 @@ impl FakeApi {
         self.lock().log.clone()
     }
 
-    /// Forgets the request log.
-    pub fn clear_requests(&self) {
-        self.lock().log.clear();
-    }
-
     /// Cuts a client off: its open watches end and its later requests fail with 503 (a killed process).
     pub fn disconnect(&self, client: &str) {
         let mut st = self.lock();
@@ -807,13 +802,5 @@ impl FakeApi {
                 false,
             ),
         )
-    }
-}
-
-/// Ends every open watch stream (e.g. to force clients to re-list).
-impl FakeApi {
-    /// Closes all watches; clients re-list or resume from their last resourceVersion.
-    pub fn close_watches(&self) {
-        self.lock().watchers.clear();
     }
 }

@@ -2,16 +2,13 @@
 //! largest borrowed/lendable ratio (per mille); heads are ordered by "does not borrow on a requested
 //! resource" first, then by share, then by priority (higher first), then by timestamp (older first).
 //!
-//! Written independently of the engine's built-in policy; a test in the operator checks that both
-//! give the same shares and orders on generated inputs.
-
-use std::cmp::Ordering;
+//! Built on the SDK's batch helpers (`ShareBatch::dominant_ratio`, `OrderBatch::kueue_order`), which are
+//! written independently of the engine's built-in policy; a test in the operator checks that both give the
+//! same shares and orders on generated inputs.
 
 use sluice_sdk::guest::PolicyInit;
 use sluice_sdk::policy::PolicyError;
-use sluice_sdk::policy::fairness::{
-    FairnessPolicy, OrderBatch, ShareBatch, Shares, compare_shares,
-};
+use sluice_sdk::policy::fairness::{FairnessPolicy, OrderBatch, ShareBatch, Shares};
 
 /// Dominant Resource Share fairness.
 #[derive(Clone, Copy, Debug, Default)]
@@ -19,38 +16,7 @@ pub struct Drs;
 
 impl PolicyInit for Drs {
     fn init(config: &str) -> Result<Self, String> {
-        let c = config.trim();
-        if c.is_empty() || c == "{}" || c == "null" {
-            Ok(Drs)
-        } else {
-            Err(format!("drs takes no configuration, got {c}"))
-        }
-    }
-}
-
-impl Drs {
-    /// Share ratio of input `i`: the dominant borrowed/lendable ratio, lowest resource index on ties.
-    fn ratio(batch: &ShareBatch, i: usize) -> (f64, bool) {
-        let has_parent = batch.has_parent.get(i).copied().unwrap_or(false);
-        let mut rows = batch.borrowing(i).peekable();
-        if !has_parent || rows.peek().is_none() {
-            return (0.0, false);
-        }
-        let mut best = 0.0f64;
-        for (_, borrowed, lendable) in rows {
-            if lendable > 0 {
-                best = best.max(borrowed as f64 * 1000.0 / lendable as f64);
-            }
-        }
-        (best, true)
-    }
-
-    fn cmp_heads(b: &OrderBatch, x: usize, y: usize) -> Ordering {
-        b.borrowing_on_requested[x]
-            .cmp(&b.borrowing_on_requested[y])
-            .then_with(|| compare_shares(b.ratio[x], b.weight[x], b.ratio[y], b.weight[y]))
-            .then_with(|| b.priority[y].cmp(&b.priority[x]))
-            .then_with(|| b.timestamp[x].cmp(&b.timestamp[y]))
+        sluice_sdk::guest::no_config("drs", config).map(|()| Drs)
     }
 }
 
@@ -67,7 +33,7 @@ impl FairnessPolicy for Drs {
             borrowing: Vec::with_capacity(n),
         };
         for i in 0..n {
-            let (ratio, borrowing) = Self::ratio(batch, i);
+            let (ratio, borrowing) = batch.dominant_ratio(i);
             out.ratio.push(ratio);
             out.borrowing.push(borrowing);
         }
@@ -75,27 +41,7 @@ impl FairnessPolicy for Drs {
     }
 
     fn order(&self, batch: &OrderBatch) -> Result<Vec<u32>, PolicyError> {
-        let n = batch.len();
-        let ok = [
-            batch.borrowing_on_requested.len(),
-            batch.weight.len(),
-            batch.borrowing.len(),
-            batch.priority.len(),
-            batch.timestamp.len(),
-        ]
-        .iter()
-        .all(|&l| l == n);
-        if !ok {
-            return Err(PolicyError::new(
-                "drs",
-                sluice_sdk::policy::PolicyFailure::Rejected,
-                "order batch columns differ in length",
-            ));
-        }
-        let mut idx: Vec<u32> = (0..n as u32).collect();
-        // Stable: equal heads keep their input order.
-        idx.sort_by(|&x, &y| Self::cmp_heads(batch, x as usize, y as usize));
-        Ok(idx)
+        batch.kueue_order("drs")
     }
 }
 

@@ -7,13 +7,9 @@
 //! `{"halfLifeSeconds": 3600, "historyWeight": 0.5}`: `historyWeight` in `[0, 1]` is the part of the
 //! share that comes from history (0 gives plain dominant resource share).
 
-use std::cmp::Ordering;
-
 use serde::Deserialize;
 use sluice_sdk::guest::PolicyInit;
-use sluice_sdk::policy::fairness::{
-    FairnessPolicy, OrderBatch, ShareBatch, Shares, compare_shares,
-};
+use sluice_sdk::policy::fairness::{FairnessPolicy, OrderBatch, ShareBatch, Shares};
 use sluice_sdk::policy::{PolicyError, PolicyFailure};
 
 /// Configuration of the module.
@@ -68,14 +64,6 @@ impl FairCredits {
         }
         Ok(Self { config })
     }
-
-    fn cmp_heads(b: &OrderBatch, x: usize, y: usize) -> Ordering {
-        b.borrowing_on_requested[x]
-            .cmp(&b.borrowing_on_requested[y])
-            .then_with(|| compare_shares(b.ratio[x], b.weight[x], b.ratio[y], b.weight[y]))
-            .then_with(|| b.priority[y].cmp(&b.priority[x]))
-            .then_with(|| b.timestamp[x].cmp(&b.timestamp[y]))
-    }
 }
 
 impl PolicyInit for FairCredits {
@@ -115,19 +103,13 @@ impl FairnessPolicy for FairCredits {
             borrowing: Vec::with_capacity(n),
         };
         for i in 0..n {
+            // A root has no share, whatever its history.
             if !batch.has_parent[i] {
                 out.ratio.push(0.0);
                 out.borrowing.push(false);
                 continue;
             }
-            let mut drs = 0.0f64;
-            let mut borrowing = false;
-            for (_, borrowed, lendable) in batch.borrowing(i) {
-                borrowing = true;
-                if lendable > 0 {
-                    drs = drs.max(borrowed as f64 * 1000.0 / lendable as f64);
-                }
-            }
+            let (drs, borrowing) = batch.dominant_ratio(i);
             let history = batch.history[i].max(0.0);
             out.ratio.push((1.0 - a) * drs + a * history);
             out.borrowing.push(borrowing);
@@ -136,26 +118,7 @@ impl FairnessPolicy for FairCredits {
     }
 
     fn order(&self, batch: &OrderBatch) -> Result<Vec<u32>, PolicyError> {
-        let n = batch.len();
-        let ok = [
-            batch.borrowing_on_requested.len(),
-            batch.weight.len(),
-            batch.borrowing.len(),
-            batch.priority.len(),
-            batch.timestamp.len(),
-        ]
-        .iter()
-        .all(|&l| l == n);
-        if !ok {
-            return Err(PolicyError::new(
-                "fair-credits",
-                PolicyFailure::Rejected,
-                "order batch columns differ in length",
-            ));
-        }
-        let mut idx: Vec<u32> = (0..n as u32).collect();
-        idx.sort_by(|&x, &y| Self::cmp_heads(batch, x as usize, y as usize));
-        Ok(idx)
+        batch.kueue_order("fair-credits")
     }
 }
 

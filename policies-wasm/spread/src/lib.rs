@@ -13,11 +13,7 @@ pub struct Policy(pub Spread);
 
 impl PolicyInit for Policy {
     fn init(config: &str) -> Result<Self, String> {
-        let c = config.trim();
-        if !(c.is_empty() || c == "{}" || c == "null") {
-            return Err(format!("spread takes no configuration, got {c}"));
-        }
-        Ok(Self(Spread))
+        sluice_sdk::guest::no_config("spread", config).map(|()| Self(Spread))
     }
 }
 

@@ -18,10 +18,7 @@ impl PolicyInit for MostFree {
     fn init(config: &str) -> Result<Self, String> {
         // Parse the JSON configuration here (e.g. with serde_json) and refuse bad values with a
         // message naming the field; this template takes none.
-        match config.trim() {
-            "" | "{}" | "null" => Ok(MostFree),
-            other => Err(format!("most-free takes no configuration, got {other}")),
-        }
+        sluice_sdk::guest::no_config("most-free", config).map(|()| MostFree)
     }
 }
 

@@ -14,11 +14,7 @@ pub struct Policy(pub TopologyPack);
 
 impl PolicyInit for Policy {
     fn init(config: &str) -> Result<Self, String> {
-        let c = config.trim();
-        if !(c.is_empty() || c == "{}" || c == "null") {
-            return Err(format!("topology-pack takes no configuration, got {c}"));
-        }
-        Ok(Self(TopologyPack))
+        sluice_sdk::guest::no_config("topology-pack", config).map(|()| Self(TopologyPack))
     }
 }
 

@@ -54,6 +54,20 @@ impl ShareBatch {
         (lo.min(hi)..hi).map(move |j| (self.resource[j], self.borrowed[j], self.lendable[j]))
     }
 
+    /// Kueue's dominant resource share of input `i`, unweighted: the largest borrowed/lendable ratio (per mille)
+    /// over its borrowing rows, and whether it borrows at all; `(0, false)` without a parent or borrowing.
+    pub fn dominant_ratio(&self, i: usize) -> (f64, bool) {
+        let mut rows = self.borrowing(i).peekable();
+        if !self.has_parent.get(i).copied().unwrap_or(false) || rows.peek().is_none() {
+            return (0.0, false);
+        }
+        let ratio = rows
+            .filter(|&(_, _, lendable)| lendable > 0)
+            .map(|(_, borrowed, lendable)| borrowed as f64 * 1000.0 / lendable as f64)
+            .fold(0.0f64, f64::max);
+        (ratio, true)
+    }
+
     /// Appends one input; `borrowing` rows are `(resource, borrowed, lendable)`.
     pub fn push(
         &mut self,
@@ -176,6 +190,39 @@ impl OrderBatch {
     /// Whether the batch has no head.
     pub fn is_empty(&self) -> bool {
         self.ratio.is_empty()
+    }
+
+    /// Kueue's admission order of the heads, given the shares already in the batch: not borrowing on a
+    /// requested resource first, then smaller share ([`compare_shares`]), higher priority, earlier timestamp;
+    /// equal heads keep their input order. Refuses a batch whose columns differ in length.
+    pub fn kueue_order(&self, policy: &str) -> Result<Vec<u32>, PolicyError> {
+        let n = self.len();
+        let columns = [
+            self.borrowing_on_requested.len(),
+            self.weight.len(),
+            self.borrowing.len(),
+            self.priority.len(),
+            self.timestamp.len(),
+        ];
+        if columns.iter().any(|&l| l != n) {
+            return Err(PolicyError::new(
+                policy,
+                PolicyFailure::Rejected,
+                "order batch columns differ in length",
+            ));
+        }
+        let mut idx: Vec<u32> = (0..n as u32).collect();
+        idx.sort_by(|&x, &y| {
+            let (x, y) = (x as usize, y as usize);
+            self.borrowing_on_requested[x]
+                .cmp(&self.borrowing_on_requested[y])
+                .then_with(|| {
+                    compare_shares(self.ratio[x], self.weight[x], self.ratio[y], self.weight[y])
+                })
+                .then_with(|| self.priority[y].cmp(&self.priority[x]))
+                .then_with(|| self.timestamp[x].cmp(&self.timestamp[y]))
+        });
+        Ok(idx)
     }
 }
 

@@ -209,14 +209,14 @@ impl Engine {
         if self.topo.upsert_node(node) {
             self.evict_on(&name, None, "is not ready");
         }
-        self.capacity_changed();
+        self.requeue_all_inadmissible();
     }
 
     /// Applies a Node deletion; evicts its workloads.
     pub(crate) fn topo_delete_node(&mut self, name: &str) {
         self.topo.delete_node(name);
         self.evict_on(name, None, "was deleted");
-        self.capacity_changed();
+        self.requeue_all_inadmissible();
     }
 
     /// Applies an agent report; evicts workloads on GPUs that turned unhealthy.
@@ -226,7 +226,7 @@ impl Engine {
             let list = bad.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
             self.evict_on(node, Some(&bad), &format!("has unhealthy GPU(s) {list}"));
         }
-        self.capacity_changed();
+        self.requeue_all_inadmissible();
     }
 
     fn evict_on(&mut self, node: &str, gpus: Option<&[u32]>, why: &str) {
@@ -240,13 +240,6 @@ impl Engine {
                 format!("Workload was evicted because node {node} {why}"),
                 now,
             );
-        }
-    }
-
-    /// Node capacity changed: every ClusterQueue's head is worth another try.
-    pub(crate) fn capacity_changed(&mut self) {
-        for n in 0..self.cqs.len() as u32 {
-            self.requeue_inadmissible_of(n);
         }
     }
 }

@@ -244,7 +244,7 @@ impl TopoState {
                 .collect();
             let pods_i32 = i32::try_from(pods).unwrap_or(i32::MAX);
             *domains.entry(values).or_default() += pods_i32;
-            let (gpus, mig_gpus) = choose_gpus(slot, needs, pods, self.gpu_res);
+            let (gpus, mig_gpus) = choose_gpus(slot, needs, pods);
             nodes.push(NodePlacement {
                 node: slot.spec.name.clone(),
                 pods: pods_i32,
@@ -381,12 +381,7 @@ impl Selector<'_> {
 }
 
 /// GPUs for `pods` pods on one node: whole GPUs by island, MIG instances packed on few GPUs.
-fn choose_gpus(
-    slot: &super::NodeSlot,
-    needs: &PodNeeds,
-    pods: u32,
-    _gpu_res: u32,
-) -> (Vec<u32>, Vec<u32>) {
+fn choose_gpus(slot: &super::NodeSlot, needs: &PodNeeds, pods: u32) -> (Vec<u32>, Vec<u32>) {
     let mut gpus = Vec::new();
     let mut mig = Vec::new();
     if slot.gpus.is_empty() {
