@@ -1155,6 +1155,11 @@ impl EngineTask {
         if !is_admitted(&wl) {
             self.admitted_at.remove(key);
         }
+        // An eviction under way with no Job left to stop (e.g. found so after a takeover) completes now.
+        if is_evicting(&wl) && owner_job(&wl).is_none_or(|j| !self.cache.jobs.contains_key(&j)) {
+            self.complete_eviction(key).await;
+            return;
+        }
         match &self.config.wait_for_pods_ready {
             Some(cfg)
                 if is_admitted(&wl)

@@ -50,17 +50,18 @@ impl LeaseConfig {
 pub struct Leadership {
     valid_until: Arc<Mutex<Option<Instant>>>,
     changes: watch::Receiver<bool>,
+    /// Keeps the channel open when no elector drives it (leader election off).
+    _fixed: Option<Arc<watch::Sender<bool>>>,
 }
 
 impl Leadership {
     /// Always the leader (leader election off).
     pub fn always() -> Self {
         let (tx, rx) = watch::channel(true);
-        // Keep the sender alive so receivers never see the channel close.
-        std::mem::forget(tx);
         Self {
             valid_until: Arc::new(Mutex::new(None)),
             changes: rx,
+            _fixed: Some(Arc::new(tx)),
         }
     }
 
@@ -128,6 +129,7 @@ impl LeaderElector {
             Leadership {
                 valid_until,
                 changes: rx,
+                _fixed: None,
             },
         )
     }

@@ -2,9 +2,7 @@
 //! partially placed, every placed pod set has exactly its admitted count (at least minCount) and
 //! no node holds more than it has.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proptest::prelude::*;
 use sluice_operator::engine::*;
 

@@ -1,15 +1,13 @@
 //! Topology-aware scheduling through the operator against the fake API server: the topologyAssignment written
 //! in the admission, pods ungated with their domain's node selector, and placements restored after a restart.
 
-mod support;
-
+use crate::support::*;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use serde_json::json;
 use sluice_operator::testing::FakeApi;
 use sluice_sdk::kueue::conversion::expand_topology_assignment;
 use sluice_sdk::kueue::v1beta2 as api;
-use support::*;
 
 const HOST: &str = "kubernetes.io/hostname";
 

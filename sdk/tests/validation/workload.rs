@@ -1,9 +1,6 @@
 //! Validation of Workloads: spec rules, the status Kueue writes, and what stays fixed while quota is reserved.
 
-#[path = "validation/helpers.rs"]
-mod helpers;
-
-use helpers::{assert_has, errors, rejects, update_errors, update_ok, valid};
+use crate::helpers::{assert_has, errors, rejects, update_errors, update_ok, valid};
 use sluice_sdk::kueue::validation::ErrorKind::{
     Duplicate, Forbidden, Invalid, NotFound, NotSupported, Required, TooMany,
 };

@@ -1,8 +1,6 @@
 //! Property test: random configurations and event sequences keep the engine's invariants.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use proptest::prelude::*;
 use sluice_operator::engine::*;
 

@@ -1,12 +1,10 @@
 //! The Job and Workload controllers against the fake API server: the exact requests they make.
 
-mod support;
-
+use crate::support::*;
 use k8s_openapi::api::batch::v1::Job;
 use serde_json::json;
 use sluice_operator::testing::{FakeApi, Fault};
 use sluice_sdk::kueue::v1beta2 as api;
-use support::*;
 
 fn workload_of(fake: &FakeApi, job: &str) -> Option<api::Workload> {
     fake.list::<api::Workload>().into_iter().find(|w| {

@@ -1,8 +1,6 @@
 //! Kueue's TestSchedule / TestPreemption / TestScheduleForFairSharing scenarios (kueue.md §4).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use sluice_operator::engine::*;
 
 fn fixture() -> Env {

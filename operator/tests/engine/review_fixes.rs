@@ -1,9 +1,7 @@
 //! Regression tests for the engine review's findings (overflow, cohort lending limits,
 //! terminating ClusterQueues, clamped availability, no-op upserts, preemption messages).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use sluice_operator::engine::*;
 
 fn single(nominal: Quantity) -> Env {

@@ -1,10 +1,8 @@
 //! Flavor assignment: taints, tolerations, node selectors/affinity, fungibility, resources.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::*;
+use crate::common::*;
 use sluice_operator::engine::*;
 
 fn two_flavor_env() -> Env {

@@ -2,13 +2,11 @@
 //! completion with a tiny simulated clock. The default run is reduced; the full 1,000 CQ /
 //! 50,000 workload run is `#[ignore]`d (run with `--release -- --ignored`).
 
-mod common;
-
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Instant;
 
-use common::*;
+use crate::common::*;
 use sluice_operator::engine::*;
 
 struct Report {

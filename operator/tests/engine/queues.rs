@@ -1,11 +1,9 @@
 //! Queueing behaviour: FIFO strategies, ordering, routing, namespace selectors, stop policies,
 //! deactivation, eviction lifecycle and `has_work`.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::*;
+use crate::common::*;
 use sluice_operator::engine::*;
 
 fn single(strategy_strict: bool) -> Env {

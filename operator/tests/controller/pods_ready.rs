@@ -1,15 +1,13 @@
 //! waitForPodsReady: a workload whose pods are not ready in time is evicted with PodsReadyTimeout, requeued after
 //! Kueue's backoff, and deactivated once the requeue limit is exceeded.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use k8s_openapi::api::batch::v1::Job;
 use sluice_operator::controller::WaitForPodsReady;
 use sluice_operator::testing::FakeApi;
 use sluice_sdk::kueue::v1beta2 as api;
-use support::*;
 
 fn workload_of(fake: &FakeApi, job: &str) -> Option<api::Workload> {
     fake.list::<api::Workload>().into_iter().find(|w| {

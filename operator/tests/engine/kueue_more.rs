@@ -1,8 +1,6 @@
 //! More of Kueue's TestSchedule cases, ported with their expected reasons and messages.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use sluice_operator::engine::*;
 
 fn tainted(name: &str, value: &str) -> Flavor {

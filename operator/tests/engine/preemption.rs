@@ -1,8 +1,6 @@
 //! Classical and fair-sharing preemption policies.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use sluice_operator::engine::*;
 
 fn within_cq(policy: WithinCqPolicy) -> Env {

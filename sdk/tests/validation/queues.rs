@@ -1,9 +1,6 @@
 //! Validation of ResourceFlavor, ClusterQueue, LocalQueue and Cohort: one violating manifest per rule.
 
-#[path = "validation/helpers.rs"]
-mod helpers;
-
-use helpers::{errors, rejects, update_errors, update_ok, valid};
+use crate::helpers::{errors, rejects, update_errors, update_ok, valid};
 use sluice_sdk::kueue::validation::ErrorKind::{
     Duplicate, Forbidden, Invalid, NotSupported, Required, TooMany,
 };

@@ -1,8 +1,6 @@
 //! Quota tree: borrowing and lending limits, hierarchical cohorts, cycles, status data, errors.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use sluice_operator::engine::*;
 
 fn pair(bl: Option<i64>, ll: Option<i64>) -> Env {

@@ -1,8 +1,6 @@
 //! Kueue's TestFairPreemptions table (preemption_fair_test.go), driven through full cycles.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use sluice_operator::engine::*;
 
 /// (name, cq, milli-cpu, priority)

@@ -1,7 +1,6 @@
 //! What the operator serves and records: Kueue's visibility API, Prometheus metrics, health and Events.
 
-mod support;
-
+use crate::support::*;
 use axum::body::Body;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
@@ -10,7 +9,6 @@ use sluice_operator::leader::Leadership;
 use sluice_operator::telemetry::health_router;
 use sluice_operator::testing::FakeApi;
 use sluice_operator::visibility;
-use support::*;
 use tower::ServiceExt;
 
 async fn get(router: axum::Router, uri: &str) -> (StatusCode, serde_json::Value, String) {

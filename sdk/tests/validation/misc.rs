@@ -1,9 +1,6 @@
 //! Validation of Topology, WorkloadPriorityClass and AdmissionCheck, the shared fixtures, and the error display.
 
-#[path = "validation/helpers.rs"]
-mod helpers;
-
-use helpers::{assert_has, errors, obj, objs, rejects, update_errors, update_ok, valid};
+use crate::helpers::{assert_has, errors, obj, objs, rejects, update_errors, update_ok, valid};
 use sluice_sdk::kueue::validation::ErrorKind::{Invalid, Required, TooMany};
 use sluice_sdk::kueue::validation::{validate, validate_update};
 

@@ -1,16 +1,14 @@
 //! Two operator replicas with leader election over one fake API server: the leader is killed mid-stream, the
 //! standby takes over, and the final admissions equal a single replica's; the two never both write.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use crate::support::*;
 use sluice_operator::controller::Operator;
 use sluice_operator::leader::{LeaderElector, LeaseConfig};
 use sluice_operator::testing::FakeApi;
 use sluice_sdk::kueue::v1beta2 as api;
-use support::*;
 
 const WORKLOADS: usize = 12;
 const GPUS: u32 = 6;
@@ -168,4 +166,36 @@ async fn two_live_replicas_never_both_lead() {
     }
     a.abort();
     b.abort();
+}
+
+#[tokio::test]
+async fn leader_that_cannot_renew_stops_writing_before_anyone_may_take_over() {
+    let fake = FakeApi::new();
+    let (elector, leadership) = LeaderElector::new(fake.client("a"), lease("a"));
+    let run = tokio::spawn(elector.run());
+    wait_for(5, "a leads", || leadership.is_leader()).await;
+    // The API server stops answering a: every lease read and write fails from now on.
+    for method in [http::Method::GET, http::Method::PUT] {
+        fake.inject(sluice_operator::testing::Fault {
+            method: Some(method),
+            path_contains: "/leases/".into(),
+            status: 500,
+            times: u32::MAX,
+        });
+    }
+    // Its last renewal started before now, so the renew deadline (400ms) passes before the lease duration
+    // (600ms) that a standby must wait: a stops leading first.
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    assert!(
+        !leadership.is_leader(),
+        "a still leads past its renew deadline"
+    );
+    let result = tokio::time::timeout(Duration::from_secs(5), run)
+        .await
+        .expect("elector ends")
+        .expect("elector task");
+    assert!(matches!(
+        result,
+        Err(sluice_operator::leader::LeaderError::Lost { .. })
+    ));
 }

@@ -1,9 +1,7 @@
 //! Fair sharing with partial admission: a preemptor that preempted for a reduced size must not
 //! lose the freed quota to its own victim, cycle after cycle (the bundled example's livelock).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use sluice_operator::engine::*;
 
 const GPU: &str = "nvidia.com/gpu";

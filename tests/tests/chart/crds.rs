@@ -1,6 +1,6 @@
 //! The chart ships the CRDs the code defines: its copies must be exactly what `sluice crds` prints.
 //! After changing the API types, refresh them with
-//! `cargo test -p sluice-tests --test chart_crds -- --ignored` (writes both files).
+//! `cargo test -p sluice-tests --test chart crds -- --ignored` (writes both files).
 
 use std::path::PathBuf;
 

@@ -1,17 +1,15 @@
 //! Checkpoint-aware preemption: an opted-in victim is asked to checkpoint and evicted once it reports done, or
 //! when its grace runs out.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use sluice_operator::controller::Operator;
 use sluice_operator::leader::Leadership;
 use sluice_operator::testing::FakeApi;
 use sluice_sdk::kueue::v1beta2 as api;
-use support::*;
 
 fn workload_of(fake: &FakeApi, job: &str) -> Option<api::Workload> {
     fake.list::<api::Workload>().into_iter().find(|w| {

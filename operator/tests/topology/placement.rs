@@ -1,11 +1,9 @@
 //! Topology-aware gang placement: Kueue's TAS semantics (required / preferred / unconstrained),
 //! NVLink islands, MIG packing, all-or-nothing, node and GPU failures.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::*;
+use crate::common::*;
 use sluice_operator::engine::*;
 use sluice_sdk::policy::{
     NodeBatch, NodeScores, PlacementPolicy, PodSetRequest, PolicyError, PolicyFailure,

@@ -1,0 +1,12 @@
+//! The controllers against the scripted API server: the exact requests they make.
+//!
+//! One test binary per area: each links the whole operator, so fewer binaries build and link much faster
+//! and take a fraction of the disk.
+
+mod checkpoint;
+mod failover;
+mod jobs;
+mod pods_ready;
+mod support;
+mod telemetry;
+mod topology;

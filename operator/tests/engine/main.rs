@@ -1,0 +1,19 @@
+//! The engine's integration tests: quota, queues, flavors, preemption, fair sharing, invariants.
+//!
+//! One test binary per area: each links the whole operator, so fewer binaries build and link much faster
+//! and take a fraction of the disk.
+
+#[path = "../common/mod.rs"]
+mod common;
+mod fair_preemption;
+mod flavors;
+mod invariants;
+mod kueue_more;
+mod kueue_scenarios;
+mod livelock;
+mod preemption;
+mod properties;
+mod queues;
+mod quota;
+mod review_fixes;
+mod scale;

@@ -1,0 +1,11 @@
+//! Topology-aware placement, the node agent and the simulator's topology figures.
+//!
+//! One test binary per area: each links the whole operator, so fewer binaries build and link much faster
+//! and take a fraction of the disk.
+
+mod agent;
+#[path = "../common/mod.rs"]
+mod common;
+mod placement;
+mod properties;
+mod sim;
