@@ -30,6 +30,10 @@ pub struct AgentArgs {
     /// Read the GPUs from this YAML file (NVML-shaped data) instead of the driver.
     #[arg(long)]
     pub fake: Option<PathBuf>,
+    /// Send the NodeGpuTopology and the labels again after this long even when nothing changed (repairs an
+    /// object deleted or edited by someone else).
+    #[arg(long, default_value = "10m", value_parser = parse_interval)]
+    pub resync: Duration,
     /// Print the NodeGpuTopology and node labels it would publish, once, instead of publishing.
     #[arg(long)]
     pub print: bool,
@@ -70,11 +74,14 @@ pub enum AgentError {
     /// The derived model is inconsistent.
     #[error(transparent)]
     Topology(#[from] sluice_sdk::topology::TopologyError),
-    /// Publishing is not available in this build.
+    /// No Kubernetes client could be configured (no in-cluster service account, no kubeconfig).
     #[error(
-        "publishing to the API server is not built into this version of the agent; use --print (and publish the output with kubectl apply --server-side)"
+        "cannot reach the API server: {0} (run the agent in the cluster with its ServiceAccount, or set KUBECONFIG; --print needs neither)"
     )]
-    NoPublisher,
+    Client(String),
+    /// The async runtime could not start.
+    #[error("starting the runtime: {0}")]
+    Runtime(String),
 }
 
 /// A way to read the node's GPUs.
@@ -115,7 +122,7 @@ pub fn node_gpu_topology(node: &str, model: NodeGpus) -> NodeGpuTopology {
 }
 
 /// One discovery: read, derive, validate.
-pub fn discover(node: &str, source: &mut dyn GpuSource) -> Result<NodeGpus, AgentError> {
+pub fn discover<S: GpuSource + ?Sized>(node: &str, source: &mut S) -> Result<NodeGpus, AgentError> {
     let model = derive(&source.read()?);
     model.validate(node)?;
     Ok(model)
@@ -133,7 +140,7 @@ pub fn render(node: &str, model: &NodeGpus) -> Result<String, serde_yaml::Error>
 }
 
 /// Runs the agent: with `--print`, one discovery printed to stdout; otherwise publishing every
-/// `interval` and on change.
+/// `interval` (and again after `resync`) until SIGTERM or Ctrl-C.
 pub fn run(args: &AgentArgs) -> Result<String, AgentError> {
     let mut source: Box<dyn GpuSource> = match &args.fake {
         Some(p) => Box::new(FakeSource { path: p.clone() }),
@@ -146,5 +153,97 @@ pub fn run(args: &AgentArgs) -> Result<String, AgentError> {
             message: e.to_string(),
         });
     }
-    Err(AgentError::NoPublisher)
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| AgentError::Runtime(e.to_string()))?;
+    runtime.block_on(async {
+        let client = kube::Client::try_default()
+            .await
+            .map_err(|e| AgentError::Client(e.to_string()))?;
+        let mut publisher = publish::Publisher::new(client, &args.node_name, args.resync);
+        publish_loop(
+            &args.node_name,
+            source.as_mut(),
+            &mut publisher,
+            args.interval,
+            Some(model),
+            shutdown_signal(),
+        )
+        .await;
+        Ok::<_, AgentError>(())
+    })?;
+    Ok(String::new())
+}
+
+/// The agent's loop: every `interval`, reads and derives the node's model and publishes what changed. A failed
+/// read or write is logged and retried on the next tick (the agent never exits on a transient error); the
+/// loop ends when `shutdown` completes. `first` is a model already discovered, published at once.
+pub async fn publish_loop<S: GpuSource + ?Sized>(
+    node: &str,
+    source: &mut S,
+    publisher: &mut publish::Publisher,
+    interval: Duration,
+    mut first: Option<NodeGpus>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => {
+                tracing::info!(node, "node agent stopping");
+                return;
+            }
+            _ = ticks.tick() => {}
+        }
+        let model = match first.take() {
+            Some(m) => m,
+            None => match discover(node, source) {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!(node, error = %e, "reading the GPUs failed; keeping the last published model");
+                    continue;
+                }
+            },
+        };
+        match publisher.publish(&model, std::time::Instant::now()).await {
+            Ok(sent) if sent.topology || sent.labels => tracing::info!(
+                node,
+                gpus = model.gpus.len(),
+                topology = sent.topology,
+                labels = sent.labels,
+                "published"
+            ),
+            Ok(_) => tracing::debug!(node, "unchanged"),
+            Err(e) => tracing::warn!(error = %e, "publishing failed; retrying on the next tick"),
+        }
+    }
+}
+
+/// Completes on SIGTERM (the kubelet stopping the pod) or Ctrl-C.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        tokio::select! {
+            _ = term => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

@@ -39,3 +39,144 @@ pub fn patch_node_labels(node: &str, model: &NodeGpus) -> Result<Request<Vec<u8>
         .body(serde_json::to_vec(&body).map_err(|e| e.to_string())?)
         .map_err(|e| e.to_string())
 }
+
+/// What one [`Publisher::publish`] sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Sent {
+    /// The NodeGpuTopology was applied.
+    pub topology: bool,
+    /// The node's labels were patched.
+    pub labels: bool,
+}
+
+/// Why a publish failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    /// The request could not be built (the model does not serialise).
+    #[error("node {node}: building the {what} request: {message}")]
+    Build {
+        /// Node.
+        node: String,
+        /// Which write.
+        what: &'static str,
+        /// Why.
+        message: String,
+    },
+    /// The API server refused or could not be reached.
+    #[error("node {node}: {what}: {source}{hint}")]
+    Api {
+        /// Node.
+        node: String,
+        /// Which write.
+        what: &'static str,
+        /// The client's error.
+        source: kube::Error,
+        /// What usually causes it.
+        hint: &'static str,
+    },
+}
+
+/// Sends the agent's two writes and remembers what the API server last accepted, so an unchanged model
+/// is not sent again until `resync` has passed (a periodic apply repairs an object someone deleted or edited).
+pub struct Publisher {
+    client: kube::Client,
+    node: String,
+    resync: std::time::Duration,
+    topology: Option<(NodeGpus, std::time::Instant)>,
+    labels: Option<(
+        std::collections::BTreeMap<String, String>,
+        std::time::Instant,
+    )>,
+}
+
+impl std::fmt::Debug for Publisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Publisher")
+            .field("node", &self.node)
+            .field("resync", &self.resync)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Publisher {
+    /// A publisher for `node` that re-sends unchanged data every `resync`.
+    pub fn new(client: kube::Client, node: &str, resync: std::time::Duration) -> Self {
+        Self {
+            client,
+            node: node.to_string(),
+            resync,
+            topology: None,
+            labels: None,
+        }
+    }
+
+    /// Publishes `model` as of `now`: each write is sent when its content changed since the last accepted
+    /// one, or when `resync` has passed. A failed write is retried on the next call.
+    pub async fn publish(
+        &mut self,
+        model: &NodeGpus,
+        now: std::time::Instant,
+    ) -> Result<Sent, PublishError> {
+        let mut sent = Sent::default();
+        let resync = self.resync;
+        let due = move |at: std::time::Instant| now.saturating_duration_since(at) >= resync;
+        if self
+            .topology
+            .as_ref()
+            .is_none_or(|(m, at)| m != model || due(*at))
+        {
+            let req = apply_topology(&self.node, model).map_err(|message| PublishError::Build {
+                node: self.node.clone(),
+                what: "NodeGpuTopology apply",
+                message,
+            })?;
+            self.send(req, "applying its NodeGpuTopology").await?;
+            self.topology = Some((model.clone(), now));
+            sent.topology = true;
+        }
+        let labels = gfd_labels(model);
+        if self
+            .labels
+            .as_ref()
+            .is_none_or(|(l, at)| *l != labels || due(*at))
+        {
+            let req =
+                patch_node_labels(&self.node, model).map_err(|message| PublishError::Build {
+                    node: self.node.clone(),
+                    what: "node label patch",
+                    message,
+                })?;
+            self.send(req, "patching its nvidia.com/gpu.* labels")
+                .await?;
+            self.labels = Some((labels, now));
+            sent.labels = true;
+        }
+        Ok(sent)
+    }
+
+    async fn send(&self, req: Request<Vec<u8>>, what: &'static str) -> Result<(), PublishError> {
+        match self.client.request::<serde_json::Value>(req).await {
+            Ok(_) => Ok(()),
+            Err(source) => {
+                let hint = match &source {
+                    kube::Error::Api(s) if s.code == 404 && what.starts_with("applying") => {
+                        " (is the NodeGpuTopology CRD installed? `sluice crds | kubectl apply -f -` or the chart installs it)"
+                    }
+                    kube::Error::Api(s) if s.code == 404 => {
+                        " (no Node object of that name: check --node-name / NODE_NAME)"
+                    }
+                    kube::Error::Api(s) if s.code == 403 => {
+                        " (the agent's ServiceAccount lacks the permission: see the chart's node-agent ClusterRole)"
+                    }
+                    _ => "",
+                };
+                Err(PublishError::Api {
+                    node: self.node.clone(),
+                    what,
+                    source,
+                    hint,
+                })
+            }
+        }
+    }
+}

@@ -742,6 +742,9 @@ impl FakeApi {
         content_type: Option<&str>,
         body: Option<Value>,
     ) -> (u16, Value) {
+        if content_type == Some("application/apply-patch+yaml") {
+            return Self::apply(st, target, body);
+        }
         let (name, old) = match Self::current(st, target) {
             Ok(x) => x,
             Err(e) => return e,
@@ -783,6 +786,49 @@ impl FakeApi {
                 false,
             ),
         )
+    }
+
+    /// Server-side apply by one field manager (the only one the tests use): creates the object when it is
+    /// missing; otherwise each top-level field the manager applies replaces the stored one, and its labels and
+    /// annotations are merged. Field ownership between several managers is not modelled.
+    fn apply(st: &mut State, target: &Target, body: Option<Value>) -> (u16, Value) {
+        let Some(mut applied) = body else {
+            return error(400, "missing body");
+        };
+        let Some(name) = target.name.clone() else {
+            return error(405, "a name is required");
+        };
+        if applied["metadata"]["name"].as_str() != Some(name.as_str()) {
+            return error(400, "metadata.name must match the name in the path");
+        }
+        let key = Self::key(target, &name);
+        let Some(old) = st
+            .objects
+            .get(&target.collection)
+            .and_then(|c| c.get(&key))
+            .cloned()
+        else {
+            if target.status {
+                return error(404, &format!("{} {name} not found", target.collection));
+            }
+            return Self::create(st, target, Some(applied));
+        };
+        let mut new = old.clone();
+        if let Some(fields) = applied.as_object_mut() {
+            let meta = fields.remove("metadata");
+            for (k, v) in std::mem::take(fields) {
+                new[k.as_str()] = v;
+            }
+            for part in ["labels", "annotations"] {
+                if let Some(m) = meta.as_ref().and_then(|m| m[part].as_object()) {
+                    for (k, v) in m {
+                        new["metadata"][part][k.as_str()] = v.clone();
+                    }
+                }
+            }
+        }
+        let out = Self::finish_write(target, &old, new);
+        (200, st.store(&target.collection.clone(), key, out, false))
     }
 
     fn delete(st: &mut State, target: &Target) -> (u16, Value) {

@@ -8,4 +8,5 @@ mod agent;
 mod common;
 mod placement;
 mod properties;
+mod publish;
 mod sim;

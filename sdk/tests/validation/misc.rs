@@ -6,7 +6,7 @@ use sluice_sdk::kueue::validation::{validate, validate_update};
 
 #[test]
 fn shared_fixtures_are_valid() {
-    for o in objs(include_str!("fixtures/setup.yaml")) {
+    for o in objs(include_str!("../fixtures/setup.yaml")) {
         if let Err(e) = validate(&o) {
             panic!("fixture {} {:?} is invalid: {e}", o.kind(), o.name());
         }

@@ -50,9 +50,9 @@ spec:
   nodeLabels: {a: "1", b: "2", c: "3", d: "4", e: "5", f: "6", g: "7", h: "8", "-bad": "x y"}
 "#,
     );
-    helpers::assert_has(&e, "spec.nodeLabels", TooMany, "must have at most 8 items");
-    helpers::assert_has(&e, "spec.nodeLabels", Invalid, "name part must consist of");
-    helpers::assert_has(
+    crate::helpers::assert_has(&e, "spec.nodeLabels", TooMany, "must have at most 8 items");
+    crate::helpers::assert_has(&e, "spec.nodeLabels", Invalid, "name part must consist of");
+    crate::helpers::assert_has(
         &e,
         "spec.nodeLabels",
         Invalid,
@@ -75,25 +75,25 @@ spec:
   - {key: ok, value: "not valid", effect: NoExecute}
 "#,
     );
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         "spec.nodeTaints[1]",
         Duplicate,
         "taints must be unique by key and effect pair",
     );
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         "spec.nodeTaints",
         Invalid,
         "supported taint effect values",
     );
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         "spec.nodeTaints[2].key",
         Invalid,
         "a qualified name must consist of",
     );
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         "spec.nodeTaints[3].value",
         Invalid,
@@ -136,9 +136,9 @@ spec:
         "a value must be empty when 'operator' is 'Exists'",
         "supported taint effect values",
     ] {
-        helpers::assert_has(&e, "spec.tolerations", Invalid, msg);
+        crate::helpers::assert_has(&e, "spec.tolerations", Invalid, msg);
     }
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         "spec.tolerations[5].key",
         Invalid,
@@ -169,19 +169,19 @@ fn flavor_topology_pins_labels_tolerations_and_topology() {
         old,
         "{apiVersion: kueue.x-k8s.io/v1beta2, kind: ResourceFlavor, metadata: {name: f}, spec: {nodeLabels: {a: c}, tolerations: [{key: x, operator: Exists}], topologyName: u}}",
     );
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         "spec",
         Invalid,
         "nodeLabels are immutable when topologyName is set",
     );
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         "spec",
         Invalid,
         "tolerations are immutable when topologyName is set",
     );
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         "spec",
         Invalid,
@@ -237,7 +237,7 @@ fn cluster_queue_valid() {
 #[test]
 fn cluster_queue_cohort_name_is_subdomain() {
     let e = errors(&cq("  cohortName: Bad!\n"));
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         "spec.cohortName",
         Invalid,
@@ -263,13 +263,13 @@ fn cluster_queue_counts() {
     let e = errors(&cq(
         "  resourceGroups:\n  - {coveredResources: [], flavors: []}\n",
     ));
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         "spec.resourceGroups[0].coveredResources",
         Invalid,
         "should have at least 1 items",
     );
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         "spec.resourceGroups[0].flavors",
         Invalid,
@@ -286,13 +286,13 @@ fn cluster_queue_counts() {
         many.join(", "),
         quotas.join(", ")
     )));
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         "spec.resourceGroups[0].coveredResources",
         TooMany,
         "must have at most 64 items",
     );
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         "spec.resourceGroups[0].flavors[0].resources",
         TooMany,
@@ -401,13 +401,13 @@ fn cluster_queue_flavor_and_resource_in_one_group_only() {
     let e = errors(&cq(
         "  resourceGroups:\n  - coveredResources: [cpu]\n    flavors: [{name: f, resources: [{name: cpu, nominalQuota: 1}]}]\n  - coveredResources: [cpu]\n    flavors: [{name: f, resources: [{name: cpu, nominalQuota: 1}]}]\n",
     ));
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         "spec.resourceGroups[1].coveredResources[0]",
         Duplicate,
         "",
     );
-    helpers::assert_has(&e, "spec.resourceGroups[1].flavors[0].name", Duplicate, "");
+    crate::helpers::assert_has(&e, "spec.resourceGroups[1].flavors[0].name", Duplicate, "");
     assert!(
         e.to_string()
             .contains("spec.resourceGroups[1].flavors[0].name: Duplicate value: \"f\""),
@@ -420,13 +420,13 @@ fn cluster_queue_names_in_groups() {
     let e = errors(&cq(
         "  resourceGroups:\n  - coveredResources: [\"not a resource\"]\n    flavors: [{name: Flavor, resources: [{name: \"not a resource\", nominalQuota: 1}]}]\n",
     ));
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         "spec.resourceGroups[0].coveredResources[0]",
         Invalid,
         "name part must consist of",
     );
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         "spec.resourceGroups[0].flavors[0].name",
         Invalid,
@@ -440,19 +440,19 @@ fn cluster_queue_quantities() {
         "  cohortName: org\n  resourceGroups:\n  - coveredResources: [cpu]\n    flavors: [{name: f, resources: [{name: cpu, nominalQuota: \"-1\", borrowingLimit: \"-2\", lendingLimit: lots}]}]\n",
     ));
     let p = "spec.resourceGroups[0].flavors[0].resources[0]";
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         &format!("{p}.nominalQuota"),
         Invalid,
         "must be greater than or equal to 0",
     );
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         &format!("{p}.borrowingLimit"),
         Invalid,
         "must be greater than or equal to 0",
     );
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         &format!("{p}.lendingLimit"),
         Invalid,
@@ -466,13 +466,13 @@ fn cluster_queue_limits_need_cohort() {
         "  resourceGroups:\n  - coveredResources: [cpu]\n    flavors: [{name: f, resources: [{name: cpu, nominalQuota: 4, borrowingLimit: 1, lendingLimit: 1}]}]\n",
     ));
     let p = "spec.resourceGroups[0].flavors[0].resources[0]";
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         &format!("{p}.borrowingLimit"),
         Invalid,
         "must be nil when cohort is empty",
     );
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         &format!("{p}.lendingLimit"),
         Invalid,
@@ -556,31 +556,31 @@ fn cluster_queue_namespace_selector() {
         "  namespaceSelector:\n    matchExpressions:\n    - {key: a, operator: In}\n    - {key: b, operator: Exists, values: [x]}\n    - {key: c, operator: Near, values: [x]}\n    - {key: \"-d\", operator: Exists}\n    matchLabels: {e: \"bad value!\"}\n",
     ));
     let p = "spec.namespaceSelector";
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         &format!("{p}.matchExpressions[0].values"),
         Required,
         "must be specified when `operator` is 'In' or 'NotIn'",
     );
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         &format!("{p}.matchExpressions[1].values"),
         Forbidden,
         "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
     );
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         &format!("{p}.matchExpressions[2].operator"),
         Invalid,
         "not a valid selector operator",
     );
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         &format!("{p}.matchExpressions[3].key"),
         Invalid,
         "name part must consist of",
     );
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         &format!("{p}.matchLabels"),
         Invalid,
@@ -593,7 +593,7 @@ fn cluster_queue_admission_checks_on_known_flavors() {
     let e = errors(&cq(
         "  resourceGroups:\n  - coveredResources: [cpu]\n    flavors: [{name: f, resources: [{name: cpu, nominalQuota: 1}]}]\n  admissionChecksStrategy:\n    admissionChecks: [{name: prov, onFlavors: [f, g]}]\n",
     ));
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         "spec.admissionChecksStrategy.admissionChecks[0].onFlavors[1]",
         NotSupported,
@@ -613,7 +613,7 @@ fn cluster_queue_concurrent_admission_policy_is_immutable() {
         &cq("  concurrentAdmissionPolicy: {migration: {mode: TryPreferredFlavors}}\n"),
         &cq("  concurrentAdmissionPolicy: {migration: {mode: RetainFirstAdmission}}\n"),
     );
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         "spec.concurrentAdmissionPolicy",
         Invalid,
@@ -637,7 +637,7 @@ fn cluster_queue_keeps_legacy_on_flavors_while_flavors_unchanged() {
     );
     // Changing the flavors brings the rule back.
     let e = update_errors(&legacy, &legacy.replace("name: f,", "name: g,"));
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         "spec.admissionChecksStrategy.admissionChecks[0].onFlavors[0]",
         NotSupported,
@@ -716,13 +716,13 @@ fn cohort_limits_need_parent() {
     let groups = "  resourceGroups:\n  - coveredResources: [cpu]\n    flavors: [{name: f, resources: [{name: cpu, nominalQuota: 1, borrowingLimit: 1, lendingLimit: 5}]}]\n";
     let e = errors(&cohort(groups));
     let p = "spec.resourceGroups[0].flavors[0].resources[0]";
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         &format!("{p}.borrowingLimit"),
         Invalid,
         "must be nil when parent is empty",
     );
-    helpers::assert_has(
+    crate::helpers::assert_has(
         &e,
         &format!("{p}.lendingLimit"),
         Invalid,
