@@ -485,3 +485,71 @@ fn non_tas_flavors_are_untouched() {
     env.assert_admitted("ns/a");
     assert!(env.engine.placement(&key_of("ns/a")).is_none());
 }
+
+/// Admits pods only on one named node.
+#[derive(Debug)]
+struct OnlyOn(&'static str);
+
+impl PlacementPolicy for OnlyOn {
+    fn name(&self) -> &str {
+        self.0
+    }
+    fn score(&self, _: &PodSetRequest, nodes: &NodeBatch) -> Result<NodeScores, PolicyError> {
+        let mine: Vec<bool> = nodes
+            .name
+            .iter()
+            .map(|&s| nodes.strings.get(s as usize).is_some_and(|n| n == self.0))
+            .collect();
+        Ok(NodeScores {
+            score: mine.iter().map(|&m| f64::from(u8::from(m))).collect(),
+            max_pods: mine.iter().map(|&m| if m { u32::MAX } else { 0 }).collect(),
+        })
+    }
+}
+
+#[test]
+fn cluster_queues_with_their_own_placement_policies_place_differently() {
+    let mut env = env();
+    env.cq_lq(
+        cq("cq2").group(
+            &["cpu", GPU],
+            vec![fq("tas", vec![rq("cpu", cpu(1000)), rq(GPU, 1000)])],
+        ),
+        "ns2",
+    );
+    env.engine
+        .set_placement_policy_for("cq", std::sync::Arc::new(OnlyOn("x5")));
+    env.engine
+        .set_placement_policy_for("cq2", std::sync::Arc::new(OnlyOn("x3")));
+    assert_eq!(env.engine.placement_policy_name("cq2"), "x3");
+    env.submit(gang("a", 1, 8, TopologyMode::Unconstrained, None));
+    let mut b = wl("ns2", "b")
+        .queue("main")
+        .ps("main", 1, &[("cpu", cpu(1)), (GPU, 8)]);
+    b.0.pod_sets[0].topology = Some(PodSetTopology {
+        mode: TopologyMode::Unconstrained,
+        level: None,
+        nvlink: false,
+    });
+    env.submit(b);
+    schedule(&mut env);
+    assert_eq!(per_node(&env, "ns/a"), [("x5".into(), 1)].into());
+    assert_eq!(per_node(&env, "ns2/b"), [("x3".into(), 1)].into());
+
+    // x3 is full now: with its override cq2 could place nothing more; cleared, it uses the default.
+    env.engine.clear_placement_policy_for("cq2");
+    assert_eq!(env.engine.placement_policy_name("cq2"), "topology-pack");
+    env.submit(gang("c", 1, 8, TopologyMode::Unconstrained, None));
+    let mut d = wl("ns2", "d")
+        .queue("main")
+        .ps("main", 1, &[("cpu", cpu(1)), (GPU, 8)]);
+    d.0.pod_sets[0].topology = Some(PodSetTopology {
+        mode: TopologyMode::Unconstrained,
+        level: None,
+        nvlink: false,
+    });
+    env.submit(d);
+    schedule(&mut env);
+    env.assert_pending("ns/c", "TopologyPlacementFailed");
+    env.assert_admitted("ns2/d");
+}

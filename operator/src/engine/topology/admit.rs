@@ -1,6 +1,8 @@
 //! The engine's side of topology-aware admission: placing an assignment's TAS pod sets (all or
 //! nothing), holding placements, and evicting workloads on failed nodes and GPUs.
 
+use std::sync::Arc;
+
 use sluice_sdk::policy::PlacementPolicy;
 use sluice_sdk::topology::NodeGpus;
 
@@ -24,6 +26,40 @@ impl Engine {
     /// Replaces the placement policy of a running engine.
     pub fn set_placement_policy(&mut self, policy: Box<dyn PlacementPolicy>) {
         self.topo.policy = std::sync::Arc::from(policy);
+    }
+
+    /// Places the workloads of ClusterQueue `cq` with `policy` instead of the engine's default
+    /// policy (from the next placement on; held placements stay where they are).
+    pub fn set_placement_policy_for(&mut self, cq: &str, policy: Arc<dyn PlacementPolicy>) {
+        self.topo.overrides.insert(cq.to_string(), policy);
+        self.requeue_all_inadmissible();
+    }
+
+    /// Puts ClusterQueue `cq` back on the engine's default placement policy.
+    pub fn clear_placement_policy_for(&mut self, cq: &str) {
+        if self.topo.overrides.remove(cq).is_some() {
+            self.requeue_all_inadmissible();
+        }
+    }
+
+    /// Name of the placement policy ClusterQueue `cq` uses.
+    pub fn placement_policy_name(&self, cq: &str) -> &str {
+        self.topo
+            .overrides
+            .get(cq)
+            .unwrap_or(&self.topo.policy)
+            .name()
+    }
+
+    /// The placement policy of the ClusterQueue holding (or queueing) workload `wl`.
+    fn placement_policy_of(&self, wl: u32) -> Arc<dyn PlacementPolicy> {
+        let cq = self
+            .wl(wl)
+            .and_then(|w| w.adm.as_ref().map(|a| a.cq).or(w.queued_in))
+            .and_then(|n| self.cq(n));
+        cq.and_then(|c| self.topo.overrides.get(&c.spec.name))
+            .unwrap_or(&self.topo.policy)
+            .clone()
     }
 
     /// Places pods ignoring topology levels and NVLink islands (any nodes with room), for
@@ -82,6 +118,7 @@ impl Engine {
         }
         let mut placed: Vec<PodSetPlacement> = Vec::new();
         let mut result = Ok(());
+        let policy = self.placement_policy_of(wl);
         if let Some(w) = self.wl(wl) {
             let workload = w.key.to_string();
             let priority = w.spec.priority;
@@ -103,6 +140,7 @@ impl Engine {
                     count: u32::try_from(psa.count.max(0)).unwrap_or(0),
                     workload: &workload,
                     priority,
+                    policy: policy.clone(),
                 };
                 match self.topo.place(&inp) {
                     Ok(p) => {
