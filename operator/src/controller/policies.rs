@@ -719,6 +719,108 @@ mod tests {
         }
     }
 
+    fn cq(name: &str, annotations: &[(&str, &str)]) -> (String, api::ClusterQueue) {
+        let mut c = api::ClusterQueue::default();
+        c.metadata.name = Some(name.to_string());
+        c.metadata.annotations = Some(
+            annotations
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        (name.to_string(), c)
+    }
+
+    fn fairness_module(name: &str) -> PolicyModule {
+        let bytes = crate::policy::embedded::FAIR_CREDITS;
+        PolicyModule::new(
+            name,
+            sluice_sdk::sluice::policy_module::PolicyModuleSpec {
+                kind: sluice_sdk::sluice::policy_module::PolicyKind::Fairness,
+                module: Some(k8s_openapi::ByteString(bytes.to_vec())),
+                sha256: sluice_sdk::host::sha256_hex(bytes),
+                ..Default::default()
+            },
+        )
+    }
+
+    #[test]
+    fn one_fairness_module_serves_the_cluster_and_conflicts_fall_back_to_drs() {
+        let mut p = Policies::new(
+            HostConfig {
+                pool_instances: 4,
+                default_deadline: Duration::from_secs(2),
+                ..HostConfig::default()
+            },
+            2,
+            Duration::from_secs(10),
+        );
+        p.module_changed(fairness_module("credits"), false);
+        let loaded: Vec<&str> = p.load_pending().iter().map(|n| n.reason).collect();
+        assert_eq!(loaded, [REASON_LOADED]);
+        let mut engine = Engine::new(crate::engine::EngineConfig::default());
+        let mut cqs: BTreeMap<String, api::ClusterQueue> = [
+            cq("a", &[(FAIRNESS_POLICY_ANNOTATION, "credits")]),
+            cq("b", &[(PLACEMENT_POLICY_ANNOTATION, "credits")]),
+        ]
+        .into();
+        let notices = p.route(&cqs, &mut engine);
+        assert_eq!(engine.fairness_policy_name(), "credits");
+        // b names a fairness module for placement: the built-in places its workloads.
+        assert_eq!(engine.placement_policy_name("b"), TopologyPack::NAME);
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        assert_eq!(notices[0].reason, REASON_FALLBACK);
+        assert_eq!(notices[0].object.name.as_deref(), Some("b"));
+        assert!(
+            notices[0].note.contains("credits is a fairness module"),
+            "{}",
+            notices[0].note
+        );
+        // Reported once, not on every route.
+        assert!(p.route(&cqs, &mut engine).is_empty());
+
+        // Two fairness modules named in the cluster: DRS, and both queues hear about it.
+        cqs.extend([cq("b", &[(FAIRNESS_POLICY_ANNOTATION, "other")])]);
+        let notices = p.route(&cqs, &mut engine);
+        assert_eq!(engine.fairness_policy_name(), "drs");
+        let mut named: Vec<(&str, Option<&str>)> = notices
+            .iter()
+            .map(|n| (n.reason, n.object.name.as_deref()))
+            .collect();
+        named.sort();
+        assert_eq!(
+            named,
+            [(REASON_FALLBACK, Some("a")), (REASON_FALLBACK, Some("b"))]
+        );
+        assert!(
+            p.problem("a")
+                .is_some_and(|m| m.contains("different fairness modules"))
+        );
+
+        // Conflict resolved: the module serves again, and the queues are told.
+        cqs.extend([cq("b", &[])]);
+        let notices = p.route(&cqs, &mut engine);
+        assert_eq!(engine.fairness_policy_name(), "credits");
+        assert!(notices.iter().all(|n| n.reason == REASON_SELECTED));
+
+        // Metrics name the module; deleted, it is gone and DRS serves.
+        let m = Metrics::new();
+        p.report_metrics(&m);
+        assert!(
+            m.render()
+                .contains("sluice_policy_degraded{module=\"credits\"} 0"),
+            "{}",
+            m.render()
+        );
+        p.module_changed(fairness_module("credits"), true);
+        p.route(&cqs, &mut engine);
+        assert_eq!(engine.fairness_policy_name(), "drs");
+        assert!(
+            p.problem("a")
+                .is_some_and(|m| m.contains("no PolicyModule named"))
+        );
+    }
+
     #[test]
     fn counter_changes_are_not_significant_condition_changes_are() {
         let a = PolicyModuleStatus {
