@@ -354,11 +354,53 @@ async fn module_bytes_come_from_the_config_map_it_names() {
 }
 
 #[tokio::test]
+async fn cluster_queue_annotation_changes_re_route() {
+    let fake = FakeApi::new();
+    seed(&fake, "sluice.dev/placement-policy: spread");
+    fake.put(&placement("spread", embedded::SPREAD));
+    fake.put(&placement("pack", embedded::TOPOLOGY_PACK));
+    let op = start(&fake, "op", policy_config());
+    wait_for(30, "both compiled", || {
+        compiled(&fake, "spread").as_deref() == Some("True")
+            && compiled(&fake, "pack").as_deref() == Some("True")
+    })
+    .await;
+    assert_eq!(place_two_pods(&fake, "w1").await.len(), 2);
+    let mut cq = fake
+        .get::<api::ClusterQueue>(None, "cq")
+        .expect("ClusterQueue");
+    cq.metadata.annotations = Some(
+        [(
+            "sluice.dev/placement-policy".to_string(),
+            "pack".to_string(),
+        )]
+        .into(),
+    );
+    fake.put(&cq);
+    assert_eq!(place_two_pods(&fake, "w2").await.len(), 1);
+    cq.metadata.annotations = Some(
+        [(
+            "sluice.dev/placement-policy".to_string(),
+            "spread".to_string(),
+        )]
+        .into(),
+    );
+    fake.put(&cq);
+    assert_eq!(place_two_pods(&fake, "w3").await.len(), 2);
+    op.abort();
+}
+
+#[tokio::test]
 async fn a_module_that_traps_ends_degraded_and_admissions_go_on() {
     let fake = FakeApi::new();
     seed(&fake, "sluice.dev/placement-policy: trap");
     fake.put(&placement("trap", &wat("trap")));
-    let op = start(&fake, "op", policy_config());
+    let operator =
+        Operator::new(fake.client("op"), policy_config(), Leadership::always()).without_events();
+    let metrics = operator.metrics.clone();
+    let op = tokio::spawn(async move {
+        let _ = operator.run().await;
+    });
     wait_for(30, "compiled", || {
         compiled(&fake, "trap").as_deref() == Some("True")
     })
@@ -379,6 +421,22 @@ async fn a_module_that_traps_ends_degraded_and_admissions_go_on() {
             s.failures.get("trap").is_some_and(|&n| n >= 2)
                 && s.failures.get("degraded").is_some_and(|&n| n >= 1)
         })
+    })
+    .await;
+    // The same counts as metrics.
+    let sample = |text: &str, series: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    wait_for(10, "metrics", || {
+        let text = metrics.render();
+        sample(
+            &text,
+            "sluice_policy_module_calls_total{module=\"trap\",outcome=\"trap\"}",
+        ) >= 2
+            && sample(&text, "sluice_policy_degraded{module=\"trap\"}") == 1
     })
     .await;
     op.abort();
