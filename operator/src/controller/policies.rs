@@ -412,7 +412,22 @@ impl Policies {
             }
         };
         let fairness = match fairness {
-            Ok(Selection::Module(f)) => Some(f),
+            Ok(Selection::Module(f)) => {
+                if !engine.fair_sharing() {
+                    // Loaded and selected, but the engine orders by fair share only with fair sharing on.
+                    for (name, cq) in cluster_queues {
+                        if annotations_of(cq).contains_key(FAIRNESS_POLICY_ANNOTATION) {
+                            problems.entry(name.clone()).or_insert_with(|| {
+                                format!(
+                                    "{FAIRNESS_POLICY_ANNOTATION}: fair sharing is off in the operator's configuration, so PolicyModule {} is loaded but not consulted",
+                                    crate::engine::FairnessPolicy::name(f.as_ref())
+                                )
+                            });
+                        }
+                    }
+                }
+                Some(f)
+            }
             Ok(Selection::Builtin) => None,
             Err(e) => {
                 for (name, cq) in cluster_queues {
@@ -758,7 +773,10 @@ mod tests {
         p.module_changed(fairness_module("credits"), false);
         let loaded: Vec<&str> = p.load_pending().iter().map(|n| n.reason).collect();
         assert_eq!(loaded, [REASON_LOADED]);
-        let mut engine = Engine::new(crate::engine::EngineConfig::default());
+        let mut engine = Engine::new(crate::engine::EngineConfig {
+            fair_sharing: Some(crate::engine::FairSharingConfig::default()),
+            ..crate::engine::EngineConfig::default()
+        });
         let mut cqs: BTreeMap<String, api::ClusterQueue> = [
             cq("a", &[(FAIRNESS_POLICY_ANNOTATION, "credits")]),
             cq("b", &[(PLACEMENT_POLICY_ANNOTATION, "credits")]),
@@ -818,6 +836,31 @@ mod tests {
         assert!(
             p.problem("a")
                 .is_some_and(|m| m.contains("no PolicyModule named"))
+        );
+    }
+
+    #[test]
+    fn a_fairness_module_without_fair_sharing_is_reported() {
+        let mut p = Policies::new(
+            HostConfig {
+                pool_instances: 4,
+                default_deadline: Duration::from_secs(2),
+                ..HostConfig::default()
+            },
+            2,
+            Duration::from_secs(10),
+        );
+        p.module_changed(fairness_module("credits"), false);
+        p.load_pending();
+        let mut engine = Engine::new(crate::engine::EngineConfig::default());
+        let cqs: BTreeMap<String, api::ClusterQueue> =
+            [cq("a", &[(FAIRNESS_POLICY_ANNOTATION, "credits")])].into();
+        let notices = p.route(&cqs, &mut engine);
+        assert_eq!(notices.len(), 1);
+        assert!(
+            notices[0].note.contains("fair sharing is off"),
+            "{}",
+            notices[0].note
         );
     }
 
