@@ -223,7 +223,8 @@ async fn a_good_module_gets_compiled_true_and_its_sha256() {
     op.abort();
 }
 
-#[tokio::test]
+// Multi-threaded: modules compile off the runtime's async path there (block_in_place).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_swap_changes_placement_a_bad_version_keeps_the_previous_and_delete_falls_back() {
     let fake = FakeApi::new();
     seed(&fake, "sluice.dev/placement-policy: placer");

@@ -100,7 +100,14 @@ impl EngineTask {
             );
             self.config_map_watchers.running.insert((ns, name), handle);
         }
-        let notices = self.policies.load_pending();
+        // Compiling can take a while: on a multi-threaded runtime, let other tasks move meanwhile.
+        let policies = &mut self.policies;
+        let notices = match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
+                tokio::task::block_in_place(|| policies.load_pending())
+            }
+            _ => policies.load_pending(),
+        };
         self.publish_notices(notices);
         if let Some(engine) = self.engine.as_mut() {
             let notices = self.policies.route(&self.cache.cluster_queues, engine);
