@@ -1,4 +1,4 @@
-//! `sluice policy push|test|bench` and the simulator's `--policy` flag.
+//! `sluice policy push|test|bench|ls|inspect` and the simulator's `--policy` flag.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -16,6 +16,7 @@ use sluice_sdk::policy::{PlacementPolicy, PolicyError};
 use sluice_sdk::sluice::policy_module::{PolicyKind, PolicyModule, PolicyModuleSpec};
 use thiserror::Error;
 
+use crate::cli::kueue::{CliError, Output};
 use crate::engine::FairnessPolicy;
 use crate::policy::{LoadedModule, PolicyRegistry, RegistryError, embedded};
 
@@ -44,6 +45,9 @@ pub enum PolicyCliError {
     /// Writing the output failed.
     #[error("writing output: {0}")]
     Output(#[from] std::io::Error),
+    /// Talking to the cluster failed (`ls`, `inspect`).
+    #[error(transparent)]
+    Cluster(#[from] CliError),
 }
 
 impl From<RegistryError> for PolicyCliError {
@@ -75,6 +79,28 @@ pub enum PolicyCommand {
     Test(TestArgs),
     /// Measure per-call latency percentiles of a module on a synthetic batch.
     Bench(BenchArgs),
+    /// List the cluster's PolicyModules with their load status (kubeconfig's cluster).
+    Ls(LsArgs),
+    /// Show one PolicyModule: spec without the bytes, status, and the ClusterQueues that select it.
+    Inspect(InspectArgs),
+}
+
+/// `sluice policy ls`.
+#[derive(Args, Debug)]
+pub struct LsArgs {
+    /// Output format.
+    #[command(flatten)]
+    pub output: Output,
+}
+
+/// `sluice policy inspect`.
+#[derive(Args, Debug)]
+pub struct InspectArgs {
+    /// PolicyModule name.
+    pub name: String,
+    /// Output format.
+    #[command(flatten)]
+    pub output: Output,
 }
 
 /// `sluice policy push`.
@@ -140,6 +166,11 @@ pub fn run(args: &PolicyArgs, out: &mut impl Write) -> Result<(), PolicyCliError
         PolicyCommand::Push(a) => push(a, out),
         PolicyCommand::Test(a) => test(a, out),
         PolicyCommand::Bench(a) => bench(a, out),
+        PolicyCommand::Ls(_) | PolicyCommand::Inspect(_) => {
+            let text = cluster::run(&args.command)?;
+            out.write_all(text.as_bytes())?;
+            Ok(())
+        }
     }
 }
 
@@ -402,4 +433,402 @@ pub fn load_simulation_policies(
     }
     out.registry = Some(registry);
     Ok(out)
+}
+
+/// `ls` and `inspect`: PolicyModules as the cluster in the kubeconfig has them.
+pub mod cluster {
+    use std::collections::BTreeMap;
+
+    use kube::api::{Api, ListParams};
+    use serde_json::{Value, json};
+    use sluice_sdk::kueue::v1beta2 as api;
+    use sluice_sdk::sluice::policy_module::{
+        CONDITION_COMPILED, CONDITION_DEGRADED, FAIRNESS_POLICY_ANNOTATION,
+        PLACEMENT_POLICY_ANNOTATION, PolicyModule,
+    };
+
+    use super::PolicyCommand;
+    use crate::cli::kueue::{CliError, age, columns, encode};
+    use crate::sim::OutputFormat;
+
+    /// Runs `ls` or `inspect` against the current kubeconfig's cluster and returns what to print.
+    pub fn run(command: &PolicyCommand) -> Result<String, CliError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(async {
+            let client = kube::Client::try_default()
+                .await
+                .map_err(|e| CliError::Config(e.to_string()))?;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64);
+            execute(&client, command, now).await
+        })
+    }
+
+    /// Runs `ls` or `inspect` with `client`; `now` (Unix seconds) is for ages. Other subcommands print nothing.
+    pub async fn execute(
+        client: &kube::Client,
+        command: &PolicyCommand,
+        now: i64,
+    ) -> Result<String, CliError> {
+        match command {
+            PolicyCommand::Ls(a) => ls(client, a.output.output, now).await,
+            PolicyCommand::Inspect(a) => inspect(client, &a.name, a.output.output, now).await,
+            _ => Ok(String::new()),
+        }
+    }
+
+    /// The status of condition `type_` ("" when absent).
+    fn condition(pm: &PolicyModule, type_: &str) -> String {
+        pm.status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_))
+            .map(|c| c.status.clone())
+            .unwrap_or_default()
+    }
+
+    /// Failed calls (every class but `degraded`, which counts skipped decisions).
+    fn failures(pm: &PolicyModule) -> u64 {
+        pm.status
+            .as_ref()
+            .map(|s| {
+                s.failures
+                    .iter()
+                    .filter(|(k, _)| k.as_str() != "degraded")
+                    .map(|(_, v)| *v)
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+
+    fn short(sha: &str) -> String {
+        sha.chars().take(12).collect()
+    }
+
+    /// The object without its module bytes (they can be megabytes of base64).
+    fn without_bytes(pm: &PolicyModule) -> Value {
+        let mut v = serde_json::to_value(pm).unwrap_or(Value::Null);
+        if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut)
+            && let Some(m) = spec.remove("module")
+        {
+            // Base64: 3 bytes per 4 characters, less the padding.
+            let n = m.as_str().map_or(0, |s| {
+                (s.len() / 4 * 3).saturating_sub(s.chars().rev().take_while(|&c| c == '=').count())
+            });
+            spec.insert("moduleBytes".into(), json!(n));
+        }
+        v
+    }
+
+    async fn ls(client: &kube::Client, output: OutputFormat, now: i64) -> Result<String, CliError> {
+        let api: Api<PolicyModule> = Api::all(client.clone());
+        let items = api.list(&ListParams::default()).await?.items;
+        if output != OutputFormat::Table {
+            let items: Vec<Value> = items.iter().map(without_bytes).collect();
+            return encode(
+                &json!({"apiVersion": "v1", "kind": "List", "items": items}),
+                output,
+            );
+        }
+        let rows: Vec<Vec<String>> = items
+            .iter()
+            .map(|pm| {
+                let or_dash = |s: String| if s.is_empty() { "-".to_string() } else { s };
+                vec![
+                    pm.metadata.name.clone().unwrap_or_default(),
+                    pm.spec.kind.as_str().to_string(),
+                    short(&pm.spec.sha256),
+                    or_dash(condition(pm, CONDITION_COMPILED)),
+                    or_dash(condition(pm, CONDITION_DEGRADED)),
+                    // The status carries failure counts only; successful calls are in the operator's metrics.
+                    "-".to_string(),
+                    failures(pm).to_string(),
+                    age(pm.metadata.creation_timestamp.as_ref(), now),
+                ]
+            })
+            .collect();
+        if rows.is_empty() {
+            return Ok("No PolicyModules found.\n".to_string());
+        }
+        Ok(columns(
+            &[
+                "NAME", "KIND", "SHA256", "COMPILED", "DEGRADED", "CALLS", "FAILURES", "AGE",
+            ],
+            &rows,
+        ))
+    }
+
+    /// ClusterQueues naming `name`, by annotation (placement, fairness).
+    fn selected_by(cqs: &[api::ClusterQueue], name: &str) -> BTreeMap<&'static str, Vec<String>> {
+        let mut out: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
+        for cq in cqs {
+            let a = cq.metadata.annotations.clone().unwrap_or_default();
+            for (key, what) in [
+                (PLACEMENT_POLICY_ANNOTATION, "placement"),
+                (FAIRNESS_POLICY_ANNOTATION, "fairness"),
+            ] {
+                if a.get(key).is_some_and(|v| v == name) {
+                    out.entry(what)
+                        .or_default()
+                        .push(cq.metadata.name.clone().unwrap_or_default());
+                }
+            }
+        }
+        out
+    }
+
+    async fn inspect(
+        client: &kube::Client,
+        name: &str,
+        output: OutputFormat,
+        now: i64,
+    ) -> Result<String, CliError> {
+        let api: Api<PolicyModule> = Api::all(client.clone());
+        let pm = api.get(name).await?;
+        let cqs: Api<api::ClusterQueue> = Api::all(client.clone());
+        let cqs = cqs.list(&ListParams::default()).await?.items;
+        let selected = selected_by(&cqs, name);
+        let source = match (&pm.spec.module, &pm.spec.config_map_ref) {
+            (Some(b), _) => json!({"inline": {"bytes": b.0.len()}}),
+            (None, Some(r)) => json!({"configMap": r}),
+            (None, None) => Value::Null,
+        };
+        let status = pm.status.clone().unwrap_or_default();
+        if output != OutputFormat::Table {
+            let v = json!({
+                "name": name,
+                "kind": pm.spec.kind.as_str(),
+                "source": source,
+                "sha256": pm.spec.sha256,
+                "config": pm.spec.config,
+                "deadlineMs": pm.spec.deadline_ms,
+                "memoryLimitBytes": pm.spec.memory_limit_bytes,
+                "status": status,
+                "selectedBy": selected,
+            });
+            return encode(&v, output);
+        }
+        let mut out = String::new();
+        let mut line = |k: &str, v: String| out.push_str(&format!("{k:<15}{v}\n"));
+        line("Name:", name.to_string());
+        line("Kind:", pm.spec.kind.as_str().to_string());
+        line(
+            "Module:",
+            match (&pm.spec.module, &pm.spec.config_map_ref) {
+                (Some(b), _) => format!("inline, {} bytes", b.0.len()),
+                (None, Some(r)) => format!(
+                    "ConfigMap {}/{} binaryData[{:?}]",
+                    r.namespace, r.name, r.key
+                ),
+                (None, None) => "<none>".to_string(),
+            },
+        );
+        line("SHA256:", pm.spec.sha256.clone());
+        line(
+            "Config:",
+            pm.spec.config.clone().unwrap_or_else(|| "<none>".into()),
+        );
+        line(
+            "Deadline:",
+            pm.spec
+                .deadline_ms
+                .map_or("<operator default>".into(), |d| format!("{d}ms")),
+        );
+        line(
+            "Memory limit:",
+            pm.spec
+                .memory_limit_bytes
+                .map_or("<operator default>".into(), |m| format!("{m} bytes")),
+        );
+        line("Age:", age(pm.metadata.creation_timestamp.as_ref(), now));
+        line(
+            "Loaded SHA256:",
+            status.sha256.clone().unwrap_or_else(|| "<none>".into()),
+        );
+        out.push_str("Conditions:\n");
+        if status.conditions.is_empty() {
+            out.push_str("  <none: the operator has not reported on this module>\n");
+        }
+        for c in &status.conditions {
+            out.push_str(&format!(
+                "  {:<10} {:<6} {:<18} {}  ({})\n",
+                c.type_,
+                c.status,
+                c.reason,
+                c.message,
+                age(Some(&c.last_transition_time), now)
+            ));
+        }
+        let failures: Vec<String> = status
+            .failures
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        out.push_str(&format!(
+            "{:<15}{}\n",
+            "Failures:",
+            if failures.is_empty() {
+                "none".to_string()
+            } else {
+                failures.join(", ")
+            }
+        ));
+        out.push_str("Selected by:\n");
+        if selected.is_empty() {
+            out.push_str("  no ClusterQueue\n");
+        }
+        for (what, names) in &selected {
+            out.push_str(&format!("  {what:<10} {}\n", names.join(", ")));
+        }
+        Ok(out)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use clap::Parser;
+        use serde_json::{Value, json};
+
+        use super::super::PolicyArgs;
+        use super::*;
+        use crate::cli::kueue::tests::{Mock, NOW, mock};
+
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: PolicyArgs,
+        }
+
+        fn run_with(m: &Mock, args: &[&str]) -> Result<String, CliError> {
+            let cli = Cli::try_parse_from(std::iter::once("sluice").chain(args.iter().copied()))
+                .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            m.runtime
+                .block_on(execute(&m.client, &cli.args.command, NOW))
+        }
+
+        fn cond(t: &str, status: &str, reason: &str, message: &str) -> Value {
+            json!({"type": t, "status": status, "reason": reason, "message": message,
+                   "lastTransitionTime": "2026-01-01T01:00:00Z"})
+        }
+
+        fn modules() -> Value {
+            json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "PolicyModuleList", "metadata": {"resourceVersion": "9"},
+            "items": [
+                {"apiVersion": "sluice.dev/v1alpha1", "kind": "PolicyModule",
+                 "metadata": {"name": "pack", "resourceVersion": "5", "creationTimestamp": "2026-01-01T00:00:00Z"},
+                 "spec": {"kind": "placement", "module": "AGFzbQ0AAQA=", "sha256": "0123456789abcdef0123"},
+                 "status": {"sha256": "0123456789abcdef0123",
+                    "conditions": [cond("Compiled", "True", "Loaded", "compiled and initialised"),
+                                   cond("Degraded", "True", "RepeatedFailures", "5 failures in a row")],
+                    "failures": {"trap": 5, "degraded": 40}}},
+                {"apiVersion": "sluice.dev/v1alpha1", "kind": "PolicyModule",
+                 "metadata": {"name": "credits", "resourceVersion": "6", "creationTimestamp": "2026-01-01T02:00:00Z"},
+                 "spec": {"kind": "fairness", "sha256": "fedcba9876543210fedc",
+                    "configMapRef": {"namespace": "sluice-system", "name": "mods", "key": "credits.wasm"},
+                    "config": "{\"halfLifeSeconds\": 60}"}}
+            ]})
+        }
+
+        fn cluster_queues() -> Value {
+            json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueueList", "metadata": {"resourceVersion": "3"},
+            "items": [
+                {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+                 "metadata": {"name": "team-a", "annotations": {"sluice.dev/placement-policy": "pack"}},
+                 "spec": {"namespaceSelector": {}, "resourceGroups": []}},
+                {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+                 "metadata": {"name": "team-b", "annotations": {"sluice.dev/placement-policy": "pack",
+                                                                "sluice.dev/fairness-policy": "credits"}},
+                 "spec": {"namespaceSelector": {}, "resourceGroups": []}},
+                {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+                 "metadata": {"name": "plain"}, "spec": {"namespaceSelector": {}, "resourceGroups": []}}
+            ]})
+        }
+
+        fn cluster() -> Mock {
+            let items = modules()["items"].clone();
+            mock(vec![
+                (
+                    "GET",
+                    "/apis/sluice.dev/v1alpha1/policymodules".into(),
+                    modules(),
+                ),
+                (
+                    "GET",
+                    "/apis/sluice.dev/v1alpha1/policymodules/pack".into(),
+                    items[0].clone(),
+                ),
+                (
+                    "GET",
+                    "/apis/sluice.dev/v1alpha1/policymodules/credits".into(),
+                    items[1].clone(),
+                ),
+                (
+                    "GET",
+                    "/apis/kueue.x-k8s.io/v1beta2/clusterqueues".into(),
+                    cluster_queues(),
+                ),
+            ])
+        }
+
+        #[test]
+        fn ls_prints_a_table_of_modules_and_their_status() {
+            let m = cluster();
+            let out = run_with(&m, &["ls"]).expect("ls");
+            assert_eq!(
+                out,
+                "NAME      KIND        SHA256         COMPILED   DEGRADED   CALLS   FAILURES   AGE\n\
+                 pack      placement   0123456789ab   True       True       -       5          3h\n\
+                 credits   fairness    fedcba987654   -          -          -       0          60m\n"
+            );
+        }
+
+        #[test]
+        fn ls_json_leaves_the_bytes_out() {
+            let m = cluster();
+            let out = run_with(&m, &["ls", "-o", "json"]).expect("ls");
+            let v: Value = serde_json::from_str(&out).expect("json");
+            assert_eq!(v["kind"], "List");
+            assert_eq!(v["items"][0]["metadata"]["name"], "pack");
+            assert!(v["items"][0]["spec"].get("module").is_none(), "{out}");
+            assert_eq!(v["items"][0]["spec"]["moduleBytes"], 8);
+            assert_eq!(v["items"][0]["status"]["failures"]["trap"], 5);
+        }
+
+        #[test]
+        fn inspect_shows_spec_status_and_the_cluster_queues_selecting_it() {
+            let m = cluster();
+            let out = run_with(&m, &["inspect", "pack"]).expect("inspect");
+            for needle in [
+                "Name:          pack\n",
+                "Kind:          placement\n",
+                "Module:        inline, 8 bytes\n",
+                "Loaded SHA256: 0123456789abcdef0123\n",
+                "  Degraded   True   RepeatedFailures   5 failures in a row  (2h)\n",
+                "Failures:      degraded=40, trap=5\n",
+                "  placement  team-a, team-b\n",
+            ] {
+                assert!(out.contains(needle), "{needle:?} not in\n{out}");
+            }
+            assert!(!out.contains("AGFzbQ"), "no bytes: {out}");
+        }
+
+        #[test]
+        fn inspect_yaml_has_the_config_map_source_and_selection() {
+            let m = cluster();
+            let out = run_with(&m, &["inspect", "credits", "-o", "yaml"]).expect("inspect");
+            let v: Value = serde_yaml::from_str(&out).expect("yaml");
+            assert_eq!(v["source"]["configMap"]["key"], "credits.wasm");
+            assert_eq!(v["config"], "{\"halfLifeSeconds\": 60}");
+            assert_eq!(v["selectedBy"], json!({"fairness": ["team-b"]}));
+            assert_eq!(v["status"], json!({}));
+        }
+
+        #[test]
+        fn inspect_of_a_missing_module_is_an_api_error() {
+            let m = cluster();
+            let err = run_with(&m, &["inspect", "nope"]).expect_err("404");
+            assert!(err.to_string().contains("not found"), "{err}");
+        }
+    }
 }

@@ -30,6 +30,12 @@ pub struct OperatorArgs {
     /// Write Kueue's detailed pending reasons (UnadmittedWorkloadsObservability) instead of "Pending".
     #[arg(long)]
     pub detailed_pending_reasons: bool,
+    /// Default deadline of one PolicyModule call in milliseconds (a module's spec.deadlineMs overrides it).
+    #[arg(long, default_value_t = 5)]
+    pub policy_deadline_ms: u64,
+    /// Failed PolicyModule calls in a row after which the module is Degraded (the built-in decides).
+    #[arg(long, default_value_t = 5)]
+    pub policy_degrade_after: u32,
 }
 
 fn identity() -> String {
@@ -45,6 +51,13 @@ pub async fn run_operator_command(args: OperatorArgs) -> Result<(), ControllerEr
         None => OperatorConfig::default(),
     };
     config.detailed_pending_reasons = args.detailed_pending_reasons;
+    if args.policy_deadline_ms == 0 || args.policy_degrade_after == 0 {
+        return Err(ControllerError::Usage(
+            "--policy-deadline-ms and --policy-degrade-after must be at least 1".to_string(),
+        ));
+    }
+    config.policy_host.default_deadline = std::time::Duration::from_millis(args.policy_deadline_ms);
+    config.policy_degrade_after = args.policy_degrade_after;
     config.identity = identity();
     let client = kube::Client::try_default().await?;
     let (leadership, elector) = if args.leader_elect {

@@ -163,6 +163,12 @@ pub struct OperatorConfig {
     pub retry_max: Duration,
     /// Name of this replica (events' reporting instance, lease identity).
     pub identity: String,
+    /// WebAssembly host settings for PolicyModules (call deadline, memory cap, pool size).
+    pub policy_host: sluice_sdk::host::HostConfig,
+    /// Failed calls in a row after which a PolicyModule is Degraded.
+    pub policy_degrade_after: u32,
+    /// Least time between two PolicyModule status writes that only change counters.
+    pub policy_status_interval: Duration,
 }
 
 impl Default for OperatorConfig {
@@ -176,6 +182,9 @@ impl Default for OperatorConfig {
             retry_base: Duration::from_millis(100),
             retry_max: Duration::from_secs(30),
             identity: "sluice-operator".to_string(),
+            policy_host: sluice_sdk::host::HostConfig::default(),
+            policy_degrade_after: 5,
+            policy_status_interval: Duration::from_secs(10),
         }
     }
 }

@@ -10,19 +10,23 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, ObjectReference, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::{Api, Client, Resource, ResourceExt};
 use sluice_sdk::kueue::labels::{self, condition};
 use sluice_sdk::kueue::v1beta2 as api;
 use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
+use sluice_sdk::sluice::policy_module::PolicyModule;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+
+mod policy_sync;
 
 use super::ControllerError;
 use super::checkpoint::{self, PendingCheckpoint};
 use super::config::OperatorConfig;
 use super::objects::*;
+use super::policies::Policies;
 use super::tas;
 use super::watch::Change;
 use super::writer::{Endpoint, Writer};
@@ -64,6 +68,10 @@ pub enum Input {
     NodeGpuTopology(Change<NodeGpuTopology>),
     /// A Pod changed (only pods of TAS pod sets are kept).
     Pod(Change<Pod>),
+    /// A PolicyModule changed.
+    PolicyModule(Change<PolicyModule>),
+    /// A ConfigMap a PolicyModule names changed.
+    ConfigMap(Change<ConfigMap>),
     /// The watch of this kind has listed every object once.
     Synced(&'static str),
 }
@@ -83,6 +91,7 @@ pub const WATCHED_KINDS: &[&str] = &[
     "Topology",
     "NodeGpuTopology",
     "Pod",
+    "PolicyModule",
 ];
 
 /// The API objects as last seen.
@@ -163,6 +172,12 @@ pub struct EngineTask {
     checkpoints: BTreeMap<WorkloadKey, PendingCheckpoint>,
     /// "leader" or "standby": Kueue's replica_role label.
     role: &'static str,
+    /// PolicyModules and what each ClusterQueue uses.
+    policies: Policies,
+    /// PolicyModules, ConfigMaps or ClusterQueues changed since the policies were last routed.
+    policies_dirty: bool,
+    /// Watchers of the ConfigMaps PolicyModules name (spawned on demand, sending on `input`).
+    config_map_watchers: policy_sync::ConfigMapWatchers,
 }
 
 impl EngineTask {
@@ -177,6 +192,11 @@ impl EngineTask {
         snapshot: SharedSnapshot,
     ) -> Self {
         let writer = Writer::new(config.retry_base, config.retry_max, metrics.clone());
+        let policies = Policies::new(
+            config.policy_host.clone(),
+            config.policy_degrade_after,
+            config.policy_status_interval,
+        );
         Self {
             apis: Apis {
                 flavors: Api::all(client.clone()),
@@ -205,7 +225,16 @@ impl EngineTask {
             admitted_at: BTreeMap::new(),
             checkpoints: BTreeMap::new(),
             role: "standby",
+            policies,
+            policies_dirty: false,
+            config_map_watchers: policy_sync::ConfigMapWatchers::default(),
         }
+    }
+
+    /// Lets the task watch the ConfigMaps PolicyModules name, sending their changes on `input`.
+    pub fn with_input(mut self, input: mpsc::WeakSender<Input>) -> Self {
+        self.config_map_watchers.input = Some(input);
+        self
     }
 
     fn synced_all(&self) -> bool {
@@ -270,7 +299,8 @@ impl EngineTask {
         let a = self.ready_deadlines.values().min().copied();
         let b = self.backoffs.values().min().copied();
         let c = self.checkpoints.values().map(|c| c.deadline).min();
-        [a, b, c].into_iter().flatten().min()
+        let d = self.policy_deadline();
+        [a, b, c, d].into_iter().flatten().min()
     }
 
     fn count_event(&self, kind: &str) {
@@ -311,6 +341,7 @@ impl EngineTask {
                     self.sync_cluster_queue(&obj);
                 }
                 self.queues_dirty = true;
+                self.policies_dirty = true;
             }
             Input::Cohort(c) => {
                 self.count_event("Cohort");
@@ -462,6 +493,18 @@ impl EngineTask {
                 self.sync_workload(&key);
                 self.dirty_workloads.insert(key);
                 self.queues_dirty = true;
+            }
+            Input::PolicyModule(c) => {
+                self.count_event("PolicyModule");
+                let (obj, deleted) = split(c);
+                self.policies.module_changed(obj, deleted);
+                self.policies_dirty = true;
+            }
+            Input::ConfigMap(c) => {
+                self.count_event("ConfigMap");
+                let (obj, deleted) = split(c);
+                self.policies.config_map_changed(obj, deleted);
+                self.policies_dirty = true;
             }
             Input::Job(c) => {
                 self.count_event("Job");
@@ -623,6 +666,8 @@ impl EngineTask {
     /// quota).
     fn rebuild(&mut self) {
         self.engine = Some(Engine::new(self.config.engine.clone()));
+        self.policies.engine_rebuilt();
+        self.policies_dirty = true;
         self.role = "leader";
         self.metrics.leader.set(1);
         let flavors: Vec<_> = self.cache.flavors.values().cloned().collect();
@@ -687,6 +732,9 @@ impl EngineTask {
         if self.engine.is_none() {
             self.rebuild();
         }
+        if std::mem::take(&mut self.policies_dirty) {
+            self.sync_policies().await;
+        }
         let limit = 4 * self.cache.workloads.len() + 64;
         let mut idle = 0;
         for _ in 0..limit {
@@ -747,6 +795,7 @@ impl EngineTask {
             self.write_queue_statuses().await;
             self.publish_visibility();
         }
+        self.write_policy_statuses().await;
         Ok(())
     }
 

@@ -11,6 +11,7 @@ mod cli;
 pub mod config;
 mod engine_task;
 pub mod objects;
+pub mod policies;
 pub mod rbac;
 pub mod tas;
 pub mod watch;
@@ -25,6 +26,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 use sluice_sdk::kueue::v1beta2 as api;
 use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
+use sluice_sdk::sluice::policy_module::PolicyModule;
 use tokio::sync::mpsc;
 
 pub use cli::{OperatorArgs, run_operator_command};
@@ -208,7 +210,16 @@ impl Operator {
                 Input::Synced,
                 "Pod",
             ),
+            spawn_watcher(
+                Api::<PolicyModule>::all(c.clone()),
+                cfg(),
+                tx.clone(),
+                Input::PolicyModule,
+                Input::Synced,
+                "PolicyModule",
+            ),
         ];
+        let input = tx.downgrade();
         drop(tx);
         let events = self.events.then(|| {
             EventRecorder::new(
@@ -225,7 +236,8 @@ impl Operator {
             self.leadership,
             self.health,
             self.snapshot,
-        );
+        )
+        .with_input(input);
         let result = task.run(rx).await;
         for h in handles {
             h.abort();

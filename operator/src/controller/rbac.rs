@@ -111,6 +111,22 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: WATCH,
     },
     Permission {
+        group: "sluice.dev",
+        resource: "policymodules",
+        verbs: WATCH,
+    },
+    Permission {
+        group: "sluice.dev",
+        resource: "policymodules/status",
+        verbs: &["get", "patch"],
+    },
+    // Only the ConfigMaps PolicyModules name (the chart grants them in the operator's namespace).
+    Permission {
+        group: "",
+        resource: "configmaps",
+        verbs: WATCH,
+    },
+    Permission {
         group: "coordination.k8s.io",
         resource: "leases",
         verbs: &["get", "create", "update"],

@@ -289,6 +289,21 @@ impl Engine {
         }
     }
 
+    /// Replaces the fairness policy of a running engine (one policy for every cohort tree). The
+    /// decayed usage history restarts when the new policy asks for a different half-life.
+    pub fn set_fairness_policy(&mut self, policy: Arc<dyn FairnessPolicy>) {
+        if policy.history_half_life() != self.policy.history_half_life() {
+            self.history = UsageHistory::new(policy.history_half_life());
+        }
+        self.policy = policy;
+        self.requeue_all_inadmissible();
+    }
+
+    /// Name of the fairness policy in use.
+    pub fn fairness_policy_name(&self) -> &str {
+        self.policy.name()
+    }
+
     pub(crate) fn cq(&self, n: NodeId) -> Option<&CqData> {
         self.cqs.get(n as usize).and_then(|c| c.as_ref())
     }

@@ -105,6 +105,11 @@ pub struct Metrics {
     pub policy_call_seconds: Family<Labels, Histogram, fn() -> Histogram>,
     /// sluice_policy_fallbacks_total{module,reason}.
     pub policy_fallbacks: Family<Labels, Counter>,
+    /// sluice_policy_module_calls_total{module,outcome}: calls of a loaded PolicyModule, outcome "ok" or the
+    /// failure class (trap, deadline, memory, malformed, rejected; degraded: skipped while degraded).
+    pub policy_module_calls: Family<Labels, Counter>,
+    /// sluice_policy_degraded{module}: 1 while a loaded PolicyModule is Degraded.
+    pub policy_degraded: Family<Labels, Gauge>,
     /// sluice_node_gpus{node,state}: state is total, free or unhealthy.
     pub node_gpus: Family<Labels, Gauge>,
     /// sluice_leader: 1 while this replica holds the lease.
@@ -160,6 +165,10 @@ impl Metrics {
             "sluice_policy_fallbacks",
             "Built-in behaviour used because a policy module failed",
         );
+        let policy_module_calls = counter(
+            "sluice_policy_module_calls",
+            "Calls of loaded PolicyModules in the operator, by outcome (ok or failure class)",
+        );
         let mut gauge = |name: &str, help: &str| {
             let f = Family::<Labels, Gauge>::default();
             registry.register(name, help, f.clone());
@@ -198,6 +207,10 @@ impl Metrics {
             "Weighted share of each cluster_queue under fair sharing",
         );
         let node_gpus = gauge("sluice_node_gpus", "GPUs per node, by state");
+        let policy_degraded = gauge(
+            "sluice_policy_degraded",
+            "1 while a loaded PolicyModule is Degraded (the built-in policy decides)",
+        );
         let mut hist = |name: &str, help: &str, make: fn() -> Histogram| {
             let f: Hist = Family::new_with_constructor(make);
             registry.register(name, help, f.clone());
@@ -266,6 +279,8 @@ impl Metrics {
             policy_calls,
             policy_call_seconds,
             policy_fallbacks,
+            policy_module_calls,
+            policy_degraded,
             node_gpus,
             leader,
         }

@@ -7,6 +7,7 @@ mod checkpoint;
 mod failover;
 mod jobs;
 mod pods_ready;
+mod policy_modules;
 mod support;
 mod telemetry;
 mod topology;

@@ -1,6 +1,8 @@
 //! The engine's side of topology-aware admission: placing an assignment's TAS pod sets (all or
 //! nothing), holding placements, and evicting workloads on failed nodes and GPUs.
 
+use std::sync::Arc;
+
 use sluice_sdk::policy::PlacementPolicy;
 use sluice_sdk::topology::NodeGpus;
 
@@ -24,6 +26,40 @@ impl Engine {
     /// Replaces the placement policy of a running engine.
     pub fn set_placement_policy(&mut self, policy: Box<dyn PlacementPolicy>) {
         self.topo.policy = std::sync::Arc::from(policy);
+    }
+
+    /// Places the workloads of ClusterQueue `cq` with `policy` instead of the engine's default
+    /// policy (from the next placement on; held placements stay where they are).
+    pub fn set_placement_policy_for(&mut self, cq: &str, policy: Arc<dyn PlacementPolicy>) {
+        self.topo.overrides.insert(cq.to_string(), policy);
+        self.requeue_all_inadmissible();
+    }
+
+    /// Puts ClusterQueue `cq` back on the engine's default placement policy.
+    pub fn clear_placement_policy_for(&mut self, cq: &str) {
+        if self.topo.overrides.remove(cq).is_some() {
+            self.requeue_all_inadmissible();
+        }
+    }
+
+    /// Name of the placement policy ClusterQueue `cq` uses.
+    pub fn placement_policy_name(&self, cq: &str) -> &str {
+        self.topo
+            .overrides
+            .get(cq)
+            .unwrap_or(&self.topo.policy)
+            .name()
+    }
+
+    /// The placement policy of the ClusterQueue holding (or queueing) workload `wl`.
+    fn placement_policy_of(&self, wl: u32) -> Arc<dyn PlacementPolicy> {
+        let cq = self
+            .wl(wl)
+            .and_then(|w| w.adm.as_ref().map(|a| a.cq).or(w.queued_in))
+            .and_then(|n| self.cq(n));
+        cq.and_then(|c| self.topo.overrides.get(&c.spec.name))
+            .unwrap_or(&self.topo.policy)
+            .clone()
     }
 
     /// Places pods ignoring topology levels and NVLink islands (any nodes with room), for
@@ -82,6 +118,7 @@ impl Engine {
         }
         let mut placed: Vec<PodSetPlacement> = Vec::new();
         let mut result = Ok(());
+        let policy = self.placement_policy_of(wl);
         if let Some(w) = self.wl(wl) {
             let workload = w.key.to_string();
             let priority = w.spec.priority;
@@ -103,6 +140,7 @@ impl Engine {
                     count: u32::try_from(psa.count.max(0)).unwrap_or(0),
                     workload: &workload,
                     priority,
+                    policy: policy.clone(),
                 };
                 match self.topo.place(&inp) {
                     Ok(p) => {
@@ -297,5 +335,171 @@ impl Engine {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Per-ClusterQueue placement policies in one engine.
+
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use sluice_sdk::policy::{NodeBatch, NodeScores, PlacementPolicy, PodSetRequest, PolicyError};
+
+    use crate::engine::*;
+
+    const GPU: &str = "nvidia.com/gpu";
+    const HOST: &str = "kubernetes.io/hostname";
+
+    /// Lets pods only onto one named node.
+    #[derive(Debug)]
+    struct OnlyOn(&'static str);
+
+    impl PlacementPolicy for OnlyOn {
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn score(&self, _: &PodSetRequest, nodes: &NodeBatch) -> Result<NodeScores, PolicyError> {
+            let mine: Vec<bool> = nodes
+                .name
+                .iter()
+                .map(|&s| nodes.strings.get(s as usize).is_some_and(|n| n == self.0))
+                .collect();
+            Ok(NodeScores {
+                score: mine.iter().map(|&m| f64::from(u8::from(m))).collect(),
+                max_pods: mine.iter().map(|&m| if m { u32::MAX } else { 0 }).collect(),
+            })
+        }
+    }
+
+    /// Topology `dc` (hostname), TAS flavor `tas`, nodes x1..x4 with 8 GPUs, and ClusterQueues `a` and `b`
+    /// with LocalQueues `a/main` and `b/main`.
+    fn engine() -> Engine {
+        let mut e = Engine::new(EngineConfig::default());
+        let mut apply = |ev: Event| {
+            e.apply(ev).unwrap_or_else(|err| panic!("{err}"));
+        };
+        apply(Event::UpsertTopology(TopologyLevels {
+            name: "dc".into(),
+            levels: vec![HOST.into()],
+        }));
+        apply(Event::UpsertFlavor(Flavor {
+            name: "tas".into(),
+            topology_name: Some("dc".into()),
+            ..Flavor::default()
+        }));
+        for n in ["x1", "x2", "x3", "x4"] {
+            apply(Event::UpsertNode(Node {
+                name: n.into(),
+                labels: BTreeMap::from([(HOST.to_string(), n.to_string())]),
+                allocatable: BTreeMap::from([(GPU.to_string(), 8)]),
+                ready: true,
+                ..Node::default()
+            }));
+        }
+        for cq in ["a", "b"] {
+            apply(Event::UpsertClusterQueue(ClusterQueue {
+                name: cq.into(),
+                namespace_selector: Some(LabelSelector::default()),
+                resource_groups: vec![ResourceGroup {
+                    covered_resources: vec![GPU.into()],
+                    flavors: vec![FlavorQuotas {
+                        flavor: "tas".into(),
+                        resources: vec![ResourceQuota {
+                            name: GPU.into(),
+                            nominal: 64,
+                            borrowing_limit: None,
+                            lending_limit: None,
+                        }],
+                    }],
+                }],
+                ..ClusterQueue::default()
+            }));
+            apply(Event::UpsertLocalQueue(LocalQueue {
+                namespace: cq.into(),
+                name: "main".into(),
+                cluster_queue: cq.into(),
+                stop_policy: StopPolicy::None,
+            }));
+        }
+        e
+    }
+
+    /// Submits an 8-GPU one-pod workload `ns/name` and runs cycles; returns its hosts (empty: not placed).
+    fn place(e: &mut Engine, ns: &str, name: &str, now: &mut Time) -> Vec<String> {
+        let workload = Workload {
+            namespace: ns.into(),
+            name: name.into(),
+            uid: format!("{ns}-{name}"),
+            queue_name: "main".into(),
+            active: true,
+            creation_time: *now,
+            pod_sets: vec![PodSet {
+                name: "main".into(),
+                count: 1,
+                requests: BTreeMap::from([(GPU.to_string(), 8)]),
+                ..PodSet::default()
+            }],
+            ..Workload::default()
+        };
+        e.apply(Event::UpsertWorkload {
+            workload,
+            admission: None,
+        })
+        .unwrap_or_else(|err| panic!("{err}"));
+        for _ in 0..20 {
+            if !e.has_work() {
+                break;
+            }
+            *now += 1000;
+            e.schedule(*now);
+        }
+        e.placement(&WorkloadKey::new(ns, name))
+            .map(|p| p[0].nodes.iter().map(|n| n.node.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn cluster_queues_with_their_own_placement_policies_place_differently() {
+        let mut e = engine();
+        let mut now = 0;
+        e.set_placement_policy_for("a", Arc::new(OnlyOn("x4")));
+        e.set_placement_policy_for("b", Arc::new(OnlyOn("x2")));
+        assert_eq!(e.placement_policy_name("a"), "x4");
+        assert_eq!(place(&mut e, "a", "w1", &mut now), ["x4"]);
+        assert_eq!(place(&mut e, "b", "w2", &mut now), ["x2"]);
+        // x4 is full: a's policy allows nothing else.
+        assert!(place(&mut e, "a", "w3", &mut now).is_empty());
+
+        // Cleared: b is back on the default policy, which may use any node with room.
+        e.clear_placement_policy_for("b");
+        assert_eq!(e.placement_policy_name("b"), "topology-pack");
+        let hosts = place(&mut e, "b", "w4", &mut now);
+        assert_eq!(hosts.len(), 1);
+        assert!(hosts[0] == "x1" || hosts[0] == "x3", "{hosts:?}");
+        e.check_topology_invariants()
+            .unwrap_or_else(|err| panic!("{err}"));
+    }
+
+    #[test]
+    fn a_replaced_fairness_policy_is_the_one_in_use() {
+        let mut e = engine();
+        assert_eq!(e.fairness_policy_name(), "drs");
+        #[derive(Debug)]
+        struct Named;
+        impl FairnessPolicy for Named {
+            fn name(&self) -> &str {
+                "named"
+            }
+            fn shares(&self, inputs: &[ShareInput<'_>], out: &mut Vec<Share>) {
+                DrsPolicy.shares(inputs, out)
+            }
+            fn order(&self, keys: &[OrderKey]) -> Vec<usize> {
+                DrsPolicy.order(keys)
+            }
+        }
+        e.set_fairness_policy(Arc::new(Named));
+        assert_eq!(e.fairness_policy_name(), "named");
     }
 }

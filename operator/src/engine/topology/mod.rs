@@ -132,6 +132,8 @@ impl Resources {
 #[derive(Clone, Debug)]
 pub(crate) struct TopoState {
     pub policy: Arc<dyn PlacementPolicy>,
+    /// Placement policies of single ClusterQueues (by name), used instead of `policy`.
+    pub overrides: HashMap<String, Arc<dyn PlacementPolicy>>,
     pub policy_failures: u64,
     pub last_policy_error: Option<String>,
     /// Ignore topology levels and NVLink islands (for comparisons in the simulator).
@@ -157,6 +159,7 @@ impl Default for TopoState {
         let gpu_res = res.id(GPU_RESOURCE);
         Self {
             policy: Arc::new(TopologyPack),
+            overrides: HashMap::new(),
             policy_failures: 0,
             last_policy_error: None,
             blind: false,

@@ -16,6 +16,7 @@
 //!    instances that still fit, so partitions stay packed on few GPUs.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use sluice_sdk::policy::builtin::TopologyPack;
 use sluice_sdk::policy::{NodeScores, PlacementPolicy, PodSetRequest, TopologyMode};
@@ -38,6 +39,8 @@ pub(crate) struct PlaceInput<'a> {
     pub count: u32,
     pub workload: &'a str,
     pub priority: i32,
+    /// The policy scoring nodes (the workload's ClusterQueue's).
+    pub policy: Arc<dyn PlacementPolicy>,
 }
 
 /// Candidate domain during selection.
@@ -116,7 +119,7 @@ impl TopoState {
             priority: inp.priority,
             labels: Vec::new(),
         };
-        let policy = self.policy.clone();
+        let policy = inp.policy.clone();
         let scores = match policy
             .score(&request, batch)
             .and_then(|s| s.check(policy.name(), batch).map(|()| s))

@@ -1,0 +1,907 @@
+//! PolicyModules in the running operator: load (and reload) them as they change, route each ClusterQueue to the
+//! module its annotation names, keep the last good version serving when a new one fails, and work out the
+//! status, events and metrics that report all of it.
+//!
+//! The engine task owns one [`Policies`]; this module does no I/O itself: the engine task spawns the ConfigMap
+//! watchers it asks for ([`Policies::wanted_config_maps`]), publishes the [`Notice`]s and writes the statuses
+//! [`Policies::due_statuses`] returns.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{Resource, ResourceExt};
+use sluice_sdk::host::{HostConfig, PolicyHost};
+use sluice_sdk::kueue::v1beta2 as api;
+use sluice_sdk::policy::PlacementPolicy;
+use sluice_sdk::policy::builtin::TopologyPack;
+use sluice_sdk::sluice::policy_module::{
+    CONDITION_COMPILED, CONDITION_DEGRADED, FAIRNESS_POLICY_ANNOTATION,
+    PLACEMENT_POLICY_ANNOTATION, PolicyModule, PolicyModuleStatus,
+};
+use tokio::time::Instant;
+
+use crate::engine::{DrsPolicy, Engine};
+use crate::policy::{
+    GuardedFairness, GuardedPlacement, HealthSnapshot, PolicyRegistry, RegistryError, Selection,
+};
+use crate::telemetry::{EventSeverity, Metrics};
+
+/// Event reason: a PolicyModule was compiled and loaded.
+pub const REASON_LOADED: &str = "PolicyModuleLoaded";
+/// Event reason: a PolicyModule's current spec could not be loaded.
+pub const REASON_LOAD_FAILED: &str = "PolicyModuleLoadFailed";
+/// Event reason: a PolicyModule failed too many calls in a row.
+pub const REASON_DEGRADED: &str = "PolicyModuleDegraded";
+/// Event reason: a ClusterQueue's policy annotation cannot be honoured; the built-in policy serves it.
+pub const REASON_FALLBACK: &str = "PolicyFallback";
+/// Event reason: a ClusterQueue's policy annotation is honoured again.
+pub const REASON_SELECTED: &str = "PolicySelected";
+
+/// An event to publish.
+#[derive(Clone, Debug)]
+pub struct Notice {
+    /// The object it is about.
+    pub object: ObjectReference,
+    /// Normal or Warning.
+    pub severity: EventSeverity,
+    /// Event reason.
+    pub reason: &'static str,
+    /// Event action.
+    pub action: &'static str,
+    /// Event note.
+    pub note: String,
+}
+
+/// Why the current spec of a module is not the one serving.
+#[derive(Clone, Debug, PartialEq)]
+struct LoadFailure {
+    reason: &'static str,
+    message: String,
+}
+
+/// What a status write must contain, and when it must happen.
+#[derive(Clone, Debug)]
+pub struct DueStatus {
+    /// The PolicyModule as last seen.
+    pub object: PolicyModule,
+    /// The status wanted (transition times still to be filled in against the object's).
+    pub status: PolicyModuleStatus,
+}
+
+/// The operator's PolicyModules and what each ClusterQueue uses.
+pub struct Policies {
+    host_config: HostConfig,
+    degrade_after: u32,
+    status_interval: Duration,
+    /// Started with the first module (no WebAssembly engine for clusters without modules).
+    registry: Option<PolicyRegistry>,
+    host_error: Option<String>,
+    modules: BTreeMap<String, PolicyModule>,
+    config_maps: BTreeMap<(String, String), ConfigMap>,
+    to_load: BTreeSet<String>,
+    failed: BTreeMap<String, LoadFailure>,
+    /// Status last written per module (transition times as written) and when.
+    written: BTreeMap<String, (PolicyModuleStatus, Instant)>,
+    /// Placement modules applied to the engine, by ClusterQueue.
+    applied_placement: BTreeMap<String, Arc<GuardedPlacement>>,
+    /// Fairness module applied to the engine (None: the built-in DRS).
+    applied_fairness: Option<Arc<GuardedFairness>>,
+    /// Selection problem reported per ClusterQueue.
+    reported: BTreeMap<String, String>,
+    degraded: BTreeSet<String>,
+    /// Counters already turned into metrics, per module.
+    metered: BTreeMap<String, HealthSnapshot>,
+    /// When statuses were last looked at.
+    last_check: Option<Instant>,
+}
+
+fn builtin_name(annotation: &str) -> &'static str {
+    if annotation == FAIRNESS_POLICY_ANNOTATION {
+        "DRS"
+    } else {
+        TopologyPack::NAME
+    }
+}
+
+fn reference(cq: &api::ClusterQueue) -> ObjectReference {
+    cq.object_ref(&())
+}
+
+impl Policies {
+    /// No modules yet; `host_config` starts the WebAssembly host when the first module arrives, modules degrade
+    /// after `degrade_after` failures in a row, and counter-only status changes are written at most once per
+    /// `status_interval`.
+    pub fn new(host_config: HostConfig, degrade_after: u32, status_interval: Duration) -> Self {
+        Self {
+            host_config,
+            degrade_after,
+            status_interval,
+            registry: None,
+            host_error: None,
+            modules: BTreeMap::new(),
+            config_maps: BTreeMap::new(),
+            to_load: BTreeSet::new(),
+            failed: BTreeMap::new(),
+            written: BTreeMap::new(),
+            applied_placement: BTreeMap::new(),
+            applied_fairness: None,
+            reported: BTreeMap::new(),
+            degraded: BTreeSet::new(),
+            metered: BTreeMap::new(),
+            last_check: None,
+        }
+    }
+
+    /// Whether any PolicyModule exists.
+    pub fn any(&self) -> bool {
+        !self.modules.is_empty()
+    }
+
+    /// Takes a PolicyModule change; the module is (re)loaded by the next [`Self::load_pending`].
+    pub fn module_changed(&mut self, pm: PolicyModule, deleted: bool) {
+        let name = pm.name_any();
+        if deleted {
+            self.modules.remove(&name);
+            self.to_load.remove(&name);
+            self.failed.remove(&name);
+            self.written.remove(&name);
+            self.degraded.remove(&name);
+            if let Some(r) = self.registry.as_mut() {
+                r.remove(&name);
+                tracing::info!(module = %name, "policy module deleted; ClusterQueues naming it use the built-in");
+            }
+            return;
+        }
+        let changed = self
+            .modules
+            .get(&name)
+            .is_none_or(|old| old.spec != pm.spec);
+        if changed {
+            self.to_load.insert(name.clone());
+        }
+        self.modules.insert(name, pm);
+    }
+
+    /// ConfigMaps the modules' `configMapRef`s name (namespace, name).
+    pub fn wanted_config_maps(&self) -> BTreeSet<(String, String)> {
+        self.modules
+            .values()
+            .filter_map(|m| m.spec.config_map_ref.as_ref())
+            .map(|r| (r.namespace.clone(), r.name.clone()))
+            .collect()
+    }
+
+    /// Takes a ConfigMap change; modules reading it are reloaded. ConfigMaps no module names are ignored.
+    pub fn config_map_changed(&mut self, cm: ConfigMap, deleted: bool) {
+        let key = (cm.namespace().unwrap_or_default(), cm.name_any());
+        if !self.wanted_config_maps().contains(&key) {
+            self.config_maps.remove(&key);
+            return;
+        }
+        if deleted {
+            self.config_maps.remove(&key);
+        } else if self
+            .config_maps
+            .get(&key)
+            .is_some_and(|old| old.binary_data == cm.binary_data)
+        {
+            return;
+        } else {
+            self.config_maps.insert(key.clone(), cm);
+        }
+        for (name, m) in &self.modules {
+            if m.spec
+                .config_map_ref
+                .as_ref()
+                .is_some_and(|r| r.namespace == key.0 && r.name == key.1)
+            {
+                self.to_load.insert(name.clone());
+            }
+        }
+    }
+
+    /// Forgets ConfigMaps no module names any more.
+    pub fn prune_config_maps(&mut self) {
+        let wanted = self.wanted_config_maps();
+        self.config_maps.retain(|k, _| wanted.contains(k));
+    }
+
+    fn registry(&mut self) -> Option<&mut PolicyRegistry> {
+        if self.registry.is_none() && self.host_error.is_none() {
+            match PolicyHost::new(self.host_config.clone()) {
+                Ok(host) => {
+                    self.registry = Some(PolicyRegistry::new(
+                        host,
+                        self.degrade_after,
+                        Arc::new(TopologyPack),
+                    ));
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "the WebAssembly host did not start; no policy module can load");
+                    self.host_error = Some(e.to_string());
+                }
+            }
+        }
+        self.registry.as_mut()
+    }
+
+    /// The bytes of a module kept in a ConfigMap; Err names the field.
+    fn config_map_bytes(&self, pm: &PolicyModule) -> Result<Option<Vec<u8>>, LoadFailure> {
+        let name = pm.name_any();
+        let unavailable = |message: String| LoadFailure {
+            reason: "ModuleUnavailable",
+            message,
+        };
+        match (&pm.spec.module, &pm.spec.config_map_ref) {
+            (Some(_), Some(_)) => Err(LoadFailure {
+                reason: "InvalidSpec",
+                message: format!(
+                    "PolicyModule {name}: spec.module and spec.configMapRef are exclusive; set one"
+                ),
+            }),
+            (Some(_), None) => Ok(None),
+            (None, None) => Err(LoadFailure {
+                reason: "InvalidSpec",
+                message: format!(
+                    "PolicyModule {name}: spec.module or spec.configMapRef is required"
+                ),
+            }),
+            (None, Some(r)) => {
+                let key = (r.namespace.clone(), r.name.clone());
+                let Some(cm) = self.config_maps.get(&key) else {
+                    return Err(unavailable(format!(
+                        "PolicyModule {name}: spec.configMapRef: ConfigMap {}/{} not found",
+                        r.namespace, r.name
+                    )));
+                };
+                match cm.binary_data.as_ref().and_then(|d| d.get(&r.key)) {
+                    Some(b) => Ok(Some(b.0.clone())),
+                    None => Err(unavailable(format!(
+                        "PolicyModule {name}: spec.configMapRef: ConfigMap {}/{} has no binaryData key {:?}",
+                        r.namespace, r.name, r.key
+                    ))),
+                }
+            }
+        }
+    }
+
+    /// Loads the modules that changed. A module that fails keeps its previous version (if any) serving.
+    pub fn load_pending(&mut self) -> Vec<Notice> {
+        let mut out = Vec::new();
+        for name in std::mem::take(&mut self.to_load) {
+            let Some(pm) = self.modules.get(&name).cloned() else {
+                continue;
+            };
+            let result = self.config_map_bytes(&pm).and_then(|cm_bytes| {
+                let Some(registry) = self.registry() else {
+                    return Err(LoadFailure {
+                        reason: "HostUnavailable",
+                        message: format!(
+                            "the WebAssembly host did not start: {}",
+                            self.host_error.clone().unwrap_or_default()
+                        ),
+                    });
+                };
+                registry
+                    .load_policy_module(&pm, cm_bytes.as_deref())
+                    .map(|_| ())
+                    .map_err(|e| LoadFailure {
+                        reason: match e {
+                            RegistryError::Load { .. } => "CompileFailed",
+                            _ => "InvalidSpec",
+                        },
+                        message: e.to_string(),
+                    })
+            });
+            let object = pm.object_ref(&());
+            match result {
+                Ok(()) => {
+                    self.failed.remove(&name);
+                    self.degraded.remove(&name);
+                    let sha = self
+                        .registry
+                        .as_ref()
+                        .and_then(|r| r.status(&name))
+                        .and_then(|s| s.sha256)
+                        .unwrap_or_default();
+                    out.push(Notice {
+                        object,
+                        severity: EventSeverity::Normal,
+                        reason: REASON_LOADED,
+                        action: "Load",
+                        note: format!(
+                            "{} module compiled and loaded (sha256 {sha})",
+                            pm.spec.kind.as_str()
+                        ),
+                    });
+                }
+                Err(f) => {
+                    let serving = self.serving_sha(&name);
+                    tracing::warn!(module = %name, error = %f.message, previous = ?serving, "policy module not loaded");
+                    let note = match &serving {
+                        Some(sha) => format!(
+                            "{}; the previous version (sha256 {sha}) keeps serving",
+                            f.message
+                        ),
+                        None => format!(
+                            "{}; ClusterQueues naming it use the built-in policy",
+                            f.message
+                        ),
+                    };
+                    out.push(Notice {
+                        object,
+                        severity: EventSeverity::Warning,
+                        reason: REASON_LOAD_FAILED,
+                        action: "Load",
+                        note,
+                    });
+                    self.failed.insert(name, f);
+                }
+            }
+        }
+        out
+    }
+
+    fn serving_sha(&self, name: &str) -> Option<String> {
+        self.registry
+            .as_ref()
+            .and_then(|r| r.status(name))
+            .and_then(|s| s.sha256)
+    }
+
+    /// The engine was (re)built: every selection is applied again by the next [`Self::route`].
+    pub fn engine_rebuilt(&mut self) {
+        self.applied_placement.clear();
+        self.applied_fairness = None;
+    }
+
+    /// Puts each ClusterQueue on the placement module its annotation names and the cluster on the fairness
+    /// module its ClusterQueues name (one fairness policy for the whole cluster); anything that cannot be
+    /// honoured leaves the built-in serving, with a Warning event on the ClusterQueue (once per problem).
+    pub fn route(
+        &mut self,
+        cluster_queues: &BTreeMap<String, api::ClusterQueue>,
+        engine: &mut Engine,
+    ) -> Vec<Notice> {
+        let mut out = Vec::new();
+        let mut problems: BTreeMap<String, String> = BTreeMap::new();
+        let mut placement: BTreeMap<String, Arc<GuardedPlacement>> = BTreeMap::new();
+        let annotations_of =
+            |cq: &api::ClusterQueue| cq.metadata.annotations.clone().unwrap_or_default();
+        for (name, cq) in cluster_queues {
+            let a = annotations_of(cq);
+            let selected = match self.registry.as_ref() {
+                Some(r) => r.placement_for(&a),
+                None => match a.get(PLACEMENT_POLICY_ANNOTATION) {
+                    Some(m) => Err(RegistryError::Unknown(m.clone())),
+                    None => Ok(Selection::Builtin),
+                },
+            };
+            match selected {
+                Ok(Selection::Module(p)) => {
+                    placement.insert(name.clone(), p);
+                }
+                Ok(Selection::Builtin) => {}
+                Err(e) => {
+                    problems.insert(
+                        name.clone(),
+                        format!(
+                            "{PLACEMENT_POLICY_ANNOTATION}: {e}; the built-in {} places this ClusterQueue's workloads",
+                            builtin_name(PLACEMENT_POLICY_ANNOTATION)
+                        ),
+                    );
+                }
+            }
+        }
+        let all: Vec<BTreeMap<String, String>> =
+            cluster_queues.values().map(annotations_of).collect();
+        let fairness = match self.registry.as_ref() {
+            Some(r) => r.fairness_for(all.iter()),
+            None => {
+                let named: BTreeSet<&String> = all
+                    .iter()
+                    .filter_map(|a| a.get(FAIRNESS_POLICY_ANNOTATION))
+                    .collect();
+                match named.into_iter().next() {
+                    Some(m) => Err(RegistryError::Unknown(m.clone())),
+                    None => Ok(Selection::Builtin),
+                }
+            }
+        };
+        let fairness = match fairness {
+            Ok(Selection::Module(f)) => {
+                if !engine.fair_sharing() {
+                    // Loaded and selected, but the engine orders by fair share only with fair sharing on.
+                    for (name, cq) in cluster_queues {
+                        if annotations_of(cq).contains_key(FAIRNESS_POLICY_ANNOTATION) {
+                            problems.entry(name.clone()).or_insert_with(|| {
+                                format!(
+                                    "{FAIRNESS_POLICY_ANNOTATION}: fair sharing is off in the operator's configuration, so PolicyModule {} is loaded but not consulted",
+                                    crate::engine::FairnessPolicy::name(f.as_ref())
+                                )
+                            });
+                        }
+                    }
+                }
+                Some(f)
+            }
+            Ok(Selection::Builtin) => None,
+            Err(e) => {
+                for (name, cq) in cluster_queues {
+                    if annotations_of(cq).contains_key(FAIRNESS_POLICY_ANNOTATION) {
+                        let p = format!(
+                            "{FAIRNESS_POLICY_ANNOTATION}: {e}; the built-in {} orders the cluster's workloads",
+                            builtin_name(FAIRNESS_POLICY_ANNOTATION)
+                        );
+                        problems
+                            .entry(name.clone())
+                            .and_modify(|m| {
+                                m.push_str("; ");
+                                m.push_str(&p);
+                            })
+                            .or_insert(p);
+                    }
+                }
+                None
+            }
+        };
+
+        // The engine: only what changed (a new version of a module is a new Arc).
+        for (cq, p) in &placement {
+            if self
+                .applied_placement
+                .get(cq)
+                .is_none_or(|old| !Arc::ptr_eq(old, p))
+            {
+                tracing::info!(cluster_queue = %cq, module = %p.name(), "placement module selected");
+                engine.set_placement_policy_for(cq, p.clone());
+            }
+        }
+        for cq in self.applied_placement.keys() {
+            if !placement.contains_key(cq) {
+                engine.clear_placement_policy_for(cq);
+            }
+        }
+        self.applied_placement = placement;
+        let fairness_changed = match (&self.applied_fairness, &fairness) {
+            (Some(a), Some(b)) => !Arc::ptr_eq(a, b),
+            (None, None) => false,
+            _ => true,
+        };
+        if fairness_changed {
+            match &fairness {
+                Some(f) => engine.set_fairness_policy(f.clone()),
+                None => engine.set_fairness_policy(Arc::new(DrsPolicy)),
+            }
+        }
+        self.applied_fairness = fairness;
+
+        // Events: a new or changed problem, and a problem that went away.
+        for (cq, msg) in &problems {
+            if self.reported.get(cq) != Some(msg)
+                && let Some(obj) = cluster_queues.get(cq)
+            {
+                tracing::warn!(cluster_queue = %cq, problem = %msg, "policy selection failed");
+                out.push(Notice {
+                    object: reference(obj),
+                    severity: EventSeverity::Warning,
+                    reason: REASON_FALLBACK,
+                    action: "SelectPolicy",
+                    note: msg.clone(),
+                });
+            }
+        }
+        for cq in self.reported.keys() {
+            if !problems.contains_key(cq)
+                && let Some(obj) = cluster_queues.get(cq)
+            {
+                out.push(Notice {
+                    object: reference(obj),
+                    severity: EventSeverity::Normal,
+                    reason: REASON_SELECTED,
+                    action: "SelectPolicy",
+                    note: "the policy modules this ClusterQueue names serve it again".to_string(),
+                });
+            }
+        }
+        self.reported = problems;
+        out
+    }
+
+    /// The selection problem of ClusterQueue `cq`, if any.
+    pub fn problem(&self, cq: &str) -> Option<&str> {
+        self.reported.get(cq).map(String::as_str)
+    }
+
+    /// The status module `name` should have (transition times are the epoch: filled in by [`merge_status`]).
+    pub fn wanted_status(&self, name: &str) -> Option<PolicyModuleStatus> {
+        let pm = self.modules.get(name)?;
+        let loaded = self.registry.as_ref().and_then(|r| r.status(name));
+        let mut status = loaded.clone().unwrap_or_default();
+        if let Some(f) = self.failed.get(name) {
+            let message = match loaded.as_ref().and_then(|s| s.sha256.clone()) {
+                Some(sha) => format!(
+                    "{}; the previous version (sha256 {sha}) keeps serving",
+                    f.message
+                ),
+                None => f.message.clone(),
+            };
+            let cond = Condition {
+                type_: CONDITION_COMPILED.to_string(),
+                status: "False".to_string(),
+                reason: f.reason.to_string(),
+                message,
+                last_transition_time: epoch(),
+                observed_generation: None,
+            };
+            match status
+                .conditions
+                .iter_mut()
+                .find(|c| c.type_ == CONDITION_COMPILED)
+            {
+                Some(c) => *c = cond,
+                None => status.conditions.insert(0, cond),
+            }
+        } else if loaded.is_none() {
+            // Not loaded and no failure recorded: still waiting for its first load.
+            return None;
+        }
+        let generation = pm.metadata.generation;
+        for c in &mut status.conditions {
+            c.observed_generation = generation;
+        }
+        Some(status)
+    }
+
+    /// Statuses to write now: every module whose Compiled or Degraded condition changed, and those whose
+    /// counters changed when `status_interval` has passed since their last write. Also returns the events for
+    /// modules that just became Degraded.
+    pub fn due_statuses(&mut self, now: Instant) -> (Vec<DueStatus>, Vec<Notice>) {
+        let mut due = Vec::new();
+        let mut notices = Vec::new();
+        self.last_check = Some(now);
+        let names: Vec<String> = self.modules.keys().cloned().collect();
+        for name in names {
+            let Some(status) = self.wanted_status(&name) else {
+                continue;
+            };
+            let Some(object) = self.modules.get(&name).cloned() else {
+                continue;
+            };
+            let is_degraded = status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == CONDITION_DEGRADED && c.status == "True");
+            if is_degraded && self.degraded.insert(name.clone()) {
+                notices.push(Notice {
+                    object: object.object_ref(&()),
+                    severity: EventSeverity::Warning,
+                    reason: REASON_DEGRADED,
+                    action: "Call",
+                    note: status
+                        .conditions
+                        .iter()
+                        .find(|c| c.type_ == CONDITION_DEGRADED)
+                        .map(|c| c.message.clone())
+                        .unwrap_or_default(),
+                });
+            }
+            let current = object.status.clone().unwrap_or_default();
+            let (significant, any) = differs(&current, &status);
+            let recent = self
+                .written
+                .get(&name)
+                .is_some_and(|(_, at)| now.duration_since(*at) < self.status_interval);
+            if significant || (any && !recent) {
+                due.push(DueStatus { object, status });
+            }
+        }
+        (due, notices)
+    }
+
+    /// Records a status write (the object as the API server returned it).
+    pub fn status_written(&mut self, obj: PolicyModule, now: Instant) {
+        let name = obj.name_any();
+        if let Some(m) = self.modules.get_mut(&name) {
+            // Only the status and resourceVersion: a newer spec seen meanwhile stays.
+            m.status = obj.status.clone();
+            m.metadata.resource_version = obj.metadata.resource_version.clone();
+        }
+        self.written
+            .insert(name, (obj.status.unwrap_or_default(), now));
+    }
+
+    /// Turns the modules' counters into metrics: `sluice_policy_module_calls_total{module,outcome}` and
+    /// `sluice_policy_degraded{module}`.
+    pub fn report_metrics(&mut self, metrics: &Metrics) {
+        let Some(registry) = self.registry.as_ref() else {
+            return;
+        };
+        for name in registry.names() {
+            let Some(h) = registry.health(&name) else {
+                continue;
+            };
+            let before = self.metered.get(&name).cloned().unwrap_or_default();
+            // A reloaded module starts from zero again: count from there.
+            let reset = h.calls < before.calls;
+            let base = if reset {
+                HealthSnapshot::default()
+            } else {
+                before
+            };
+            let failed = |s: &HealthSnapshot| {
+                s.failures
+                    .iter()
+                    .filter(|(k, _)| **k != "degraded")
+                    .map(|(_, v)| *v)
+                    .sum::<u64>()
+            };
+            let ok_now = h.calls.saturating_sub(failed(&h));
+            let ok_before = base.calls.saturating_sub(failed(&base));
+            let add = |outcome: &str, n: u64| {
+                if n > 0 {
+                    metrics
+                        .policy_module_calls
+                        .get_or_create(&vec![
+                            ("module", name.clone()),
+                            ("outcome", outcome.to_string()),
+                        ])
+                        .inc_by(n);
+                }
+            };
+            add("ok", ok_now.saturating_sub(ok_before));
+            for (class, n) in &h.failures {
+                let was = base.failures.get(class).copied().unwrap_or(0);
+                add(class, n.saturating_sub(was));
+            }
+            metrics
+                .policy_degraded
+                .get_or_create(&vec![("module", name.clone())])
+                .set(i64::from(h.degraded));
+            self.metered.insert(name, h);
+        }
+        self.metered
+            .retain(|n, _| registry.names().iter().any(|x| x == n));
+    }
+
+    /// When counters not yet written may be due (None: no module is loaded).
+    pub fn next_status_check(&self) -> Option<Instant> {
+        self.registry.as_ref().filter(|r| !r.names().is_empty())?;
+        Some(self.last_check? + self.status_interval)
+    }
+}
+
+fn epoch() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+}
+
+/// Whether `wanted` differs from `current`: (in a condition's status, type or reason, or in anything at all).
+fn differs(current: &PolicyModuleStatus, wanted: &PolicyModuleStatus) -> (bool, bool) {
+    let key = |s: &PolicyModuleStatus| {
+        let mut v: Vec<(String, String, String)> = s
+            .conditions
+            .iter()
+            .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+            .collect();
+        v.sort();
+        (v, s.sha256.clone())
+    };
+    let significant = key(current) != key(wanted);
+    let strip = |s: &PolicyModuleStatus| {
+        let mut s = s.clone();
+        for c in &mut s.conditions {
+            c.last_transition_time = epoch();
+        }
+        s.conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
+        s
+    };
+    (significant, significant || strip(current) != strip(wanted))
+}
+
+/// `wanted` with each condition's transition time kept from `current` when its status did not change, else
+/// `now`.
+pub fn merge_status(
+    current: Option<&PolicyModuleStatus>,
+    wanted: &PolicyModuleStatus,
+    now: Time,
+) -> PolicyModuleStatus {
+    let mut out = wanted.clone();
+    for c in &mut out.conditions {
+        let before = current.and_then(|s| s.conditions.iter().find(|o| o.type_ == c.type_));
+        c.last_transition_time = match before {
+            Some(o) if o.status == c.status => o.last_transition_time.clone(),
+            _ => now.clone(),
+        };
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cond(t: &str, s: &str, reason: &str, msg: &str) -> Condition {
+        Condition {
+            type_: t.into(),
+            status: s.into(),
+            reason: reason.into(),
+            message: msg.into(),
+            last_transition_time: epoch(),
+            observed_generation: None,
+        }
+    }
+
+    fn cq(name: &str, annotations: &[(&str, &str)]) -> (String, api::ClusterQueue) {
+        let mut c = api::ClusterQueue::default();
+        c.metadata.name = Some(name.to_string());
+        c.metadata.annotations = Some(
+            annotations
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        (name.to_string(), c)
+    }
+
+    fn fairness_module(name: &str) -> PolicyModule {
+        let bytes = crate::policy::embedded::FAIR_CREDITS;
+        PolicyModule::new(
+            name,
+            sluice_sdk::sluice::policy_module::PolicyModuleSpec {
+                kind: sluice_sdk::sluice::policy_module::PolicyKind::Fairness,
+                module: Some(k8s_openapi::ByteString(bytes.to_vec())),
+                sha256: sluice_sdk::host::sha256_hex(bytes),
+                ..Default::default()
+            },
+        )
+    }
+
+    #[test]
+    fn one_fairness_module_serves_the_cluster_and_conflicts_fall_back_to_drs() {
+        let mut p = Policies::new(
+            HostConfig {
+                pool_instances: 4,
+                default_deadline: Duration::from_secs(2),
+                ..HostConfig::default()
+            },
+            2,
+            Duration::from_secs(10),
+        );
+        p.module_changed(fairness_module("credits"), false);
+        let loaded: Vec<&str> = p.load_pending().iter().map(|n| n.reason).collect();
+        assert_eq!(loaded, [REASON_LOADED]);
+        let mut engine = Engine::new(crate::engine::EngineConfig {
+            fair_sharing: Some(crate::engine::FairSharingConfig::default()),
+            ..crate::engine::EngineConfig::default()
+        });
+        let mut cqs: BTreeMap<String, api::ClusterQueue> = [
+            cq("a", &[(FAIRNESS_POLICY_ANNOTATION, "credits")]),
+            cq("b", &[(PLACEMENT_POLICY_ANNOTATION, "credits")]),
+        ]
+        .into();
+        let notices = p.route(&cqs, &mut engine);
+        assert_eq!(engine.fairness_policy_name(), "credits");
+        // b names a fairness module for placement: the built-in places its workloads.
+        assert_eq!(engine.placement_policy_name("b"), TopologyPack::NAME);
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        assert_eq!(notices[0].reason, REASON_FALLBACK);
+        assert_eq!(notices[0].object.name.as_deref(), Some("b"));
+        assert!(
+            notices[0].note.contains("credits is a fairness module"),
+            "{}",
+            notices[0].note
+        );
+        // Reported once, not on every route.
+        assert!(p.route(&cqs, &mut engine).is_empty());
+
+        // Two fairness modules named in the cluster: DRS, and both queues hear about it.
+        cqs.extend([cq("b", &[(FAIRNESS_POLICY_ANNOTATION, "other")])]);
+        let notices = p.route(&cqs, &mut engine);
+        assert_eq!(engine.fairness_policy_name(), "drs");
+        let mut named: Vec<(&str, Option<&str>)> = notices
+            .iter()
+            .map(|n| (n.reason, n.object.name.as_deref()))
+            .collect();
+        named.sort();
+        assert_eq!(
+            named,
+            [(REASON_FALLBACK, Some("a")), (REASON_FALLBACK, Some("b"))]
+        );
+        assert!(
+            p.problem("a")
+                .is_some_and(|m| m.contains("different fairness modules"))
+        );
+
+        // Conflict resolved: the module serves again, and the queues are told.
+        cqs.extend([cq("b", &[])]);
+        let notices = p.route(&cqs, &mut engine);
+        assert_eq!(engine.fairness_policy_name(), "credits");
+        assert!(notices.iter().all(|n| n.reason == REASON_SELECTED));
+
+        // Metrics name the module; deleted, it is gone and DRS serves.
+        let m = Metrics::new();
+        p.report_metrics(&m);
+        assert!(
+            m.render()
+                .contains("sluice_policy_degraded{module=\"credits\"} 0"),
+            "{}",
+            m.render()
+        );
+        p.module_changed(fairness_module("credits"), true);
+        p.route(&cqs, &mut engine);
+        assert_eq!(engine.fairness_policy_name(), "drs");
+        assert!(
+            p.problem("a")
+                .is_some_and(|m| m.contains("no PolicyModule named"))
+        );
+    }
+
+    #[test]
+    fn a_fairness_module_without_fair_sharing_is_reported() {
+        let mut p = Policies::new(
+            HostConfig {
+                pool_instances: 4,
+                default_deadline: Duration::from_secs(2),
+                ..HostConfig::default()
+            },
+            2,
+            Duration::from_secs(10),
+        );
+        p.module_changed(fairness_module("credits"), false);
+        p.load_pending();
+        let mut engine = Engine::new(crate::engine::EngineConfig::default());
+        let cqs: BTreeMap<String, api::ClusterQueue> =
+            [cq("a", &[(FAIRNESS_POLICY_ANNOTATION, "credits")])].into();
+        let notices = p.route(&cqs, &mut engine);
+        assert_eq!(notices.len(), 1);
+        assert!(
+            notices[0].note.contains("fair sharing is off"),
+            "{}",
+            notices[0].note
+        );
+    }
+
+    #[test]
+    fn counter_changes_are_not_significant_condition_changes_are() {
+        let a = PolicyModuleStatus {
+            conditions: vec![cond("Compiled", "True", "Loaded", "x")],
+            sha256: Some("ab".into()),
+            failures: BTreeMap::new(),
+        };
+        let mut b = a.clone();
+        b.failures.insert("trap".into(), 1);
+        assert_eq!(differs(&a, &b), (false, true));
+        assert_eq!(differs(&a, &a), (false, false));
+        let mut c = a.clone();
+        c.conditions[0].status = "False".into();
+        assert_eq!(differs(&a, &c), (true, true));
+    }
+
+    #[test]
+    fn transition_time_moves_only_when_the_status_does() {
+        let t1 = Time(k8s_openapi::jiff::Timestamp::from_second(100).unwrap_or_default());
+        let t2 = Time(k8s_openapi::jiff::Timestamp::from_second(200).unwrap_or_default());
+        let mut current = PolicyModuleStatus {
+            conditions: vec![
+                cond("Compiled", "True", "Loaded", "x"),
+                cond("Degraded", "False", "Healthy", ""),
+            ],
+            ..PolicyModuleStatus::default()
+        };
+        current.conditions[0].last_transition_time = t1.clone();
+        current.conditions[1].last_transition_time = t1.clone();
+        let wanted = PolicyModuleStatus {
+            conditions: vec![
+                cond("Compiled", "True", "Loaded", "y"),
+                cond("Degraded", "True", "RepeatedFailures", "z"),
+            ],
+            ..PolicyModuleStatus::default()
+        };
+        let out = merge_status(Some(&current), &wanted, t2.clone());
+        assert_eq!(out.conditions[0].last_transition_time, t1);
+        assert_eq!(out.conditions[1].last_transition_time, t2);
+    }
+}
