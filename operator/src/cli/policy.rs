@@ -542,8 +542,9 @@ pub mod cluster {
                     short(&pm.spec.sha256),
                     or_dash(condition(pm, CONDITION_COMPILED)),
                     or_dash(condition(pm, CONDITION_DEGRADED)),
-                    // The status carries failure counts only; successful calls are in the operator's metrics.
-                    "-".to_string(),
+                    pm.status
+                        .as_ref()
+                        .map_or_else(|| "-".to_string(), |s| s.calls.to_string()),
                     failures(pm).to_string(),
                     age(pm.metadata.creation_timestamp.as_ref(), now),
                 ]
@@ -721,7 +722,7 @@ pub mod cluster {
                  "status": {"sha256": "0123456789abcdef0123",
                     "conditions": [cond("Compiled", "True", "Loaded", "compiled and initialised"),
                                    cond("Degraded", "True", "RepeatedFailures", "5 failures in a row")],
-                    "failures": {"trap": 5, "degraded": 40}}},
+                    "failures": {"trap": 5, "degraded": 40}, "calls": 1250}},
                 {"apiVersion": "sluice.dev/v1alpha1", "kind": "PolicyModule",
                  "metadata": {"name": "credits", "resourceVersion": "6", "creationTimestamp": "2026-01-01T02:00:00Z"},
                  "spec": {"kind": "fairness", "sha256": "fedcba9876543210fedc",
@@ -778,7 +779,7 @@ pub mod cluster {
             assert_eq!(
                 out,
                 "NAME      KIND        SHA256         COMPILED   DEGRADED   CALLS   FAILURES   AGE\n\
-                 pack      placement   0123456789ab   True       True       -       5          3h\n\
+                 pack      placement   0123456789ab   True       True       1250    5          3h\n\
                  credits   fairness    fedcba987654   -          -          -       0          60m\n"
             );
         }

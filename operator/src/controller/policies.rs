@@ -870,10 +870,14 @@ mod tests {
             conditions: vec![cond("Compiled", "True", "Loaded", "x")],
             sha256: Some("ab".into()),
             failures: BTreeMap::new(),
+            calls: 0,
         };
         let mut b = a.clone();
         b.failures.insert("trap".into(), 1);
         assert_eq!(differs(&a, &b), (false, true));
+        let mut calls = a.clone();
+        calls.calls = 10;
+        assert_eq!(differs(&a, &calls), (false, true));
         assert_eq!(differs(&a, &a), (false, false));
         let mut c = a.clone();
         c.conditions[0].status = "False".into();

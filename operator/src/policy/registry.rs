@@ -291,6 +291,7 @@ impl PolicyRegistry {
                 .iter()
                 .map(|(k, v)| (k.to_string(), *v))
                 .collect(),
+            calls: h.calls,
         })
     }
 

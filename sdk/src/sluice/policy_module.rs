@@ -109,6 +109,13 @@ pub struct PolicyModuleStatus {
     /// Failed calls by class (trap, deadline, memory, malformed, rejected, degraded).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub failures: BTreeMap<String, u64>,
+    /// Calls made to the loaded version (failed ones included), as last written by the operator.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub calls: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The PolicyModule CRD as YAML.
