@@ -1,5 +1,6 @@
-//! `sluice top gpus`: GPU use per node (allocatable GPUs against the GPUs running pods hold) and per
-//! ClusterQueue (Kueue's usage against nominal quota).
+//! `sluice top gpus`: GPU use per node (allocatable GPUs against the GPUs running pods hold, with the
+//! health and NVLink islands its node agent reports) and per ClusterQueue (Kueue's usage against
+//! nominal quota).
 
 use std::collections::BTreeMap;
 
@@ -7,6 +8,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 use serde_json::json;
 use sluice_sdk::kueue::v1beta2 as api;
+use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
+use sluice_sdk::topology::NodeGpus as Reported;
 
 use super::kueue::{CliError, Output, columns, encode};
 use crate::sim::{GPU_RESOURCE, OutputFormat};
@@ -34,6 +37,10 @@ pub struct NodeGpus {
     pub allocatable: i64,
     /// GPUs held by running or pending-bound pods on the node.
     pub in_use: i64,
+    /// Unhealthy GPUs its node agent reports (XID, ECC); `None` without a NodeGpuTopology.
+    pub unhealthy: Option<usize>,
+    /// NVLink islands its node agent reports, e.g. "4+4" or "8 nvswitch"; empty without a report.
+    pub nvlink: String,
 }
 
 /// One ClusterQueue's GPUs.
@@ -81,7 +88,11 @@ fn pod_gpus(pod: &Pod) -> i64 {
 }
 
 /// Per-node GPU use from Nodes and the Pods bound to them (finished pods hold nothing).
-pub fn node_gpus(nodes: &[Node], pods: &[Pod]) -> Vec<NodeGpus> {
+pub fn node_gpus(
+    nodes: &[Node],
+    pods: &[Pod],
+    reports: &BTreeMap<String, Reported>,
+) -> Vec<NodeGpus> {
     let mut used: BTreeMap<&str, i64> = BTreeMap::new();
     for p in pods {
         let phase = p
@@ -106,6 +117,7 @@ pub fn node_gpus(nodes: &[Node], pods: &[Pod]) -> Vec<NodeGpus> {
                 .and_then(|s| s.allocatable.as_ref())
                 .and_then(|a| a.get(GPU_RESOURCE)));
             let in_use = used.get(name).copied().unwrap_or(0);
+            let report = reports.get(name);
             (allocatable > 0 || in_use > 0).then(|| NodeGpus {
                 node: name.to_string(),
                 product: n
@@ -114,9 +126,12 @@ pub fn node_gpus(nodes: &[Node], pods: &[Pod]) -> Vec<NodeGpus> {
                     .as_ref()
                     .and_then(|l| l.get("nvidia.com/gpu.product"))
                     .cloned()
+                    .or_else(|| report.and_then(|r| r.gpus.first()).map(|g| g.model.clone()))
                     .unwrap_or_else(|| "-".into()),
                 allocatable,
                 in_use,
+                unhealthy: report.map(|r| r.gpus.iter().filter(|g| !g.health.healthy).count()),
+                nvlink: report.map(islands).unwrap_or_default(),
             })
         })
         .collect()
@@ -150,6 +165,24 @@ pub fn queue_gpus(queues: &[api::ClusterQueue]) -> Vec<QueueGpus> {
         .collect()
 }
 
+/// Island sizes joined by "+", with "nvswitch" when a switch joins them ("-" when no GPU shares NVLink).
+fn islands(r: &Reported) -> String {
+    if r.nvlink_islands.is_empty() {
+        return "-".into();
+    }
+    let sizes: Vec<String> = r
+        .nvlink_islands
+        .iter()
+        .map(|i| i.gpus.len().to_string())
+        .collect();
+    let switched = r.nvlink_islands.iter().any(|i| i.nvswitch);
+    format!(
+        "{}{}",
+        sizes.join("+"),
+        if switched { " nvswitch" } else { "" }
+    )
+}
+
 fn percent(part: i64, whole: i64) -> String {
     if whole > 0 {
         format!("{:.0}%", 100.0 * part as f64 / whole as f64)
@@ -176,6 +209,12 @@ pub fn render(
                 n.allocatable.to_string(),
                 n.in_use.to_string(),
                 percent(n.in_use, n.allocatable),
+                n.unhealthy.map_or_else(|| "-".into(), |u| u.to_string()),
+                if n.nvlink.is_empty() {
+                    "-".into()
+                } else {
+                    n.nvlink.clone()
+                },
             ]
         })
         .collect();
@@ -195,7 +234,18 @@ pub fn render(
     let total_used: i64 = nodes.iter().map(|n| n.in_use).sum();
     Ok(format!(
         "{}\nGPU nodes: {}, GPUs {}/{} in use ({})\n\n{}",
-        columns(&["NODE", "PRODUCT", "GPUS", "IN USE", "USE"], &node_rows),
+        columns(
+            &[
+                "NODE",
+                "PRODUCT",
+                "GPUS",
+                "IN USE",
+                "USE",
+                "UNHEALTHY",
+                "NVLINK"
+            ],
+            &node_rows
+        ),
         nodes.len(),
         total_used,
         total_alloc,
@@ -228,7 +278,24 @@ pub async fn execute(client: &kube::Client, command: TopCommand) -> Result<Strin
         .list(&ListParams::default())
         .await?
         .items;
-    render(&node_gpus(&nodes, &pods), &queue_gpus(&queues), out.output)
+    // Without the node agent (or its CRD) the health and NVLink columns stay empty.
+    let reports = match Api::<NodeGpuTopology>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(list) => list
+            .items
+            .into_iter()
+            .map(|t| (t.spec.node_name, t.spec.gpus))
+            .collect(),
+        Err(kube::Error::Api(e)) if e.code == 404 => BTreeMap::new(),
+        Err(e) => return Err(e.into()),
+    };
+    render(
+        &node_gpus(&nodes, &pods, &reports),
+        &queue_gpus(&queues),
+        out.output,
+    )
 }
 
 #[cfg(test)]
@@ -252,6 +319,21 @@ mod tests {
                "status": {"phase": phase}})
     }
 
+    /// A NodeGpuTopology for `node`: 8 GPUs in two NVLink islands of four, GPU 5 unhealthy (XID 79).
+    fn report(node: &str) -> Value {
+        let gpus: Vec<Value> = (0..8)
+            .map(|i| {
+                json!({"index": i, "uuid": format!("GPU-{i}"), "model": "NVIDIA H100 80GB HBM3",
+                            "memoryMib": 81559, "pciBusId": format!("0000:{i:02x}:00.0"),
+                            "health": if i == 5 { json!({"healthy": false, "xidErrors": [79]}) }
+                                      else { json!({"healthy": true}) }})
+            })
+            .collect();
+        json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "NodeGpuTopology", "metadata": {"name": node},
+               "spec": {"nodeName": node, "gpus": gpus,
+                        "nvlinkIslands": [{"gpus": [0, 1, 2, 3]}, {"gpus": [4, 5, 6, 7]}]}})
+    }
+
     #[test]
     fn top_gpus_per_node_and_queue() -> Result<(), CliError> {
         let m = mock(vec![
@@ -273,6 +355,12 @@ mod tests {
                 "/apis/kueue.x-k8s.io/v1beta2/clusterqueues".into(),
                 cluster_queues(),
             ),
+            (
+                "GET",
+                "/apis/sluice.dev/v1alpha1/nodegputopologies".into(),
+                json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "NodeGpuTopologyList", "metadata": {},
+                       "items": [report("gpu-0")]}),
+            ),
         ]);
         let t = run_with(&m, &["top", "gpus"])?;
         let cells = |first: &str| -> Vec<String> {
@@ -281,14 +369,23 @@ mod tests {
                 .find(|c| c.first().map(String::as_str) == Some(first))
                 .unwrap_or_default()
         };
+        // gpu-0's agent reports one unhealthy GPU and two NVLink islands of four.
         assert_eq!(
             cells("gpu-0"),
-            ["gpu-0", "NVIDIA-H100-80GB-HBM3", "8", "6", "75%"]
+            [
+                "gpu-0",
+                "NVIDIA-H100-80GB-HBM3",
+                "8",
+                "6",
+                "75%",
+                "1",
+                "4+4"
+            ]
         );
-        // The finished pod holds nothing; the CPU node is not listed.
+        // The finished pod holds nothing; gpu-1 has no agent report; the CPU node is not listed.
         assert_eq!(
             cells("gpu-1"),
-            ["gpu-1", "NVIDIA-H100-80GB-HBM3", "8", "0", "0%"]
+            ["gpu-1", "NVIDIA-H100-80GB-HBM3", "8", "0", "0%", "-", "-"]
         );
         assert!(cells("cpu-0").is_empty());
         assert!(t.contains("GPU nodes: 2, GPUs 6/16 in use (38%)"), "{t}");
@@ -301,9 +398,44 @@ mod tests {
         let v: Value = serde_json::from_str(&run_with(&m, &["top", "gpus", "-o", "json"])?)?;
         assert_eq!(
             v["nodes"][0],
-            json!({"node": "gpu-0", "product": "NVIDIA-H100-80GB-HBM3", "allocatable": 8, "inUse": 6})
+            json!({"node": "gpu-0", "product": "NVIDIA-H100-80GB-HBM3", "allocatable": 8, "inUse": 6,
+                   "unhealthy": 1, "nvlink": "4+4"})
         );
+        assert_eq!(v["nodes"][1]["unhealthy"], Value::Null);
         assert_eq!(v["clusterQueues"][0]["borrowed"], 4);
+        Ok(())
+    }
+
+    #[test]
+    fn top_gpus_without_the_node_agent_crd_leaves_its_columns_empty() -> Result<(), CliError> {
+        // No route for nodegputopologies: the mock answers 404, as a cluster without the CRD does.
+        let m = mock(vec![
+            (
+                "GET",
+                "/api/v1/nodes".into(),
+                json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": [node("gpu-0", "8")]}),
+            ),
+            (
+                "GET",
+                "/api/v1/pods".into(),
+                json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": []}),
+            ),
+            (
+                "GET",
+                "/apis/kueue.x-k8s.io/v1beta2/clusterqueues".into(),
+                cluster_queues(),
+            ),
+        ]);
+        let t = run_with(&m, &["top", "gpus"])?;
+        let row: Vec<&str> = t
+            .lines()
+            .find(|l| l.starts_with("gpu-0"))
+            .map(|l| l.split_whitespace().collect())
+            .unwrap_or_default();
+        assert_eq!(
+            row,
+            ["gpu-0", "NVIDIA-H100-80GB-HBM3", "8", "0", "0%", "-", "-"]
+        );
         Ok(())
     }
 
