@@ -114,7 +114,7 @@ struct Cache {
     /// Pods carrying Kueue's TAS workload annotation.
     pods: BTreeMap<(String, String), Pod>,
     /// Plain pods Kueue manages (label `kueue.x-k8s.io/managed`), single or in groups.
-    managed_pods: BTreeMap<(String, String), Pod>,
+    managed_pods: pod_groups::ManagedPods,
 }
 
 /// APIs by kind.
@@ -731,12 +731,7 @@ impl EngineTask {
             self.dirty_workloads.insert(k.clone());
         }
         self.dirty_jobs.extend(self.cache.jobs.keys().cloned());
-        let groups: Vec<_> = self
-            .cache
-            .managed_pods
-            .values()
-            .filter_map(PodGroupKey::of)
-            .collect();
+        let groups: Vec<_> = self.cache.managed_pods.groups().cloned().collect();
         self.dirty_pod_groups.extend(groups);
         self.queues_dirty = true;
         tracing::info!(
@@ -1848,6 +1843,17 @@ impl EngineTask {
             return false;
         }
         let ready = ready_pods(job) >= admitted_pods(wl);
+        self.set_pods_ready(wkey, wl, ready).await
+    }
+
+    /// Writes the Workload's PodsReady condition for `ready` (waitForPodsReady); returns false (nothing for
+    /// the job to do).
+    async fn set_pods_ready(
+        &mut self,
+        wkey: &WorkloadKey,
+        wl: &api::Workload,
+        ready: bool,
+    ) -> bool {
         let was_ready = cond_true(wl, condition::PODS_READY);
         let (reason, message) = if ready {
             (

@@ -453,6 +453,25 @@ pub fn finished(key: &PodGroupKey, pods: &[Pod]) -> Result<Option<(bool, String)
     Ok(None)
 }
 
+/// Kueue's PodsReady for pods: a single pod's `Ready` condition is True; a group has all `total-count` pods
+/// and every one is Ready.
+pub fn pods_ready(key: &PodGroupKey, pods: &[Pod]) -> bool {
+    let ready = |p: &Pod| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+            .is_some_and(|c| c.status == "True")
+    };
+    if !key.is_group() {
+        return pods.first().is_some_and(ready);
+    }
+    let Some(total) = pods.first().and_then(|p| total_count(p).ok()) else {
+        return false;
+    };
+    pods.len() >= total && pods.iter().all(ready)
+}
+
 /// The admission info of the pod's pod set: the only one for a single pod, the one named by its role hash in a
 /// group.
 pub fn info_for<'a>(

@@ -358,3 +358,46 @@ async fn single_plain_pod_end_to_end() {
     .await;
     op.abort();
 }
+
+#[tokio::test]
+async fn pods_ready_follows_the_ready_condition_of_every_pod_in_the_group() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    let mut cfg = config();
+    cfg.wait_for_pods_ready = Some(sluice_operator::controller::WaitForPodsReady {
+        timeout: Duration::from_secs(60),
+        backoff_base: Duration::from_millis(200),
+        backoff_max: Duration::from_secs(5),
+        backoff_limit_count: None,
+        order_by_eviction: true,
+    });
+    fake.put(&pod("r-0", Some(("r", 2)), 1, 1, None));
+    fake.put(&pod("r-1", Some(("r", 2)), 1, 1, None));
+    let op = start(&fake, "op", cfg);
+    let pods_ready =
+        |fake: &FakeApi| get_workload(fake, "r").and_then(|w| condition(&w, "PodsReady"));
+    wait_for(10, "PodsReady=False WaitForStart", || {
+        pods_ready(&fake) == Some(("False".into(), "WaitForStart".into()))
+    })
+    .await;
+    let set_ready = |name: &str| {
+        let mut p = get_pod(&fake, name).unwrap();
+        p.status = Some(yaml(
+            "phase: Running\nconditions: [{type: Ready, status: \"True\"}]",
+        ));
+        fake.put(&p);
+    };
+    set_ready("r-0");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        pods_ready(&fake),
+        Some(("False".into(), "WaitForStart".into())),
+        "one of two pods ready"
+    );
+    set_ready("r-1");
+    wait_for(10, "PodsReady=True", || {
+        pods_ready(&fake) == Some(("True".into(), "PodsReady".into()))
+    })
+    .await;
+    op.abort();
+}

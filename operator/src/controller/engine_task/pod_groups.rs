@@ -2,6 +2,8 @@
 //! a group is complete, ungating on admission, ending the pods on eviction, Finished, and the pods'
 //! `kueue.x-k8s.io/managed` finalizer. The per-pod rules live in [`crate::jobs::pod_group`].
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use kube::{Api, Resource, ResourceExt};
 use sluice_sdk::kueue::labels::{self, condition};
@@ -15,6 +17,69 @@ use crate::jobs::pod_group::{self, PodGroupKey};
 use crate::jobs::pod_set_infos;
 use crate::status;
 use crate::telemetry::EventSeverity;
+
+/// The managed pods as last seen, indexed by group so a group's reconcile does not scan every pod.
+#[derive(Default)]
+pub(super) struct ManagedPods {
+    by_name: BTreeMap<(String, String), Pod>,
+    members: BTreeMap<PodGroupKey, BTreeSet<(String, String)>>,
+}
+
+impl ManagedPods {
+    fn get(&self, key: &(String, String)) -> Option<&Pod> {
+        self.by_name.get(key)
+    }
+
+    fn get_mut(&mut self, key: &(String, String)) -> Option<&mut Pod> {
+        self.by_name.get_mut(key)
+    }
+
+    /// Stores a managed pod (one without a group key is ignored).
+    fn insert(&mut self, key: (String, String), pod: Pod) {
+        let Some(group) = PodGroupKey::of(&pod) else {
+            return;
+        };
+        if let Some(old) = self.by_name.insert(key.clone(), pod)
+            && let Some(old_group) = PodGroupKey::of(&old)
+            && old_group != group
+        {
+            self.unlink(&old_group, &key);
+        }
+        self.members.entry(group).or_default().insert(key);
+    }
+
+    fn remove(&mut self, key: &(String, String)) -> Option<Pod> {
+        let pod = self.by_name.remove(key)?;
+        if let Some(group) = PodGroupKey::of(&pod) {
+            self.unlink(&group, key);
+        }
+        Some(pod)
+    }
+
+    fn unlink(&mut self, group: &PodGroupKey, key: &(String, String)) {
+        if let Some(m) = self.members.get_mut(group) {
+            m.remove(key);
+            if m.is_empty() {
+                self.members.remove(group);
+            }
+        }
+    }
+
+    /// The groups that have pods.
+    pub(super) fn groups(&self) -> impl Iterator<Item = &PodGroupKey> {
+        self.members.keys()
+    }
+
+    /// The group's pods, by name.
+    fn group(&self, key: &PodGroupKey) -> Vec<Pod> {
+        self.members
+            .get(key)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.by_name.get(k).cloned())
+            .collect()
+    }
+}
 
 impl EngineTask {
     /// Takes a Pod watch event into the cache of managed pods and marks its group for reconciling.
@@ -44,14 +109,7 @@ impl EngineTask {
 
     /// The cached pods of a group, by name.
     fn group_pods(&self, key: &PodGroupKey) -> Vec<Pod> {
-        let ns = key.namespace().to_string();
-        self.cache
-            .managed_pods
-            .range((ns.clone(), String::new())..)
-            .take_while(|((n, _), _)| *n == ns)
-            .filter(|(_, p)| PodGroupKey::of(p).as_ref() == Some(key))
-            .map(|(_, p)| p.clone())
-            .collect()
+        self.cache.managed_pods.group(key)
     }
 
     /// Whether the Workload belongs to a pod group whose pods still hold resources (an eviction must end them
@@ -130,7 +188,14 @@ impl EngineTask {
             return wrote;
         }
         if is_admitted(&wl) {
-            return self.start_pods(key, &wl, &pods).await;
+            let wrote = self.start_pods(key, &wl, &pods).await;
+            if self.config.wait_for_pods_ready.is_some() {
+                let ready = pod_group::pods_ready(key, &self.group_pods(key));
+                if let Some(current) = self.cache.workloads.get(&wkey).cloned() {
+                    self.set_pods_ready(&wkey, &current, ready).await;
+                }
+            }
+            return wrote;
         }
         // Without an admission nothing needs a deleted pod to be kept for counting.
         self.release_pods(&pods, |p| p.metadata.deletion_timestamp.is_some())
