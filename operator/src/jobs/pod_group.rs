@@ -673,6 +673,41 @@ spec:
     }
 
     #[test]
+    fn role_hash_annotation_wins_and_shapes_differ() {
+        let a = pod("a", Some(("g", 2)), 1);
+        let b = pod("b", Some(("g", 2)), 2);
+        assert_ne!(role_hash(&a).unwrap(), role_hash(&b).unwrap());
+        assert_eq!(
+            role_hash(&a).unwrap(),
+            role_hash(&pod("c", Some(("g", 2)), 1)).unwrap()
+        );
+        let mut c = pod("c", Some(("g", 2)), 2);
+        c.annotations_mut()
+            .insert(labels::ROLE_HASH_ANNOTATION.into(), "workers".into());
+        assert_eq!(role_hash(&c).unwrap(), "workers");
+    }
+
+    #[test]
+    fn pods_ready_needs_every_pod_of_the_group_ready() {
+        let ready = |p: &mut Pod| {
+            p.status = Some(
+                serde_json::from_value(
+                    serde_json::json!({"conditions": [{"type": "Ready", "status": "True"}]}),
+                )
+                .unwrap(),
+            );
+        };
+        let mut pods = vec![pod("a", Some(("g", 2)), 1)];
+        let key = PodGroupKey::of(&pods[0]).unwrap();
+        ready(&mut pods[0]);
+        assert!(!pods_ready(&key, &pods), "one of two pods exists");
+        pods.push(pod("b", Some(("g", 2)), 1));
+        assert!(!pods_ready(&key, &pods));
+        ready(&mut pods[1]);
+        assert!(pods_ready(&key, &pods));
+    }
+
+    #[test]
     fn run_pod_injects_and_ungates() {
         let mut p = pod("a", None, 1);
         p.spec.as_mut().unwrap().scheduling_gates = Some(vec![

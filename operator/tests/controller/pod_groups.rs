@@ -401,3 +401,44 @@ async fn pods_ready_follows_the_ready_condition_of_every_pod_in_the_group() {
     .await;
     op.abort();
 }
+
+#[tokio::test]
+async fn a_replica_taking_over_neither_recreates_nor_restarts_a_running_group() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    fake.put(&pod("t-0", Some(("t", 2)), 1, 1, None));
+    fake.put(&pod("t-1", Some(("t", 2)), 1, 1, None));
+    let first = start(&fake, "first", config());
+    wait_for(10, "pods started", || {
+        !gated(&fake, "t-0") && !gated(&fake, "t-1")
+    })
+    .await;
+    first.abort();
+    // A third pod of another group arrives while no replica runs; the new leader handles it and leaves `t` be.
+    fake.put(&pod("solo", None, 1, 1, None));
+    let second = start(&fake, "second", config());
+    wait_for(10, "solo started", || !gated(&fake, "solo")).await;
+    let by_second: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.client == "second" && r.method != "GET" && r.status < 300)
+        .collect();
+    assert!(
+        !by_second.iter().any(|r| r.path.contains("/pods/t-")
+            || r.path.ends_with("/workloads/t")
+            || r.path.ends_with("/workloads/t/status")),
+        "{:?}",
+        by_second
+            .iter()
+            .map(|r| (&r.method, &r.path))
+            .collect::<Vec<_>>()
+    );
+    // Counted whatever the answer: a second POST for `t` would meet a 409.
+    let creates = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.client == "second" && r.method == "POST" && r.path.ends_with("/workloads"))
+        .count();
+    assert_eq!(creates, 1, "only the new pod's Workload");
+    second.abort();
+}
