@@ -1414,6 +1414,12 @@ impl EngineTask {
             Some(j) if self.cache.jobs.contains_key(&j) => {
                 self.dirty_jobs.insert(j);
             }
+            // Pods cannot be suspended: the pod-group controller ends them, then completes the eviction.
+            _ if self.pod_group_running(&wl) => {
+                if let Some(g) = PodGroupKey::of_workload(&wl) {
+                    self.dirty_pod_groups.insert(g);
+                }
+            }
             _ => self.complete_eviction(key).await,
         }
     }

@@ -442,3 +442,42 @@ async fn a_replica_taking_over_neither_recreates_nor_restarts_a_running_group() 
     assert_eq!(creates, 1, "only the new pod's Workload");
     second.abort();
 }
+
+#[tokio::test]
+async fn pods_ready_timeout_ends_the_pods_before_requeueing() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    let mut cfg = config();
+    cfg.wait_for_pods_ready = Some(sluice_operator::controller::WaitForPodsReady {
+        timeout: Duration::from_millis(300),
+        backoff_base: Duration::from_secs(30),
+        backoff_max: Duration::from_secs(60),
+        backoff_limit_count: None,
+        order_by_eviction: true,
+    });
+    fake.put(&pod("slow", None, 1, 1, None));
+    let op = start(&fake, "op", cfg);
+    wait_for(10, "pod started", || !gated(&fake, "slow")).await;
+    let name = workload_of_pod(&fake, "slow");
+    wait_for(10, "pod gone", || get_pod(&fake, "slow").is_none()).await;
+    let marks = writes(&fake, "PATCH", "/api/v1/namespaces/team-a/pods/slow/status");
+    assert_eq!(marks.len(), 1);
+    assert_eq!(
+        marks[0].body.as_ref().unwrap()["status"]["conditions"][0]["reason"],
+        "WorkloadEvictedDueToPodsReadyTimeout"
+    );
+    let log = fake.requests();
+    let pos = |pred: &dyn Fn(&RecordedRequest) -> bool| {
+        log.iter().position(|r| r.status < 300 && pred(r)).unwrap()
+    };
+    let delete = pos(&|r| r.method == "DELETE" && r.path.ends_with("/pods/slow"));
+    let requeue = pos(&|r| {
+        r.path.ends_with(&format!("/workloads/{name}/status"))
+            && r.body.as_ref().unwrap()["status"].get("admission") == Some(&Value::Null)
+    });
+    assert!(
+        delete < requeue,
+        "the pod ended before the quota was released"
+    );
+    op.abort();
+}
