@@ -174,6 +174,14 @@ async fn group_gets_its_workload_when_complete_then_pods_start_and_finish() {
     assert_started_by_one_patch(&fake, "g-w0", &workers);
     assert_started_by_one_patch(&fake, "g-w1", &workers);
     assert_started_by_one_patch(&fake, "g-driver", &driver);
+    // The role is recorded on each pod, as Kueue's webhook records it.
+    let role = |name: &str| {
+        pod_patches(&fake, name)[0].body.as_ref().unwrap()["metadata"]["annotations"]
+            ["kueue.x-k8s.io/role-hash"]
+            .clone()
+    };
+    assert_eq!(role("g-w0"), json!(workers));
+    assert_eq!(role("g-driver"), json!(driver));
 
     // Two of three succeeded: not finished, finalizers kept.
     set_phase(&fake, "g-w0", "Succeeded");
@@ -343,6 +351,12 @@ async fn single_plain_pod_end_to_end() {
         "{body}"
     );
     assert_started_by_one_patch(&fake, "solo", "main");
+    assert!(
+        pod_patches(&fake, "solo")[0].body.as_ref().unwrap()["metadata"]
+            .get("annotations")
+            .is_none(),
+        "a single pod gets no role"
+    );
     assert!(has_managed_finalizer(&fake, "solo"), "kept while it runs");
 
     set_phase(&fake, "solo", "Succeeded");

@@ -272,6 +272,7 @@ impl EngineTask {
             }
         };
         let mut wrote = false;
+        let is_group = key.is_group();
         for pod in pods.iter().filter(|p| pod_group::is_gated(p)) {
             let info = match pod_group::info_for(key, pod, &infos) {
                 Ok(i) => i.clone(),
@@ -286,6 +287,13 @@ impl EngineTask {
                         return Ok(false);
                     }
                     pod_group::run_pod(p, &info).map_err(|e| e.to_string())?;
+                    if is_group {
+                        // Kueue's webhook records the role at creation; the started pod's spec no longer hashes
+                        // to it (node selector and tolerations were added), so record it here if missing.
+                        p.annotations_mut()
+                            .entry(labels::ROLE_HASH_ANNOTATION.to_string())
+                            .or_insert_with(|| info.name.clone());
+                    }
                     Ok(true)
                 })
                 .await;
