@@ -495,3 +495,38 @@ async fn pods_ready_timeout_ends_the_pods_before_requeueing() {
     );
     op.abort();
 }
+
+#[tokio::test]
+async fn a_deleted_workload_ends_its_pod_and_is_not_recreated_for_it() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    fake.put(&pod("doomed", None, 1, 1, None));
+    let op = start(&fake, "op", config());
+    wait_for(10, "pod started", || !gated(&fake, "doomed")).await;
+    let name = workload_of_pod(&fake, "doomed");
+    let user: kube::Api<api::Workload> = kube::Api::namespaced(fake.client("user"), "team-a");
+    user.delete(&name, &Default::default())
+        .await
+        .expect("delete");
+    wait_for(10, "pod gone", || get_pod(&fake, "doomed").is_none()).await;
+    wait_for(10, "workload gone", || get_workload(&fake, &name).is_none()).await;
+    let marks = writes(
+        &fake,
+        "PATCH",
+        "/api/v1/namespaces/team-a/pods/doomed/status",
+    );
+    assert_eq!(marks.len(), 1);
+    assert_eq!(
+        marks[0].body.as_ref().unwrap()["status"]["conditions"][0]["reason"],
+        "WorkloadDeleted"
+    );
+    assert_eq!(writes(&fake, "DELETE", "/pods/doomed").len(), 1);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let posts = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/workloads"))
+        .count();
+    assert_eq!(posts, 1, "no Workload recreated for a pod being deleted");
+    op.abort();
+}

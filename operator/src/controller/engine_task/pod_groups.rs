@@ -137,7 +137,20 @@ impl EngineTask {
             if matches!(pod_group::finished(key, &pods), Ok(Some(_))) {
                 return self.release_pods(&pods, |_| true).await;
             }
-            return self.create_pod_group_workload(key, &pods).await;
+            // Pods being deleted take no part in a new Workload and need not be kept.
+            let released = self
+                .release_pods(&pods, |p| p.metadata.deletion_timestamp.is_some())
+                .await;
+            let live: Vec<Pod> = self
+                .group_pods(key)
+                .into_iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .collect();
+            // As Kueue: a group with running pods and no Workload waits until they stop.
+            if live.is_empty() || (key.is_group() && live.iter().any(pod_group::is_active)) {
+                return released;
+            }
+            return self.create_pod_group_workload(key, &live).await || released;
         };
         if is_finished(&wl) {
             return self.release_pods(&pods, |_| true).await;
@@ -147,6 +160,7 @@ impl EngineTask {
             let wrote = self
                 .stop_pods(&pods, true, "WorkloadDeleted", "Workload is deleted")
                 .await;
+            let pods = self.group_pods(key);
             return self.release_pods(&pods, |_| true).await || wrote;
         }
         match pod_group::finished(key, &pods) {
@@ -197,9 +211,22 @@ impl EngineTask {
             }
             return wrote;
         }
+        // Running without an admission (e.g. its Workload was recreated): Kueue stops the pods, as it suspends a
+        // Job; for a group only when none of its pods is gated or terminated.
+        let running = if key.is_group() {
+            !pods.is_empty() && !pods.iter().any(pod_group::is_suspended)
+        } else {
+            pods.iter().any(pod_group::is_active)
+        };
+        let stopped = running
+            && self
+                .stop_pods(&pods, false, "NotAdmitted", "Not admitted by cluster queue")
+                .await;
         // Without an admission nothing needs a deleted pod to be kept for counting.
+        let pods = self.group_pods(key);
         self.release_pods(&pods, |p| p.metadata.deletion_timestamp.is_some())
             .await
+            || stopped
     }
 
     async fn create_pod_group_workload(&mut self, key: &PodGroupKey, pods: &[Pod]) -> bool {
