@@ -530,3 +530,29 @@ async fn a_deleted_workload_ends_its_pod_and_is_not_recreated_for_it() {
     assert_eq!(posts, 1, "no Workload recreated for a pod being deleted");
     op.abort();
 }
+
+#[tokio::test]
+async fn a_pod_running_without_admission_is_stopped() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    // Ungated (e.g. created while the webhook was down) and larger than the queue: never admitted.
+    let mut rogue = pod("rogue", None, 1, 16, None);
+    rogue.spec.as_mut().unwrap().scheduling_gates = None;
+    fake.put(&rogue);
+    let op = start(&fake, "op", config());
+    wait_for(10, "pod gone", || get_pod(&fake, "rogue").is_none()).await;
+    let name = workload_of_pod(&fake, "rogue");
+    assert!(!admitted(&fake, &name));
+    let marks = writes(
+        &fake,
+        "PATCH",
+        "/api/v1/namespaces/team-a/pods/rogue/status",
+    );
+    assert_eq!(marks.len(), 1);
+    let c = &marks[0].body.as_ref().unwrap()["status"]["conditions"][0];
+    assert_eq!(
+        (c["reason"].as_str(), c["message"].as_str()),
+        (Some("NotAdmitted"), Some("Not admitted by cluster queue"))
+    );
+    op.abort();
+}
