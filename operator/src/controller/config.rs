@@ -155,6 +155,8 @@ pub struct OperatorConfig {
     pub manage_jobs_without_queue_name: bool,
     /// Whether batch/v1 Jobs are managed.
     pub batch_jobs: bool,
+    /// Whether plain Pods and Pod groups (Kueue's `pod` framework) are managed.
+    pub pod_groups: bool,
     /// Write Kueue's detailed pending reasons instead of "Pending".
     pub detailed_pending_reasons: bool,
     /// First retry delay of a failed API write.
@@ -178,6 +180,7 @@ impl Default for OperatorConfig {
             wait_for_pods_ready: Some(WaitForPodsReady::default()),
             manage_jobs_without_queue_name: false,
             batch_jobs: true,
+            pod_groups: true,
             detailed_pending_reasons: false,
             retry_base: Duration::from_millis(100),
             retry_max: Duration::from_secs(30),
@@ -287,6 +290,7 @@ impl OperatorConfig {
         out.manage_jobs_without_queue_name = file.manage_jobs_without_queue_name.unwrap_or(false);
         if let Some(i) = file.integrations {
             out.batch_jobs = i.frameworks.iter().any(|f| f == "batch/job");
+            out.pod_groups = i.frameworks.iter().any(|f| f == "pod");
         }
         Ok(out)
     }
@@ -320,6 +324,16 @@ integrations: {frameworks: ["batch/job"]}
         assert_eq!(w.backoff(5), Duration::from_secs(100), "capped at max");
         assert_eq!(w.backoff_limit_count, Some(3));
         assert!(c.manage_jobs_without_queue_name);
+        assert!(
+            c.batch_jobs && !c.pod_groups,
+            "frameworks list: only batch/job"
+        );
+        let both = OperatorConfig::from_yaml(
+            "cfg",
+            "integrations: {frameworks: [\"batch/job\", \"pod\"]}",
+        )
+        .unwrap();
+        assert!(both.batch_jobs && both.pod_groups);
     }
 
     #[test]

@@ -20,6 +20,7 @@ use sluice_sdk::sluice::policy_module::PolicyModule;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+mod pod_groups;
 mod policy_sync;
 
 use super::ControllerError;
@@ -31,7 +32,9 @@ use super::tas;
 use super::watch::Change;
 use super::writer::{Endpoint, Writer};
 use crate::engine::{self, Decision, Engine, Event, Time, WorkloadKey};
-use crate::jobs::{BatchJob, JobIntegration, PodSetInfo, PriorityClasses, pod_set_infos};
+use crate::jobs::{
+    BatchJob, JobIntegration, PodGroupKey, PodSetInfo, PriorityClasses, pod_set_infos,
+};
 use crate::leader::Leadership;
 use crate::telemetry::{EventRecorder, EventSeverity, Health, Labels, Metrics};
 use crate::visibility::{PendingEntry, SharedSnapshot, Snapshot};
@@ -66,7 +69,7 @@ pub enum Input {
     Topology(Change<api::Topology>),
     /// A node agent's NodeGpuTopology changed.
     NodeGpuTopology(Change<NodeGpuTopology>),
-    /// A Pod changed (only pods of TAS pod sets are kept).
+    /// A Pod changed (only pods of TAS pod sets and pods Kueue manages are kept).
     Pod(Change<Pod>),
     /// A PolicyModule changed.
     PolicyModule(Change<PolicyModule>),
@@ -110,6 +113,8 @@ struct Cache {
     node_gpus: BTreeMap<String, NodeGpuTopology>,
     /// Pods carrying Kueue's TAS workload annotation.
     pods: BTreeMap<(String, String), Pod>,
+    /// Plain pods Kueue manages (label `kueue.x-k8s.io/managed`), single or in groups.
+    managed_pods: pod_groups::ManagedPods,
 }
 
 /// APIs by kind.
@@ -157,6 +162,8 @@ pub struct EngineTask {
     queued: Vec<Decision>,
     dirty_workloads: BTreeSet<WorkloadKey>,
     dirty_jobs: BTreeSet<(String, String)>,
+    /// Plain pods and pod groups to reconcile.
+    dirty_pod_groups: BTreeSet<PodGroupKey>,
     /// TAS workloads whose gated pods may need their node selector.
     dirty_ungates: BTreeSet<WorkloadKey>,
     deleted_jobs: Vec<Job>,
@@ -217,6 +224,7 @@ impl EngineTask {
             queued: Vec::new(),
             dirty_workloads: BTreeSet::new(),
             dirty_jobs: BTreeSet::new(),
+            dirty_pod_groups: BTreeSet::new(),
             dirty_ungates: BTreeSet::new(),
             deleted_jobs: Vec::new(),
             queues_dirty: false,
@@ -451,6 +459,7 @@ impl EngineTask {
             Input::Pod(c) => {
                 self.count_event("Pod");
                 let (obj, deleted) = split(c);
+                self.absorb_managed_pod(&obj, deleted);
                 let key = (obj.namespace().unwrap_or_default(), obj.name_any());
                 let Some((ns, wl)) = tas::pod_workload(&obj) else {
                     self.cache.pods.remove(&key);
@@ -486,6 +495,9 @@ impl EngineTask {
                 }
                 if let Some(j) = owner_job(&obj) {
                     self.dirty_jobs.insert(j);
+                }
+                if let Some(g) = PodGroupKey::of_workload(&obj) {
+                    self.dirty_pod_groups.insert(g);
                 }
                 if !deleted && has_topology_assignment(&obj) {
                     self.dirty_ungates.insert(key.clone());
@@ -719,6 +731,8 @@ impl EngineTask {
             self.dirty_workloads.insert(k.clone());
         }
         self.dirty_jobs.extend(self.cache.jobs.keys().cloned());
+        let groups: Vec<_> = self.cache.managed_pods.groups().cloned().collect();
+        self.dirty_pod_groups.extend(groups);
         self.queues_dirty = true;
         tracing::info!(
             workloads = self.cache.workloads.len(),
@@ -752,6 +766,9 @@ impl EngineTask {
             for key in std::mem::take(&mut self.dirty_jobs) {
                 did |= self.reconcile_job(&key).await;
             }
+            for key in std::mem::take(&mut self.dirty_pod_groups) {
+                did |= self.reconcile_pod_group(&key).await;
+            }
             for key in std::mem::take(&mut self.dirty_ungates) {
                 did |= self.ungate_pods(&key).await;
             }
@@ -779,6 +796,7 @@ impl EngineTask {
                 || !self.dirty_jobs.is_empty()
                 || !self.dirty_workloads.is_empty()
                 || !self.dirty_ungates.is_empty()
+                || !self.dirty_pod_groups.is_empty()
                 || !self.deleted_jobs.is_empty();
             if acted || did || more {
                 idle = 0;
@@ -1046,6 +1064,9 @@ impl EngineTask {
         if let Some(j) = owner_job(&wl) {
             self.dirty_jobs.insert(j);
         }
+        if let Some(g) = PodGroupKey::of_workload(&wl) {
+            self.dirty_pod_groups.insert(g);
+        }
         self.dirty_workloads.insert(key.clone());
     }
 
@@ -1142,6 +1163,12 @@ impl EngineTask {
             Some(j) if self.cache.jobs.contains_key(&j) => {
                 self.dirty_jobs.insert(j);
             }
+            // Pods cannot be suspended: the pod-group controller ends them, then completes the eviction.
+            _ if self.pod_group_running(&wl) => {
+                if let Some(g) = PodGroupKey::of_workload(&wl) {
+                    self.dirty_pod_groups.insert(g);
+                }
+            }
             // No job to stop: the eviction is complete at once.
             _ => self.complete_eviction(key).await,
         }
@@ -1205,7 +1232,10 @@ impl EngineTask {
             self.admitted_at.remove(key);
         }
         // An eviction under way with no Job left to stop (e.g. found so after a takeover) completes now.
-        if is_evicting(&wl) && owner_job(&wl).is_none_or(|j| !self.cache.jobs.contains_key(&j)) {
+        if is_evicting(&wl)
+            && owner_job(&wl).is_none_or(|j| !self.cache.jobs.contains_key(&j))
+            && !self.pod_group_running(&wl)
+        {
             self.complete_eviction(key).await;
             return;
         }
@@ -1383,6 +1413,12 @@ impl EngineTask {
         match owner_job(&wl) {
             Some(j) if self.cache.jobs.contains_key(&j) => {
                 self.dirty_jobs.insert(j);
+            }
+            // Pods cannot be suspended: the pod-group controller ends them, then completes the eviction.
+            _ if self.pod_group_running(&wl) => {
+                if let Some(g) = PodGroupKey::of_workload(&wl) {
+                    self.dirty_pod_groups.insert(g);
+                }
             }
             _ => self.complete_eviction(key).await,
         }
@@ -1813,6 +1849,17 @@ impl EngineTask {
             return false;
         }
         let ready = ready_pods(job) >= admitted_pods(wl);
+        self.set_pods_ready(wkey, wl, ready).await
+    }
+
+    /// Writes the Workload's PodsReady condition for `ready` (waitForPodsReady); returns false (nothing for
+    /// the job to do).
+    async fn set_pods_ready(
+        &mut self,
+        wkey: &WorkloadKey,
+        wl: &api::Workload,
+        ready: bool,
+    ) -> bool {
         let was_ready = cond_true(wl, condition::PODS_READY);
         let (reason, message) = if ready {
             (
@@ -1853,12 +1900,23 @@ impl EngineTask {
         wl: &api::Workload,
         success: bool,
     ) -> bool {
-        let now = now_ms();
         let message = if success {
             "Job finished successfully"
         } else {
             "Job failed"
         };
+        self.finish_workload_with(wkey, wl, success, message).await
+    }
+
+    /// Marks the Workload Finished with `message` and releases its quota.
+    async fn finish_workload_with(
+        &mut self,
+        wkey: &WorkloadKey,
+        wl: &api::Workload,
+        success: bool,
+        message: &str,
+    ) -> bool {
+        let now = now_ms();
         let written = self
             .write_workload_status(wkey, |w| {
                 status::finish(w, success, message, now);

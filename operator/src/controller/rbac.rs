@@ -83,7 +83,14 @@ pub const PERMISSIONS: &[Permission] = &[
     Permission {
         group: "",
         resource: "pods",
-        verbs: &["get", "list", "watch", "patch"],
+        // delete: pods of an evicted plain-pod group are ended, as Kueue does.
+        verbs: &["get", "list", "watch", "patch", "delete"],
+    },
+    Permission {
+        group: "",
+        resource: "pods/status",
+        // The TerminationTarget condition set before such a pod is deleted.
+        verbs: &["patch"],
     },
     Permission {
         group: "",

@@ -4,11 +4,13 @@
 //! talk to this trait, so a new kind (JobSet, Kubeflow jobs) is one more implementation.
 
 mod batch_job;
+pub mod pod_group;
 mod podset_info;
 mod priority;
 pub mod topology;
 
 pub use batch_job::BatchJob;
+pub use pod_group::PodGroupKey;
 pub use podset_info::{PodSetInfo, pod_set_infos};
 pub use priority::{PriorityClasses, ResolvedPriority};
 

@@ -6,6 +6,7 @@
 mod checkpoint;
 mod failover;
 mod jobs;
+mod pod_groups;
 mod pods_ready;
 mod policy_modules;
 mod support;

@@ -1,0 +1,741 @@
+//! Plain Pods and Pod groups, queued as Kueue queues them.
+//!
+//! A managed pod (label `kueue.x-k8s.io/managed: "true"`, set by the webhook with the admission gate) without a
+//! group name is a group of one: its Workload is `pod-<name>-<hash>`, owned by the pod, with one pod set `main`.
+//! Pods sharing `kueue.x-k8s.io/pod-group-name` in a namespace form one group whose Workload is named after the
+//! group, owned by every pod, and created only once `kueue.x-k8s.io/pod-group-total-count` pods exist; its pod
+//! sets are the distinct pod shapes (role hashes). Pods cannot be suspended: admission lifts their gate, and an
+//! eviction ends them (see the engine task's pod-group controller).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::ResourceExt;
+use sha2::{Digest, Sha256};
+use sluice_sdk::kueue::labels;
+use sluice_sdk::kueue::v1beta2::{DEFAULT_POD_SET_NAME, PodSet, Workload, WorkloadSpec};
+
+use super::{JobError, PodSetInfo, PriorityClasses, workload_name};
+
+/// Annotation Kueue puts on a group's Workload (the SDK does not define it).
+pub const IS_GROUP_WORKLOAD_ANNOTATION: &str = "kueue.x-k8s.io/is-group-workload";
+/// Pod condition Kueue sets on a pod it ends after an eviction.
+pub const TERMINATION_TARGET_CONDITION: &str = "TerminationTarget";
+/// Kueue's limit on pod sets per Workload, hence on distinct pod shapes per group.
+const MAX_POD_SETS: usize = 8;
+/// Kind of the owner of a plain pod's Workload.
+const KIND: &str = "Pod";
+
+/// The Workload a managed pod belongs to.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PodGroupKey {
+    /// A pod without a group name: a group of one.
+    Single {
+        /// Namespace.
+        namespace: String,
+        /// Pod name.
+        pod: String,
+    },
+    /// Pods sharing `kueue.x-k8s.io/pod-group-name`.
+    Group {
+        /// Namespace.
+        namespace: String,
+        /// Group name (also the Workload's name).
+        name: String,
+    },
+}
+
+impl PodGroupKey {
+    /// The key of a pod Kueue manages (label `kueue.x-k8s.io/managed: "true"`); None for any other pod.
+    pub fn of(pod: &Pod) -> Option<Self> {
+        if pod.labels().get(labels::MANAGED_LABEL).map(String::as_str) != Some("true") {
+            return None;
+        }
+        let namespace = pod.namespace().unwrap_or_default();
+        Some(match pod.labels().get(labels::POD_GROUP_NAME_LABEL) {
+            Some(g) if !g.is_empty() => PodGroupKey::Group {
+                namespace,
+                name: g.clone(),
+            },
+            _ => PodGroupKey::Single {
+                namespace,
+                pod: pod.name_any(),
+            },
+        })
+    }
+
+    /// The key of the group whose Workload this is, from its owner references and annotations.
+    pub fn of_workload(wl: &Workload) -> Option<Self> {
+        let namespace = wl.namespace().unwrap_or_default();
+        let owners = wl.metadata.owner_references.iter().flatten();
+        let mut pod_owners = owners.filter(|o| o.kind == KIND && o.api_version == "v1");
+        if wl
+            .annotations()
+            .get(IS_GROUP_WORKLOAD_ANNOTATION)
+            .map(String::as_str)
+            == Some("true")
+        {
+            pod_owners.next()?;
+            return Some(PodGroupKey::Group {
+                namespace,
+                name: wl.name_any(),
+            });
+        }
+        pod_owners
+            .find(|o| o.controller == Some(true))
+            .map(|o| PodGroupKey::Single {
+                namespace,
+                pod: o.name.clone(),
+            })
+    }
+
+    /// Namespace of the group.
+    pub fn namespace(&self) -> &str {
+        match self {
+            PodGroupKey::Single { namespace, .. } | PodGroupKey::Group { namespace, .. } => {
+                namespace
+            }
+        }
+    }
+
+    /// Whether this is a named group (not a single pod).
+    pub fn is_group(&self) -> bool {
+        matches!(self, PodGroupKey::Group { .. })
+    }
+
+    /// The Workload's name: the group name, or `pod-<name>-<hash>` for a single pod (None while its uid is
+    /// unknown).
+    pub fn workload_name(&self, pods: &[Pod]) -> Option<String> {
+        match self {
+            PodGroupKey::Group { name, .. } => Some(name.clone()),
+            PodGroupKey::Single { pod, .. } => {
+                let uid = pods.iter().find(|p| &p.name_any() == pod)?.uid()?;
+                Some(workload_name(KIND, "", pod, &uid))
+            }
+        }
+    }
+}
+
+fn error(pod: &Pod, field: &str, message: impl Into<String>) -> JobError {
+    JobError {
+        kind: KIND.to_string(),
+        namespace: pod.namespace().unwrap_or_default(),
+        name: pod.name_any(),
+        field: field.to_string(),
+        message: message.into(),
+    }
+}
+
+fn phase(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
+}
+
+/// Succeeded or Failed.
+pub fn is_terminated(pod: &Pod) -> bool {
+    matches!(phase(pod), "Succeeded" | "Failed")
+}
+
+/// Still carries the `kueue.x-k8s.io/admission` scheduling gate.
+pub fn is_gated(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| {
+            g.iter()
+                .any(|g| g.name == labels::ADMISSION_SCHEDULING_GATE)
+        })
+}
+
+/// Whether Kueue leaves the pod alone when stopping a group: already terminated or never ungated.
+pub fn is_suspended(pod: &Pod) -> bool {
+    is_terminated(pod) || is_gated(pod)
+}
+
+/// Runs or may still run: not Failed, and not deleted before reaching a node.
+pub fn is_runnable_or_succeeded(pod: &Pod) -> bool {
+    let unscheduled = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_none_or(str::is_empty);
+    if pod.metadata.deletion_timestamp.is_some() && unscheduled {
+        return false;
+    }
+    phase(pod) != "Failed"
+}
+
+/// Holds resources on a node: ungated, not terminated and not being deleted (a deleted pod counts as gone at
+/// once, as Kueue's FastQuotaReleaseInPodIntegration has it).
+pub fn is_active(pod: &Pod) -> bool {
+    !is_suspended(pod) && pod.metadata.deletion_timestamp.is_none()
+}
+
+/// The group size from `kueue.x-k8s.io/pod-group-total-count`.
+pub fn total_count(pod: &Pod) -> Result<usize, JobError> {
+    let key = labels::POD_GROUP_TOTAL_COUNT_ANNOTATION;
+    let field = format!("metadata.annotations[{key}]");
+    let v = pod
+        .annotations()
+        .get(key)
+        .ok_or_else(|| error(pod, &field, "required for a pod group"))?;
+    match v.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(error(
+            pod,
+            &field,
+            format!("{v:?} is not an integer greater than zero"),
+        )),
+    }
+}
+
+/// The pod's role: `kueue.x-k8s.io/role-hash` if set, else the first 8 hex digits of sha256 over the
+/// scheduling-relevant fields of its spec (the fields Kueue hashes; the digits need not equal Kueue's, whose
+/// JSON encoding differs).
+pub fn role_hash(pod: &Pod) -> Result<String, JobError> {
+    if let Some(h) = pod.annotations().get(labels::ROLE_HASH_ANNOTATION) {
+        return Ok(h.clone());
+    }
+    let empty = PodSpec::default();
+    let spec = pod.spec.as_ref().unwrap_or(&empty);
+    let containers = |cs: &[k8s_openapi::api::core::v1::Container]| {
+        cs.iter()
+            .map(|c| {
+                serde_json::json!({
+                    "requests": c.resources.as_ref().and_then(|r| r.requests.as_ref()),
+                    "ports": c.ports,
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut shape = serde_json::json!({
+        "initContainers": containers(spec.init_containers.as_deref().unwrap_or_default()),
+        "containers": containers(&spec.containers),
+        "nodeSelector": spec.node_selector,
+        "affinity": spec.affinity,
+        "tolerations": spec.tolerations,
+        "runtimeClassName": spec.runtime_class_name,
+        "priority": spec.priority,
+        "topologySpreadConstraints": spec.topology_spread_constraints,
+        "overhead": spec.overhead,
+        "resourceClaims": spec.resource_claims,
+    });
+    if let Some(r) = &spec.resources {
+        shape["resources"] = serde_json::json!(r.requests);
+    }
+    // serde_json's maps are sorted, so the encoding (hence the hash) is stable.
+    let bytes = serde_json::to_vec(&shape).map_err(|e| error(pod, "spec", e.to_string()))?;
+    let digest = Sha256::digest(&bytes);
+    Ok(digest.iter().take(4).map(|b| format!("{b:02x}")).collect())
+}
+
+fn pod_set(name: String, count: i32, pod: &Pod) -> PodSet {
+    PodSet {
+        name,
+        template: PodTemplateSpec {
+            metadata: None,
+            spec: pod.spec.clone(),
+        },
+        count,
+        min_count: None,
+        topology_request: None,
+    }
+}
+
+/// Pod sets of a group: one per role hash over its runnable or succeeded pods, sorted by name.
+fn group_pod_sets(pods: &[&Pod]) -> Result<Vec<PodSet>, JobError> {
+    let mut sets: BTreeMap<String, PodSet> = BTreeMap::new();
+    for pod in pods {
+        let hash = role_hash(pod)?;
+        match sets.get_mut(&hash) {
+            Some(ps) => ps.count += 1,
+            None => {
+                sets.insert(hash.clone(), pod_set(hash, 1, pod));
+            }
+        }
+    }
+    if sets.len() > MAX_POD_SETS {
+        return Err(error(
+            pods[0],
+            "spec",
+            format!(
+                "the group has {} distinct pod shapes; at most {MAX_POD_SETS} are supported",
+                sets.len()
+            ),
+        ));
+    }
+    Ok(sets.into_values().collect())
+}
+
+/// Queue name, priority and total count agree across the group's pods (failed pods excepted); Err names the
+/// pod that disagrees.
+fn check_group(first: &Pod, pods: &[&Pod], total: usize) -> Result<(), JobError> {
+    let queue = first.labels().get(labels::QUEUE_NAME_LABEL);
+    for p in pods.iter().filter(|p| phase(p) != "Failed") {
+        if p.labels().get(labels::QUEUE_NAME_LABEL) != queue {
+            return Err(error(
+                p,
+                &format!("metadata.labels[{}]", labels::QUEUE_NAME_LABEL),
+                format!("differs from pod {:?} of the same group", first.name_any()),
+            ));
+        }
+        if total_count(p)? != total {
+            return Err(error(
+                p,
+                &format!(
+                    "metadata.annotations[{}]",
+                    labels::POD_GROUP_TOTAL_COUNT_ANNOTATION
+                ),
+                format!("differs from pod {:?} of the same group", first.name_any()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The Workload for the group, or None while the group lacks pods (a group waits for its total count).
+/// `pods` are all the group's pods as last seen, in any order.
+pub fn workload(
+    key: &PodGroupKey,
+    pods: &[Pod],
+    priorities: &PriorityClasses,
+) -> Result<Option<Workload>, JobError> {
+    let mut sorted: Vec<&Pod> = pods.iter().collect();
+    sorted.sort_by_key(|p| p.name_any());
+    let Some(first) = sorted.first().copied() else {
+        return Ok(None);
+    };
+    let Some(name) = key.workload_name(pods) else {
+        return Err(error(first, "metadata.uid", "required"));
+    };
+    let queue = first
+        .labels()
+        .get(labels::QUEUE_NAME_LABEL)
+        .cloned()
+        .ok_or_else(|| {
+            error(
+                first,
+                &format!("metadata.labels[{}]", labels::QUEUE_NAME_LABEL),
+                "required",
+            )
+        })?;
+    let owner = |p: &Pod, controller: bool| -> Result<OwnerReference, JobError> {
+        Ok(OwnerReference {
+            api_version: "v1".to_string(),
+            kind: KIND.to_string(),
+            name: p.name_any(),
+            uid: p
+                .uid()
+                .ok_or_else(|| error(p, "metadata.uid", "required"))?,
+            controller: controller.then_some(true),
+            block_owner_deletion: controller.then_some(true),
+        })
+    };
+    let mut wl_labels = BTreeMap::new();
+    let mut annotations = BTreeMap::new();
+    let (pod_sets, owners) = if key.is_group() {
+        let total = total_count(first)?;
+        check_group(first, &sorted, total)?;
+        let active: Vec<&Pod> = sorted
+            .iter()
+            .copied()
+            .filter(|p| is_runnable_or_succeeded(p))
+            .collect();
+        if active.len() < total {
+            return Ok(None);
+        }
+        if active.len() > total {
+            return Err(error(
+                first,
+                &format!(
+                    "metadata.annotations[{}]",
+                    labels::POD_GROUP_TOTAL_COUNT_ANNOTATION
+                ),
+                format!(
+                    "the group has {} runnable pods, more than its total count {total}",
+                    active.len()
+                ),
+            ));
+        }
+        annotations.insert(IS_GROUP_WORKLOAD_ANNOTATION.to_string(), "true".to_string());
+        let owners = active
+            .iter()
+            .map(|p| owner(p, false))
+            .collect::<Result<Vec<_>, _>>()?;
+        (group_pod_sets(&active)?, owners)
+    } else {
+        let uid = first
+            .uid()
+            .ok_or_else(|| error(first, "metadata.uid", "required"))?;
+        wl_labels.insert(labels::JOB_UID_LABEL.to_string(), uid);
+        (
+            vec![pod_set(DEFAULT_POD_SET_NAME.to_string(), 1, first)],
+            vec![owner(first, true)?],
+        )
+    };
+    let pod_class = first
+        .spec
+        .as_ref()
+        .and_then(|s| s.priority_class_name.as_deref());
+    let wpc = first
+        .labels()
+        .get(labels::PRIORITY_CLASS_LABEL)
+        .map(String::as_str);
+    let priority = priorities.resolve(wpc, pod_class).map_err(|m| {
+        let field = if wpc.is_some() {
+            format!("metadata.labels[{}]", labels::PRIORITY_CLASS_LABEL)
+        } else {
+            "spec.priorityClassName".to_string()
+        };
+        error(first, &field, m)
+    })?;
+    Ok(Some(Workload {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: Some(key.namespace().to_string()),
+            labels: (!wl_labels.is_empty()).then_some(wl_labels),
+            annotations: (!annotations.is_empty()).then_some(annotations),
+            owner_references: Some(owners),
+            finalizers: Some(vec![labels::RESOURCE_IN_USE_FINALIZER.to_string()]),
+            ..Default::default()
+        },
+        spec: WorkloadSpec {
+            pod_sets,
+            queue_name: queue,
+            priority_class_ref: priority.class_ref,
+            priority: Some(priority.value),
+            ..Default::default()
+        },
+        status: None,
+    }))
+}
+
+/// `Some((success, message))` once the group is done: a single pod when it terminated; a group when all its
+/// `total-count` pods succeeded, or, for a group with a pod annotated `kueue.x-k8s.io/retriable-in-group:
+/// "false"`, when no pod runs any more (Kueue reports that case as a success too, with the count).
+pub fn finished(key: &PodGroupKey, pods: &[Pod]) -> Result<Option<(bool, String)>, JobError> {
+    if !key.is_group() {
+        let Some(pod) = pods.first() else {
+            return Ok(None);
+        };
+        let message = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.message.clone())
+            .unwrap_or_default();
+        return Ok(match phase(pod) {
+            "Succeeded" => Some((true, message)),
+            "Failed" => Some((false, message)),
+            _ => None,
+        });
+    }
+    let Some(first) = pods.first() else {
+        return Ok(None);
+    };
+    let total = total_count(first)?;
+    let succeeded = pods.iter().filter(|p| phase(p) == "Succeeded").count();
+    let running = pods.iter().any(|p| !is_terminated(p));
+    let unretriable = pods.iter().any(|p| {
+        p.annotations()
+            .get(labels::RETRIABLE_IN_GROUP_ANNOTATION)
+            .map(String::as_str)
+            == Some("false")
+    });
+    if succeeded == total || (!running && unretriable) {
+        return Ok(Some((
+            true,
+            format!("Pods succeeded: {succeeded}/{total}."),
+        )));
+    }
+    Ok(None)
+}
+
+/// Kueue's PodsReady for pods: a single pod's `Ready` condition is True; a group has all `total-count` pods
+/// and every one is Ready.
+pub fn pods_ready(key: &PodGroupKey, pods: &[Pod]) -> bool {
+    let ready = |p: &Pod| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+            .is_some_and(|c| c.status == "True")
+    };
+    if !key.is_group() {
+        return pods.first().is_some_and(ready);
+    }
+    let Some(total) = pods.first().and_then(|p| total_count(p).ok()) else {
+        return false;
+    };
+    pods.len() >= total && pods.iter().all(ready)
+}
+
+/// The admission info of the pod's pod set: the only one for a single pod, the one named by its role hash in a
+/// group.
+pub fn info_for<'a>(
+    key: &PodGroupKey,
+    pod: &Pod,
+    infos: &'a [PodSetInfo],
+) -> Result<&'a PodSetInfo, JobError> {
+    let field = "status.admission.podSetAssignments";
+    if !key.is_group() {
+        return match infos {
+            [one] => Ok(one),
+            _ => Err(error(
+                pod,
+                field,
+                format!("expected 1 pod set, got {}", infos.len()),
+            )),
+        };
+    }
+    let hash = role_hash(pod)?;
+    infos.iter().find(|i| i.name == hash).ok_or_else(|| {
+        error(
+            pod,
+            field,
+            format!("no pod set named {hash:?} (the pod's role)"),
+        )
+    })
+}
+
+/// Starts an admitted pod: adds the pod set's node selector, tolerations, labels and annotations and lifts the
+/// admission gate (and the topology gate unless the pod set is topology-assigned). Kubernetes accepts a node
+/// selector change only while a pod is gated, so both go in one write.
+pub fn run_pod(pod: &mut Pod, info: &PodSetInfo) -> Result<(), JobError> {
+    let mut template = PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: pod.metadata.labels.clone(),
+            annotations: pod.metadata.annotations.clone(),
+            ..Default::default()
+        }),
+        spec: pod.spec.clone(),
+    };
+    info.merge_into(&mut template)
+        .map_err(|m| error(pod, "spec", m))?;
+    let meta = template.metadata.unwrap_or_default();
+    pod.metadata.labels = meta.labels;
+    pod.metadata.annotations = meta.annotations;
+    let mut spec = template.spec.unwrap_or_default();
+    let keep_topology = info
+        .scheduling_gates
+        .iter()
+        .any(|g| g == labels::TOPOLOGY_SCHEDULING_GATE);
+    if let Some(gates) = spec.scheduling_gates.as_mut() {
+        gates.retain(|g| {
+            g.name != labels::ADMISSION_SCHEDULING_GATE
+                && (keep_topology || g.name != labels::TOPOLOGY_SCHEDULING_GATE)
+        });
+        if gates.is_empty() {
+            spec.scheduling_gates = None;
+        }
+    }
+    pod.spec = Some(spec);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, group: Option<(&str, u32)>, gpus: u32) -> Pod {
+        let (lbl, ann) = match group {
+            Some((g, n)) => (
+                format!("kueue.x-k8s.io/pod-group-name: {g}"),
+                format!("kueue.x-k8s.io/pod-group-total-count: \"{n}\""),
+            ),
+            None => (String::new(), String::new()),
+        };
+        serde_yaml::from_str(&format!(
+            r#"
+metadata:
+  name: {name}
+  namespace: ns
+  uid: uid-{name}
+  labels: {{kueue.x-k8s.io/queue-name: lq, kueue.x-k8s.io/managed: "true", {lbl}}}
+  annotations: {{{ann}}}
+spec:
+  schedulingGates: [{{name: kueue.x-k8s.io/admission}}]
+  containers:
+  - name: c
+    resources: {{requests: {{nvidia.com/gpu: "{gpus}"}}}}
+"#
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn keys_of_pods_and_workloads() {
+        let single = pod("a", None, 1);
+        let k = PodGroupKey::of(&single).unwrap();
+        assert_eq!(
+            k,
+            PodGroupKey::Single {
+                namespace: "ns".into(),
+                pod: "a".into()
+            }
+        );
+        let wl = workload(
+            &k,
+            std::slice::from_ref(&single),
+            &PriorityClasses::default(),
+        )
+        .unwrap()
+        .unwrap();
+        assert!(wl.name_any().starts_with("pod-a-"), "{}", wl.name_any());
+        assert_eq!(PodGroupKey::of_workload(&wl), Some(k));
+
+        let g = pod("b", Some(("g", 1)), 1);
+        let k = PodGroupKey::of(&g).unwrap();
+        let wl = workload(&k, &[g], &PriorityClasses::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(wl.name_any(), "g");
+        assert_eq!(PodGroupKey::of_workload(&wl), Some(k));
+
+        let mut unmanaged = pod("c", None, 1);
+        unmanaged.labels_mut().remove(labels::MANAGED_LABEL);
+        assert_eq!(PodGroupKey::of(&unmanaged), None);
+    }
+
+    #[test]
+    fn group_waits_for_its_count_and_splits_by_shape() {
+        let pods = vec![pod("w-0", Some(("g", 3)), 1), pod("w-1", Some(("g", 3)), 1)];
+        let key = PodGroupKey::of(&pods[0]).unwrap();
+        let p = PriorityClasses::default();
+        assert_eq!(workload(&key, &pods, &p).unwrap(), None);
+        let mut pods = pods;
+        pods.push(pod("driver", Some(("g", 3)), 0));
+        let wl = workload(&key, &pods, &p).unwrap().unwrap();
+        let counts: Vec<i32> = wl.spec.pod_sets.iter().map(|ps| ps.count).collect();
+        let mut sorted = counts.clone();
+        sorted.sort();
+        assert_eq!(sorted, vec![1, 2]);
+        let names: Vec<&str> = wl.spec.pod_sets.iter().map(|p| p.name.as_str()).collect();
+        assert!(names.iter().all(|n| n.len() == 8), "{names:?}");
+        assert_eq!(wl.metadata.owner_references.as_ref().unwrap().len(), 3);
+        // Every pod finds its own pod set by its role.
+        let infos: Vec<PodSetInfo> = wl
+            .spec
+            .pod_sets
+            .iter()
+            .map(|ps| PodSetInfo {
+                name: ps.name.clone(),
+                count: ps.count,
+                ..Default::default()
+            })
+            .collect();
+        let w = info_for(&key, &pods[0], &infos).unwrap();
+        let d = info_for(&key, &pods[2], &infos).unwrap();
+        assert_ne!(w.name, d.name);
+        assert_eq!((w.count, d.count), (2, 1));
+    }
+
+    #[test]
+    fn bad_group_metadata_is_an_error_naming_the_pod() {
+        let pods = vec![pod("a", Some(("g", 2)), 1), pod("b", Some(("g", 3)), 1)];
+        let key = PodGroupKey::of(&pods[0]).unwrap();
+        let err = workload(&key, &pods, &PriorityClasses::default()).unwrap_err();
+        assert!(err.to_string().contains("Pod ns/b"), "{err}");
+        assert!(err.to_string().contains("pod-group-total-count"), "{err}");
+        let mut bad = pod("c", Some(("g", 2)), 1);
+        bad.annotations_mut().insert(
+            labels::POD_GROUP_TOTAL_COUNT_ANNOTATION.into(),
+            "zero".into(),
+        );
+        assert!(total_count(&bad).is_err());
+    }
+
+    #[test]
+    fn finished_needs_all_pods_succeeded() {
+        let mut pods = vec![pod("a", Some(("g", 2)), 1), pod("b", Some(("g", 2)), 1)];
+        let key = PodGroupKey::of(&pods[0]).unwrap();
+        let set_phase = |p: &mut Pod, ph: &str| {
+            p.status.get_or_insert_with(Default::default).phase = Some(ph.into());
+        };
+        set_phase(&mut pods[0], "Succeeded");
+        set_phase(&mut pods[1], "Failed");
+        assert_eq!(
+            finished(&key, &pods).unwrap(),
+            None,
+            "a failed pod is retried"
+        );
+        set_phase(&mut pods[1], "Succeeded");
+        assert_eq!(
+            finished(&key, &pods).unwrap(),
+            Some((true, "Pods succeeded: 2/2.".to_string()))
+        );
+        let mut single = vec![pod("s", None, 1)];
+        let key = PodGroupKey::of(&single[0]).unwrap();
+        set_phase(&mut single[0], "Failed");
+        assert_eq!(finished(&key, &single).unwrap().map(|f| f.0), Some(false));
+    }
+
+    #[test]
+    fn role_hash_annotation_wins_and_shapes_differ() {
+        let a = pod("a", Some(("g", 2)), 1);
+        let b = pod("b", Some(("g", 2)), 2);
+        assert_ne!(role_hash(&a).unwrap(), role_hash(&b).unwrap());
+        assert_eq!(
+            role_hash(&a).unwrap(),
+            role_hash(&pod("c", Some(("g", 2)), 1)).unwrap()
+        );
+        let mut c = pod("c", Some(("g", 2)), 2);
+        c.annotations_mut()
+            .insert(labels::ROLE_HASH_ANNOTATION.into(), "workers".into());
+        assert_eq!(role_hash(&c).unwrap(), "workers");
+    }
+
+    #[test]
+    fn pods_ready_needs_every_pod_of_the_group_ready() {
+        let ready = |p: &mut Pod| {
+            p.status = Some(
+                serde_json::from_value(
+                    serde_json::json!({"conditions": [{"type": "Ready", "status": "True"}]}),
+                )
+                .unwrap(),
+            );
+        };
+        let mut pods = vec![pod("a", Some(("g", 2)), 1)];
+        let key = PodGroupKey::of(&pods[0]).unwrap();
+        ready(&mut pods[0]);
+        assert!(!pods_ready(&key, &pods), "one of two pods exists");
+        pods.push(pod("b", Some(("g", 2)), 1));
+        assert!(!pods_ready(&key, &pods));
+        ready(&mut pods[1]);
+        assert!(pods_ready(&key, &pods));
+    }
+
+    #[test]
+    fn run_pod_injects_and_ungates() {
+        let mut p = pod("a", None, 1);
+        p.spec.as_mut().unwrap().scheduling_gates = Some(vec![
+            k8s_openapi::api::core::v1::PodSchedulingGate {
+                name: labels::ADMISSION_SCHEDULING_GATE.into(),
+            },
+            k8s_openapi::api::core::v1::PodSchedulingGate {
+                name: "other".into(),
+            },
+        ]);
+        let info = PodSetInfo {
+            name: "main".into(),
+            count: 1,
+            node_selector: BTreeMap::from([("zone".to_string(), "a".to_string())]),
+            labels: BTreeMap::from([(labels::PODSET_LABEL.to_string(), "main".to_string())]),
+            ..Default::default()
+        };
+        run_pod(&mut p, &info).unwrap();
+        let spec = p.spec.as_ref().unwrap();
+        assert_eq!(spec.node_selector.as_ref().unwrap()["zone"], "a");
+        let gates: Vec<&str> = spec
+            .scheduling_gates
+            .iter()
+            .flatten()
+            .map(|g| g.name.as_str())
+            .collect();
+        assert_eq!(gates, vec!["other"]);
+        assert_eq!(p.labels()[labels::PODSET_LABEL], "main");
+        assert!(!is_gated(&p));
+    }
+}
