@@ -46,7 +46,10 @@ const OPERATOR_CLUSTER: &[(&str, &str, &[&str])] = &[
     // Workloads are owned by their Job with blockOwnerDeletion, which needs this.
     ("batch", "jobs/finalizers", &["update"]),
     ("batch", "jobs/status", &["get"]),
-    ("", "pods", &["get", "list", "watch", "patch"]),
+    ("", "pods", &["get", "list", "watch", "patch", "delete"]),
+    ("", "pods/status", &["patch"]),
+    // A single plain pod owns its Workload with blockOwnerDeletion.
+    ("", "pods/finalizers", &["update"]),
     ("", "nodes", READ),
     ("", "namespaces", READ),
     ("", "events", &["create", "patch"]),
