@@ -433,7 +433,8 @@ spec:
                 ..Default::default()
             }],
         };
-        let infos = super::super::pod_set_infos(&admission, &[], "lq", |n| flavors.get(n)).unwrap();
+        let infos =
+            super::super::pod_set_infos(&admission, &[], "lq", "wl", |n| flavors.get(n)).unwrap();
         let original = BatchJob::workload(&j, &priorities()).unwrap();
         BatchJob::run_with(&mut j, &infos).unwrap();
         let spec = j.spec.as_ref().unwrap();

@@ -133,11 +133,13 @@ fn merge_map(
 
 /// Builds the per-pod-set infos of an admission: the union of the node labels of every flavor assigned to the pod
 /// set (two flavors disagreeing on a label is an error), their tolerations, the `kueue.x-k8s.io/podset` label and
-/// the ClusterQueue/LocalQueue labels Kueue adds to pods. A missing count means the pod set's full count.
+/// the ClusterQueue/LocalQueue labels Kueue adds to pods, and for a topology-assigned pod set the topology gate and
+/// the annotation naming `workload`. A missing count means the pod set's full count.
 pub fn pod_set_infos<'a>(
     admission: &Admission,
     pod_sets: &[PodSet],
     local_queue: &str,
+    workload: &str,
     flavor: impl Fn(&str) -> Option<&'a ResourceFlavor>,
 ) -> Result<Vec<PodSetInfo>, String> {
     admission
@@ -152,8 +154,10 @@ pub fn pod_set_infos<'a>(
             info.labels.insert(labels::CLUSTER_QUEUE_NAME_LABEL.to_string(), admission.cluster_queue.clone());
             info.labels.insert(labels::LOCAL_QUEUE_NAME_LABEL.to_string(), local_queue.to_string());
             if psa.topology_assignment.is_some() {
-                // Kueue's TAS: pods wait at this gate until each gets its domain's node selector.
+                // Kueue's TAS: pods wait at this gate until each gets its domain's node selector, and name
+                // their Workload so the ungater finds them.
                 info.scheduling_gates.push(labels::TOPOLOGY_SCHEDULING_GATE.to_string());
+                info.annotations.insert(labels::WORKLOAD_ANNOTATION.to_string(), workload.to_string());
             }
             let mut seen = std::collections::BTreeSet::new();
             for flavor_name in psa.flavors.values() {

@@ -570,7 +570,9 @@ impl Simulation {
                         let lq = sw.workload.spec.queue_name.clone();
                         let flavors = &self.objects.flavors;
                         let flavor = |n: &str| flavors.get(n).map(|f| &f.object);
-                        match pod_set_infos(&api_adm, &sw.workload.spec.pod_sets, &lq, flavor) {
+                        let name = sw.workload.metadata.name.as_deref().unwrap_or_default();
+                        match pod_set_infos(&api_adm, &sw.workload.spec.pod_sets, &lq, name, flavor)
+                        {
                             Ok(infos) => {
                                 if let Err(e) = BatchJob::run_with(job, &infos) {
                                     tracing::warn!(job = %e, "could not start job");

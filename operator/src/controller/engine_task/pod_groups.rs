@@ -277,22 +277,14 @@ impl EngineTask {
             return false;
         };
         let flavors = &self.cache.flavors;
-        let infos = match pod_set_infos(&admission, &wl.spec.pod_sets, &wl.spec.queue_name, |n| {
-            flavors.get(n)
-        }) {
-            Ok(mut infos) => {
-                // Pods of TAS pod sets name their Workload so the topology ungater finds them.
-                for i in &mut infos {
-                    if i.scheduling_gates
-                        .iter()
-                        .any(|g| g == labels::TOPOLOGY_SCHEDULING_GATE)
-                    {
-                        i.annotations
-                            .insert(labels::WORKLOAD_ANNOTATION.to_string(), wl.name_any());
-                    }
-                }
-                infos
-            }
+        let infos = match pod_set_infos(
+            &admission,
+            &wl.spec.pod_sets,
+            &wl.spec.queue_name,
+            &wl.name_any(),
+            |n| flavors.get(n),
+        ) {
+            Ok(infos) => infos,
             Err(e) => {
                 tracing::warn!(workload = %workload_key(wl), error = %e, "cannot start pods");
                 return false;
