@@ -8,6 +8,7 @@ use super::assign::{Assignment, Mode, WAITING_FOR_QUOTA};
 use super::fairness::OrderKey;
 use super::preempt::{Preemptor, Sim, Target, human_reason};
 use super::quota::{Fr, NodeId};
+use super::usage_history;
 use super::{
     Decision, Engine, Phase, PodSetPlacement, QueueingStrategy, ReclaimPolicy, ScanProgress, Time,
 };
@@ -44,6 +45,20 @@ struct Entry {
 
 impl Engine {
     pub(crate) fn sim(&mut self) -> Sim<'_> {
+        self.sim_for(true)
+    }
+
+    /// A simulation for choosing assignments and preemption victims: shares without usage history.
+    pub(crate) fn preemption_sim(&mut self) -> Sim<'_> {
+        self.sim_for(false)
+    }
+
+    fn sim_for(&mut self, with_history: bool) -> Sim<'_> {
+        let history = if with_history {
+            &self.history
+        } else {
+            &usage_history::NONE
+        };
         Sim {
             tree: &mut self.tree,
             cqs: &self.cqs,
@@ -51,7 +66,7 @@ impl Engine {
             flavors: &self.flavors,
             ids: &self.ids,
             policy: self.policy.as_ref(),
-            history: &self.history,
+            history,
             fair: self.config.fair_sharing.as_ref(),
             pods_resource: self.pods_resource,
             now: self.now,
@@ -174,7 +189,8 @@ impl Engine {
                 scan,
                 max_counts,
             };
-            let (mut assignment, mut targets) = self.sim().get_assignments(&pre, partial);
+            let (mut assignment, mut targets) =
+                self.preemption_sim().get_assignments(&pre, partial);
             // TAS: quota is not enough, every pod needs a place (as if the targets were gone).
             let placement = if assignment.mode() == Mode::Preempt && targets.is_empty() {
                 None

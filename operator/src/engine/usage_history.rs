@@ -19,6 +19,15 @@ pub(crate) struct UsageHistory {
     avg: Vec<Vec<f64>>,
 }
 
+/// No history: what preemption sees. History orders admission (as in Kueue's admission fair sharing) but never
+/// picks victims: a queue's past usage does not shrink when one of its workloads is evicted, so a share that
+/// counts it would keep finding victims (the bundled example with fair-credits evicted 4,152 times).
+pub(crate) static NONE: UsageHistory = UsageHistory {
+    half_life_ms: None,
+    last: None,
+    avg: Vec::new(),
+};
+
 impl UsageHistory {
     /// History with the given half-life in seconds (`None`: none kept).
     pub(crate) fn new(half_life_seconds: Option<f64>) -> Self {

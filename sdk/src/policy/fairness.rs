@@ -28,7 +28,8 @@ pub struct ShareBatch {
     pub borrowed: Vec<i64>,
     /// What the parent could lend of that resource with the tree empty.
     pub lendable: Vec<i64>,
-    /// Per input: decayed dominant usage, per mille of the node's quota (0 without history).
+    /// Per input: decayed dominant usage, per mille of the node's quota (0 without history, and 0 when the
+    /// shares are for choosing preemption victims: history orders admission only).
     pub history: Vec<f64>,
 }
 

@@ -224,7 +224,7 @@ impl Engine {
                 .zip(&deltas)
                 .map(|(&c, &d)| (i64::from(c) - d * h / total) as i32)
                 .collect();
-            let cand = self.sim().assign(pre, Some(&counts));
+            let cand = self.preemption_sim().assign(pre, Some(&counts));
             let ok = if cand.mode() == Mode::Fit {
                 self.place_assignment(pre.wl, &cand, &[]).ok()
             } else {
