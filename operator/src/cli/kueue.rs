@@ -345,6 +345,16 @@ pub enum ResumeCommand {
 
 /// Runs a cluster subcommand against the current kubeconfig's cluster and returns what to print.
 pub fn run(command: ClusterCommand) -> Result<String, CliError> {
+    with_cluster(|client, now| async move { execute(&client, command, now).await })
+}
+
+/// Runs `f` on a one-thread runtime with a client for the current kubeconfig's cluster and the time now
+/// (Unix seconds, for ages): the shell of every cluster command.
+pub fn with_cluster<F, Fut>(f: F) -> Result<String, CliError>
+where
+    F: FnOnce(kube::Client, i64) -> Fut,
+    Fut: std::future::Future<Output = Result<String, CliError>>,
+{
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -355,7 +365,7 @@ pub fn run(command: ClusterCommand) -> Result<String, CliError> {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
-        execute(&client, command, now).await
+        f(client, now).await
     })
 }
 

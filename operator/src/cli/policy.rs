@@ -448,23 +448,12 @@ pub mod cluster {
     };
 
     use super::PolicyCommand;
-    use crate::cli::kueue::{CliError, age, columns, encode};
+    use crate::cli::kueue::{CliError, age, columns, encode, with_cluster};
     use crate::sim::OutputFormat;
 
     /// Runs `ls` or `inspect` against the current kubeconfig's cluster and returns what to print.
     pub fn run(command: &PolicyCommand) -> Result<String, CliError> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        runtime.block_on(async {
-            let client = kube::Client::try_default()
-                .await
-                .map_err(|e| CliError::Config(e.to_string()))?;
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs() as i64);
-            execute(&client, command, now).await
-        })
+        with_cluster(|client, now| async move { execute(&client, command, now).await })
     }
 
     /// Runs `ls` or `inspect` with `client`; `now` (Unix seconds) is for ages. Other subcommands print nothing.

@@ -2064,89 +2064,80 @@ impl EngineTask {
                 && let Some(c) = cur.take()
             {
                 cur = self
-                    .writer
-                    .update(&api, c, Endpoint::Main, |c| {
+                    .write(&api, c, Endpoint::Main, "cluster queue finalizer", |c| {
                         Ok(set_finalizer(c, labels::RESOURCE_IN_USE_FINALIZER, add))
                     })
-                    .await
-                    .unwrap_or_else(|e| {
-                        tracing::error!(error = %e, "cluster queue finalizer write failed");
-                        None
-                    });
+                    .await;
             }
-            if let Some(c) = cur {
-                match self
-                    .writer
-                    .update(&api, c, Endpoint::Status, |c| {
-                        let changed = c.status.as_ref() != Some(&st);
-                        c.status = Some(st.clone());
-                        Ok(changed)
+            if let Some(c) = cur
+                && let Some(c) = self
+                    .write(&api, c, Endpoint::Status, "cluster queue status", |c| {
+                        replace_status(&mut c.status, &st)
                     })
                     .await
-                {
-                    Ok(Some(c)) => {
-                        self.cache.cluster_queues.insert(name, c);
-                    }
-                    Ok(None) => {}
-                    Err(e) => tracing::error!(error = %e, "cluster queue status write failed"),
-                }
+            {
+                self.cache.cluster_queues.insert(name, c);
             }
         }
         for (lq, st) in lq_writes {
             let key = (lq.namespace().unwrap_or_default(), lq.name_any());
             let api = self.apis.local_queues(&key.0);
-            match self
-                .writer
-                .update(&api, lq, Endpoint::Status, |l| {
-                    let changed = l.status.as_ref() != Some(&st);
-                    l.status = Some(st.clone());
-                    Ok(changed)
+            if let Some(l) = self
+                .write(&api, lq, Endpoint::Status, "local queue status", |l| {
+                    replace_status(&mut l.status, &st)
                 })
                 .await
             {
-                Ok(Some(l)) => {
-                    self.cache.local_queues.insert(key, l);
-                }
-                Ok(None) => {}
-                Err(e) => tracing::error!(error = %e, "local queue status write failed"),
+                self.cache.local_queues.insert(key, l);
             }
         }
         for (c, st) in cohort_writes {
             let name = c.name_any();
             let api = self.apis.cohorts.clone();
-            match self
-                .writer
-                .update(&api, c, Endpoint::Status, |c| {
-                    let changed = c.status.as_ref() != Some(&st);
-                    c.status = Some(st.clone());
-                    Ok(changed)
+            if let Some(c) = self
+                .write(&api, c, Endpoint::Status, "cohort status", |c| {
+                    replace_status(&mut c.status, &st)
                 })
                 .await
             {
-                Ok(Some(c)) => {
-                    self.cache.cohorts.insert(name, c);
-                }
-                Ok(None) => {}
-                Err(e) => tracing::error!(error = %e, "cohort status write failed"),
+                self.cache.cohorts.insert(name, c);
             }
         }
         for (rf, add) in flavor_writes {
             let name = rf.name_any();
             let api = self.apis.flavors.clone();
-            match self
-                .writer
-                .update(&api, rf, Endpoint::Main, |f| {
+            if let Some(f) = self
+                .write(&api, rf, Endpoint::Main, "resource flavor finalizer", |f| {
                     Ok(set_finalizer(f, labels::RESOURCE_IN_USE_FINALIZER, add))
                 })
                 .await
             {
-                Ok(Some(f)) => {
-                    self.cache.flavors.insert(name, f);
-                }
-                Ok(None) => {}
-                Err(e) => tracing::error!(error = %e, "resource flavor finalizer write failed"),
+                self.cache.flavors.insert(name, f);
             }
         }
+    }
+
+    /// One write through the writer; a failure is logged (the next status pass retries) and gives `None`.
+    async fn write<K, F>(
+        &self,
+        api: &Api<K>,
+        cached: K,
+        endpoint: Endpoint,
+        what: &str,
+        mutate: F,
+    ) -> Option<K>
+    where
+        K: Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+        K::DynamicType: Default,
+        F: FnMut(&mut K) -> Result<bool, String>,
+    {
+        self.writer
+            .update(api, cached, endpoint, mutate)
+            .await
+            .unwrap_or_else(|e| {
+                tracing::error!(error = %e, "{what} write failed");
+                None
+            })
     }
 
     fn queue_gauges(
@@ -2323,4 +2314,11 @@ fn has_topology_assignment(wl: &api::Workload) -> bool {
                 .iter()
                 .any(|p| p.topology_assignment.is_some())
         })
+}
+
+/// Sets `slot` to `status` for the writer: whether it changed (unchanged objects are not written).
+fn replace_status<S: PartialEq + Clone>(slot: &mut Option<S>, status: &S) -> Result<bool, String> {
+    let changed = slot.as_ref() != Some(status);
+    *slot = Some(status.clone());
+    Ok(changed)
 }
