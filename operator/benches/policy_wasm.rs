@@ -1,6 +1,6 @@
-//! Placement scoring of 10,000 candidate nodes in one call: the shipped topology-pack module in
-//! WebAssembly vs the same policy native, and the per-decision overhead (instantiate + init +
-//! inventory + call + copies) of a fresh instance.
+//! Placement scoring of 10,000 candidate nodes in one call: the shipped topology-pack and spread
+//! modules in WebAssembly vs the same policies native, and the per-decision overhead (instantiate +
+//! init + inventory + call + copies) of a fresh instance.
 //!
 //! `cargo bench -p sluice-operator --bench policy_wasm`
 
@@ -54,6 +54,21 @@ fn placement(c: &mut Criterion) {
         });
         g.finish();
     }
+    // spread: the same comparison for the steady state only.
+    let wasm = host
+        .load_placement("spread", embedded::SPREAD, "", limits)
+        .expect("module loads");
+    let native = sluice_policy_spread::Policy::default();
+    let nodes = synthetic_cluster(10_000);
+    let mut g = c.benchmark_group("spread_10000_nodes");
+    g.sample_size(30).measurement_time(Duration::from_secs(3));
+    g.bench_function("native", |b| {
+        b.iter(|| black_box(native.score(black_box(&gang), black_box(&nodes))))
+    });
+    g.bench_function("wasm_resident_inventory", |b| {
+        b.iter(|| black_box(wasm.score(black_box(&gang), black_box(&nodes))))
+    });
+    g.finish();
 }
 
 criterion_group!(benches, placement);

@@ -16,6 +16,9 @@ mod bindings {
     wasmtime::component::bindgen!({
         path: "wit",
         world: "placement",
+        // Export parameters borrow (`&[u32]` rather than `Vec<u32>`), so a call's node columns
+        // are lowered straight from the caller's batch instead of being cloned first.
+        ownership: Borrowing { duplicate_if_necessary: true },
     });
 }
 
@@ -28,8 +31,8 @@ struct Live {
     bindings: Placement,
     /// Generation and node count of the inventory the guest holds.
     inventory: Option<(u64, usize)>,
-    /// Reused per call so the dynamic columns' buffers are not reallocated.
-    state: wit::NodeState,
+    /// The `ready` column as bytes, reused per call (the other columns are lent as they are).
+    ready: Vec<u8>,
 }
 
 /// A loaded placement module. Calls are serialised (one instance per module); an instance that
@@ -113,7 +116,7 @@ impl WasmPlacement {
             store,
             bindings,
             inventory: None,
-            state: empty_state(),
+            ready: Vec::new(),
         })
     }
 
@@ -136,18 +139,32 @@ impl WasmPlacement {
     ) -> Result<NodeScores, PolicyError> {
         let key = (nodes.inventory_generation, nodes.len());
         if live.inventory != Some(key) {
-            let inv = inventory(nodes);
+            let strings: Vec<&str> = nodes.strings.iter().map(String::as_str).collect();
+            let inv = inventory(nodes, &strings);
             let b = &live.bindings;
             guarded(&mut live.store, &self.name, self.deadline, |s| {
-                b.call_set_inventory(s, &inv)
+                b.call_set_inventory(s, inv)
             })?;
             live.inventory = Some(key);
         }
-        fill_state(&mut live.state, nodes);
-        let req = request_to_wit(request);
-        let (b, st) = (&live.bindings, &live.state);
+        live.ready.clear();
+        live.ready.extend(nodes.ready.iter().map(|&r| u8::from(r)));
+        let state = wit::NodeState {
+            ready: &live.ready,
+            gpu_total: &nodes.gpu_total,
+            gpu_free: &nodes.gpu_free,
+            island_offsets: &nodes.island_offsets,
+            island_size: &nodes.island_size,
+            island_free: &nodes.island_free,
+            free: &nodes.free,
+        };
+        let resources: Vec<&str> = request.resources.iter().map(String::as_str).collect();
+        let label_keys: Vec<&str> = request.labels.iter().map(|(k, _)| k.as_str()).collect();
+        let label_values: Vec<&str> = request.labels.iter().map(|(_, v)| v.as_str()).collect();
+        let req = request_to_wit(request, &resources, &label_keys, &label_values);
+        let b = &live.bindings;
         let out = guarded(&mut live.store, &self.name, self.deadline, |s| {
-            b.call_score(s, &req, st)
+            b.call_score(s, req, state)
         })?
         .map_err(|m| PolicyError::new(&self.name, PolicyFailure::Rejected, m))?;
         let scores = NodeScores {
@@ -190,53 +207,35 @@ impl PlacementPolicy for WasmPlacement {
     }
 }
 
-fn empty_state() -> wit::NodeState {
-    wit::NodeState {
-        ready: Vec::new(),
-        gpu_total: Vec::new(),
-        gpu_free: Vec::new(),
-        island_offsets: Vec::new(),
-        island_size: Vec::new(),
-        island_free: Vec::new(),
-        free: Vec::new(),
-    }
-}
-
-fn fill_state(s: &mut wit::NodeState, n: &NodeBatch) {
-    s.ready.clear();
-    s.ready.extend(n.ready.iter().map(|&r| u8::from(r)));
-    s.gpu_total.clone_from(&n.gpu_total);
-    s.gpu_free.clone_from(&n.gpu_free);
-    s.island_offsets.clone_from(&n.island_offsets);
-    s.island_size.clone_from(&n.island_size);
-    s.island_free.clone_from(&n.island_free);
-    s.free.clone_from(&n.free);
-}
-
-fn inventory(n: &NodeBatch) -> wit::NodeInventory {
+fn inventory<'a>(n: &'a NodeBatch, strings: &'a [&'a str]) -> wit::NodeInventory<'a> {
     wit::NodeInventory {
         generation: n.inventory_generation,
-        strings: n.strings.clone(),
-        levels: n.levels.clone(),
-        name: n.name.clone(),
-        domain: n.domain.clone(),
-        gpu_model: n.gpu_model.clone(),
-        gpu_memory_mib: n.gpu_memory_mib.clone(),
-        fabric_clique: n.fabric_clique.clone(),
-        label_offsets: n.label_offsets.clone(),
-        label_keys: n.label_keys.clone(),
-        label_values: n.label_values.clone(),
+        strings,
+        levels: &n.levels,
+        name: &n.name,
+        domain: &n.domain,
+        gpu_model: &n.gpu_model,
+        gpu_memory_mib: &n.gpu_memory_mib,
+        fabric_clique: &n.fabric_clique,
+        label_offsets: &n.label_offsets,
+        label_keys: &n.label_keys,
+        label_values: &n.label_values,
     }
 }
 
-fn request_to_wit(r: &PodSetRequest) -> wit::PodSetRequest {
+fn request_to_wit<'a>(
+    r: &'a PodSetRequest,
+    resources: &'a [&'a str],
+    label_keys: &'a [&'a str],
+    label_values: &'a [&'a str],
+) -> wit::PodSetRequest<'a> {
     wit::PodSetRequest {
-        workload: r.workload.clone(),
-        pod_set: r.pod_set.clone(),
+        workload: &r.workload,
+        pod_set: &r.pod_set,
         count: r.count,
         min_count: r.min_count,
-        resources: r.resources.clone(),
-        per_pod: r.per_pod.clone(),
+        resources,
+        per_pod: &r.per_pod,
         gpus_per_pod: r.gpus_per_pod,
         topology_mode: match r.topology_mode {
             TopologyMode::None => wit::TopologyMode::None,
@@ -244,10 +243,10 @@ fn request_to_wit(r: &PodSetRequest) -> wit::PodSetRequest {
             TopologyMode::Preferred => wit::TopologyMode::Preferred,
             TopologyMode::Unconstrained => wit::TopologyMode::Unconstrained,
         },
-        topology_level: r.topology_level.clone(),
+        topology_level: r.topology_level.as_deref(),
         nvlink_required: r.nvlink_required,
         priority: r.priority,
-        label_keys: r.labels.iter().map(|(k, _)| k.clone()).collect(),
-        label_values: r.labels.iter().map(|(_, v)| v.clone()).collect(),
+        label_keys,
+        label_values,
     }
 }

@@ -17,7 +17,8 @@ pub fn pods_fitting(request: &PodSetRequest, nodes: &NodeBatch, i: usize) -> u32
     }
     let mut fit = u32::MAX;
     let k = request.resources.len();
-    for (r, &need) in request.per_pod.iter().enumerate() {
+    // Entries of `per_pod` past `resources` have no column and are ignored.
+    for (r, &need) in request.per_pod.iter().take(k).enumerate() {
         if need <= 0 {
             continue;
         }
@@ -38,6 +39,54 @@ pub fn pods_fitting(request: &PodSetRequest, nodes: &NodeBatch, i: usize) -> u32
     };
     if gpp > 0 {
         fit = fit.min(by_gpu);
+    }
+    fit
+}
+
+/// [`pods_fitting`] of every node, a column at a time: one short loop per resource rather than
+/// a nested loop per node. Cranelift (which compiles WebAssembly) spills values around every
+/// loop of a busy body and checks the deadline on every back-edge, so small loops bring the
+/// module's code much closer to native; native code gets a little faster too. Nodes missing
+/// from a column count as having none of it.
+pub fn fits(request: &PodSetRequest, nodes: &NodeBatch) -> Vec<u32> {
+    let n = nodes.len();
+    let mut fit = vec![0u32; n];
+    for (f, &ready) in fit.iter_mut().zip(&nodes.ready) {
+        *f = if ready { u32::MAX } else { 0 };
+    }
+    let k = request.resources.len();
+    for (r, &need) in request.per_pod.iter().take(k).enumerate() {
+        if need <= 0 {
+            continue;
+        }
+        let column = nodes.free.get(r..).unwrap_or_default().iter().step_by(k);
+        let mut seen = 0;
+        for (f, &free) in fit.iter_mut().zip(column) {
+            *f = (*f).min(u32::try_from(free.max(0) / need).unwrap_or(u32::MAX));
+            seen += 1;
+        }
+        fit[seen..].fill(0);
+    }
+    let gpp = request.gpus_per_pod;
+    if gpp == 0 {
+        return fit;
+    }
+    if request.nvlink_required {
+        for (i, f) in fit.iter_mut().enumerate() {
+            if *f > 0 {
+                let by_island = island_range(nodes, i)
+                    .map(|j| nodes.island_free.get(j).map_or(0, |&free| free / gpp))
+                    .fold(0u32, u32::saturating_add);
+                *f = (*f).min(by_island);
+            }
+        }
+    } else {
+        let mut seen = 0;
+        for (f, &free) in fit.iter_mut().zip(&nodes.gpu_free) {
+            *f = (*f).min(free / gpp);
+            seen += 1;
+        }
+        fit[seen..].fill(0);
     }
     fit
 }

@@ -1,6 +1,6 @@
 //! `topology-pack`: fill partially used nodes and tight NVLink islands first.
 
-use super::{free_share, island_range, pods_fitting};
+use super::fits;
 use crate::policy::error::PolicyError;
 use crate::policy::placement::{NodeBatch, NodeScores, PlacementPolicy, PodSetRequest};
 
@@ -21,32 +21,41 @@ impl PlacementPolicy for TopologyPack {
     }
 
     fn score(&self, request: &PodSetRequest, nodes: &NodeBatch) -> Result<NodeScores, PolicyError> {
-        let n = nodes.len();
+        // Pass by pass over columns (see `fits`), not everything per node in one loop.
+        let fit = fits(request, nodes);
         let mut out = NodeScores {
-            score: Vec::with_capacity(n),
-            max_pods: Vec::with_capacity(n),
+            score: vec![0.0; fit.len()],
+            max_pods: fit
+                .iter()
+                .map(|&f| if f > 0 { u32::MAX } else { 0 })
+                .collect(),
         };
-        let gpp = request.gpus_per_pod;
-        for i in 0..n {
-            let fit = pods_fitting(request, nodes, i);
-            if fit == 0 {
-                out.score.push(0.0);
-                out.max_pods.push(0);
-                continue;
+        // Used share of the node's GPUs; a node without GPUs (or past the columns) scores 0.
+        let gpus = nodes.gpu_free.iter().zip(&nodes.gpu_total);
+        for ((s, &f), (&free, &total)) in out.score.iter_mut().zip(&fit).zip(gpus) {
+            if f > 0 && total > 0 {
+                *s = 1.0 - f64::from(free) / f64::from(total);
             }
-            let mut score = 1.0 - free_share(nodes, i);
-            if gpp > 0 {
-                // Tightest island that still holds one pod's GPUs: an exact fit adds 1.
-                let tightest = island_range(nodes, i)
-                    .filter_map(|j| nodes.island_free.get(j).copied())
-                    .filter(|&f| f >= gpp)
-                    .min();
-                if let Some(f) = tightest {
-                    score += f64::from(gpp) / f64::from(f);
+        }
+        let gpp = request.gpus_per_pod;
+        if gpp > 0 {
+            // Tightest island that still holds one pod's GPUs: an exact fit adds 1.
+            let bounds = nodes.island_offsets.windows(2);
+            for ((s, &f), w) in out.score.iter_mut().zip(&fit).zip(bounds) {
+                let islands = nodes
+                    .island_free
+                    .get(w[0] as usize..w[1] as usize)
+                    .unwrap_or_default();
+                let mut tightest = u32::MAX;
+                for &free in islands {
+                    if free >= gpp && free < tightest {
+                        tightest = free;
+                    }
+                }
+                if f > 0 && tightest != u32::MAX {
+                    *s += f64::from(gpp) / f64::from(tightest);
                 }
             }
-            out.score.push(score);
-            out.max_pods.push(u32::MAX);
         }
         Ok(out)
     }

@@ -1,6 +1,6 @@
 //! `spread`: spread a pod set's pods over nodes and racks.
 
-use super::{free_share, pods_fitting};
+use super::{fits, free_share};
 use crate::policy::error::PolicyError;
 use crate::policy::placement::{NodeBatch, NodeScores, PlacementPolicy, PodSetRequest};
 
@@ -21,7 +21,7 @@ impl PlacementPolicy for Spread {
 
     fn score(&self, request: &PodSetRequest, nodes: &NodeBatch) -> Result<NodeScores, PolicyError> {
         let n = nodes.len();
-        let fits: Vec<u32> = (0..n).map(|i| pods_fitting(request, nodes, i)).collect();
+        let fits = fits(request, nodes);
         let eligible = fits.iter().filter(|&&f| f > 0).count().max(1) as u32;
         let cap = request.count.div_ceil(eligible).max(1);
         // Rack = the second-lowest level when there are two or more levels.

@@ -1,5 +1,5 @@
 use super::*;
-use crate::policy::placement::PlacementPolicy;
+use crate::policy::placement::{NodeScores, PlacementPolicy};
 
 /// Three ready nodes of 8 GPUs in two racks: n0 (rack a, 8 free, islands 4+4),
 /// n1 (rack a, 3 free, islands 1+2), n2 (rack b, 8 free, not ready when `down`).
@@ -83,4 +83,89 @@ fn spread_caps_pods_per_node_and_prefers_empty_racks() {
         "{:?}",
         s.score
     );
+}
+
+/// The per-node definition of topology-pack's score (what the column passes must equal).
+fn pack_reference(request: &PodSetRequest, nodes: &NodeBatch) -> NodeScores {
+    let mut out = NodeScores::default();
+    for i in 0..nodes.len() {
+        if pods_fitting(request, nodes, i) == 0 {
+            out.score.push(0.0);
+            out.max_pods.push(0);
+            continue;
+        }
+        let mut score = 1.0 - free_share(nodes, i);
+        let gpp = request.gpus_per_pod;
+        let tightest = island_range(nodes, i)
+            .filter_map(|j| nodes.island_free.get(j).copied())
+            .filter(|&f| gpp > 0 && f >= gpp)
+            .min();
+        if let Some(f) = tightest {
+            score += f64::from(gpp) / f64::from(f);
+        }
+        out.score.push(score);
+        out.max_pods.push(u32::MAX);
+    }
+    out
+}
+
+/// One node: ready, GPUs (total, free), islands (size, free), free amount per resource.
+type NodeRow = (bool, (u32, u32), Vec<(u32, u32)>, Vec<i64>);
+
+fn random_batch(rows: &[NodeRow], k: usize) -> NodeBatch {
+    let mut b = NodeBatch {
+        strings: vec![String::new()],
+        island_offsets: vec![0],
+        ..NodeBatch::default()
+    };
+    for (i, (ready, (total, free), islands, amounts)) in rows.iter().enumerate() {
+        b.strings.push(format!("n{i}"));
+        b.name.push(i as u32 + 1);
+        b.ready.push(*ready);
+        b.gpu_total.push(*total);
+        b.gpu_free.push((*free).min(*total));
+        for &(size, f) in islands {
+            b.island_size.push(size);
+            b.island_free.push(f.min(size));
+        }
+        b.island_offsets.push(b.island_size.len() as u32);
+        b.free
+            .extend((0..k).map(|r| amounts.get(r).copied().unwrap_or(0)));
+    }
+    b
+}
+
+use proptest::prelude::*;
+
+proptest! {
+    /// The column passes give exactly the per-node answers, for any well-formed batch:
+    /// not-ready nodes, nodes without GPUs, negative and larger-than-32-bit amounts, requests
+    /// with zero or negative per-pod amounts and with or without NVLink.
+    #[test]
+    fn column_passes_equal_the_per_node_definitions(
+        rows in proptest::collection::vec(
+            (
+                proptest::bool::weighted(0.8),
+                (0u32..9, 0u32..9),
+                proptest::collection::vec((0u32..5, 0u32..5), 0..3),
+                proptest::collection::vec(
+                    prop_oneof![-5i64..40, Just(i64::from(u32::MAX) * 3)],
+                    3,
+                ),
+            ),
+            0..40,
+        ),
+        per_pod in proptest::collection::vec(-2i64..6, 0..4),
+        k in 0usize..4,
+        gpus in 0u32..5,
+        nvlink in proptest::bool::ANY,
+    ) {
+        let b = random_batch(&rows, k);
+        let mut r = req(1, gpus, nvlink);
+        r.resources = (0..k).map(|i| format!("r{i}")).collect();
+        r.per_pod = per_pod;
+        let per_node: Vec<u32> = (0..b.len()).map(|i| pods_fitting(&r, &b, i)).collect();
+        prop_assert_eq!(fits(&r, &b), per_node);
+        prop_assert_eq!(TopologyPack.score(&r, &b).unwrap(), pack_reference(&r, &b));
+    }
 }
