@@ -1739,23 +1739,33 @@ impl EngineTask {
         true
     }
 
-    async fn start_job(&mut self, key: &(String, String), wl: &api::Workload) -> bool {
-        let Some(admission) = wl.status.as_ref().and_then(|s| s.admission.clone()) else {
-            return false;
-        };
+    /// The admitting ClusterQueue and what each pod set of an admitted Workload must run with
+    /// (node selector, tolerations, labels, count), for the job kinds' starters; `None` (logged with
+    /// `what`) when the Workload is not admitted or its admission cannot be applied.
+    fn admitted_infos<'w>(
+        &self,
+        wl: &'w api::Workload,
+        what: &str,
+    ) -> Option<(&'w str, Vec<PodSetInfo>)> {
+        let admission = wl.status.as_ref()?.admission.as_ref()?;
         let flavors = &self.cache.flavors;
-        let infos = match pod_set_infos(
-            &admission,
+        pod_set_infos(
+            admission,
             &wl.spec.pod_sets,
             &wl.spec.queue_name,
             &wl.name_any(),
             |n| flavors.get(n),
-        ) {
-            Ok(infos) => infos,
-            Err(e) => {
-                tracing::warn!(workload = %workload_key(wl), error = %e, "cannot start job");
-                return false;
-            }
+        )
+        .map_err(
+            |e| tracing::warn!(workload = %workload_key(wl), error = %e, "cannot start {what}"),
+        )
+        .ok()
+        .map(|infos| (admission.cluster_queue.as_str(), infos))
+    }
+
+    async fn start_job(&mut self, key: &(String, String), wl: &api::Workload) -> bool {
+        let Some((cluster_queue, infos)) = self.admitted_infos(wl, "job") else {
+            return false;
         };
         let started = self
             .write_job(key, |j| {
@@ -1769,7 +1779,7 @@ impl EngineTask {
                 EventSeverity::Normal,
                 "Started",
                 "Start",
-                format!("Admitted by clusterQueue {}", admission.cluster_queue),
+                format!("Admitted by clusterQueue {cluster_queue}"),
             );
         }
         true

@@ -14,7 +14,6 @@ use crate::controller::objects::*;
 use crate::controller::writer::Endpoint;
 use crate::engine::WorkloadKey;
 use crate::jobs::pod_group::{self, PodGroupKey};
-use crate::jobs::pod_set_infos;
 use crate::status;
 use crate::telemetry::EventSeverity;
 
@@ -273,22 +272,8 @@ impl EngineTask {
     /// Ungates every still-gated pod of an admitted group with its pod set's node selector, tolerations and
     /// labels, one patch per pod.
     async fn start_pods(&mut self, key: &PodGroupKey, wl: &api::Workload, pods: &[Pod]) -> bool {
-        let Some(admission) = wl.status.as_ref().and_then(|s| s.admission.clone()) else {
+        let Some((cluster_queue, infos)) = self.admitted_infos(wl, "pods") else {
             return false;
-        };
-        let flavors = &self.cache.flavors;
-        let infos = match pod_set_infos(
-            &admission,
-            &wl.spec.pod_sets,
-            &wl.spec.queue_name,
-            &wl.name_any(),
-            |n| flavors.get(n),
-        ) {
-            Ok(infos) => infos,
-            Err(e) => {
-                tracing::warn!(workload = %workload_key(wl), error = %e, "cannot start pods");
-                return false;
-            }
         };
         let mut wrote = false;
         let is_group = key.is_group();
@@ -323,7 +308,7 @@ impl EngineTask {
                     EventSeverity::Normal,
                     "Started",
                     "Start",
-                    format!("Admitted by clusterQueue {}", admission.cluster_queue),
+                    format!("Admitted by clusterQueue {cluster_queue}"),
                 );
             }
         }
