@@ -183,6 +183,8 @@ impl PolicyHost {
         let mut wt = Config::new();
         wt.wasm_component_model(true)
             .epoch_interruption(true)
+            // Pool slots never move: saying so lets Cranelift hoist the heap base out of loops.
+            .memory_may_move(false)
             .max_wasm_stack(config.max_wasm_stack)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&wt).map_err(|e| LoadError::Host(format!("{e:#}")))?;
