@@ -366,6 +366,8 @@ impl EngineTask {
                     }
                 }
                 self.queues_dirty = true;
+                // A new parent can join trees: their fairness modules are chosen again.
+                self.policies_dirty = true;
             }
             Input::LocalQueue(c) => {
                 self.count_event("LocalQueue");

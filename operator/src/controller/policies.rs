@@ -23,7 +23,7 @@ use sluice_sdk::sluice::policy_module::{
 };
 use tokio::time::Instant;
 
-use crate::engine::{DrsPolicy, Engine};
+use crate::engine::Engine;
 use crate::policy::{
     GuardedFairness, GuardedPlacement, HealthSnapshot, PolicyRegistry, RegistryError, Selection,
 };
@@ -87,8 +87,8 @@ pub struct Policies {
     written: BTreeMap<String, (PolicyModuleStatus, Instant)>,
     /// Placement modules applied to the engine, by ClusterQueue.
     applied_placement: BTreeMap<String, Arc<GuardedPlacement>>,
-    /// Fairness module applied to the engine (None: the built-in DRS).
-    applied_fairness: Option<Arc<GuardedFairness>>,
+    /// Fairness modules applied to the engine, by root Cohort of the tree they order.
+    applied_fairness: BTreeMap<String, Arc<GuardedFairness>>,
     /// Selection problem reported per ClusterQueue.
     reported: BTreeMap<String, String>,
     degraded: BTreeSet<String>,
@@ -103,6 +103,19 @@ fn builtin_name(annotation: &str) -> &'static str {
         "DRS"
     } else {
         TopologyPack::NAME
+    }
+}
+
+/// Adds `problem` to what is reported for ClusterQueue `cq`.
+fn append_problem(problems: &mut BTreeMap<String, String>, cq: &str, problem: &str) {
+    match problems.get_mut(cq) {
+        Some(m) => {
+            m.push_str("; ");
+            m.push_str(problem);
+        }
+        None => {
+            problems.insert(cq.to_string(), problem.to_string());
+        }
     }
 }
 
@@ -127,7 +140,7 @@ impl Policies {
             failed: BTreeMap::new(),
             written: BTreeMap::new(),
             applied_placement: BTreeMap::new(),
-            applied_fairness: None,
+            applied_fairness: BTreeMap::new(),
             reported: BTreeMap::new(),
             degraded: BTreeSet::new(),
             metered: BTreeMap::new(),
@@ -355,12 +368,30 @@ impl Policies {
     /// The engine was (re)built: every selection is applied again by the next [`Self::route`].
     pub fn engine_rebuilt(&mut self) {
         self.applied_placement.clear();
-        self.applied_fairness = None;
+        self.applied_fairness.clear();
     }
 
-    /// Puts each ClusterQueue on the placement module its annotation names and the cluster on the fairness
-    /// module its ClusterQueues name (one fairness policy for the whole cluster); anything that cannot be
-    /// honoured leaves the built-in serving, with a Warning event on the ClusterQueue (once per problem).
+    /// The fairness module that ClusterQueue annotations name (see [`PolicyRegistry::fairness_for`]); with no
+    /// host, every named module is unknown.
+    fn select_fairness(
+        &self,
+        annotations: &[BTreeMap<String, String>],
+    ) -> Result<Selection<Arc<GuardedFairness>>, RegistryError> {
+        match self.registry.as_ref() {
+            Some(r) => r.fairness_for(annotations),
+            None => match annotations
+                .iter()
+                .find_map(|a| a.get(FAIRNESS_POLICY_ANNOTATION))
+            {
+                Some(m) => Err(RegistryError::Unknown(m.clone())),
+                None => Ok(Selection::Builtin),
+            },
+        }
+    }
+
+    /// Puts each ClusterQueue on the placement module its annotation names, and each cohort tree on the
+    /// fairness module its ClusterQueues name; anything that cannot be honoured leaves the built-in serving,
+    /// with a Warning event on the ClusterQueue (once per problem).
     pub fn route(
         &mut self,
         cluster_queues: &BTreeMap<String, api::ClusterQueue>,
@@ -396,58 +427,67 @@ impl Policies {
                 }
             }
         }
-        let all: Vec<BTreeMap<String, String>> =
-            cluster_queues.values().map(annotations_of).collect();
-        let fairness = match self.registry.as_ref() {
-            Some(r) => r.fairness_for(all.iter()),
-            None => {
-                let named: BTreeSet<&String> = all
-                    .iter()
-                    .filter_map(|a| a.get(FAIRNESS_POLICY_ANNOTATION))
-                    .collect();
-                match named.into_iter().next() {
-                    Some(m) => Err(RegistryError::Unknown(m.clone())),
-                    None => Ok(Selection::Builtin),
+        // Fairness: one policy per cohort tree, named by the tree's ClusterQueues.
+        let mut trees: BTreeMap<String, Vec<&String>> = BTreeMap::new();
+        for (name, cq) in cluster_queues {
+            let Some(cohort) = cq.spec.cohort() else {
+                let a = annotations_of(cq);
+                if let Some(m) = a.get(FAIRNESS_POLICY_ANNOTATION) {
+                    let p = match self.select_fairness(std::slice::from_ref(&a)) {
+                        Err(e) => format!(
+                            "{FAIRNESS_POLICY_ANNOTATION}: {e}; this ClusterQueue has no cohort, so no fairness policy orders it"
+                        ),
+                        Ok(_) => format!(
+                            "{FAIRNESS_POLICY_ANNOTATION}: {m} is not consulted: a fairness policy orders the ClusterQueues of one cohort tree, and this ClusterQueue has no cohort"
+                        ),
+                    };
+                    append_problem(&mut problems, name, &p);
                 }
+                continue;
+            };
+            let root = engine.cohort_root_of(name).unwrap_or(cohort);
+            trees.entry(root.to_string()).or_default().push(name);
+        }
+        let mut fairness: BTreeMap<String, Arc<GuardedFairness>> = BTreeMap::new();
+        for (root, members) in &trees {
+            let annotated: Vec<&String> = members
+                .iter()
+                .copied()
+                .filter(|n| {
+                    cluster_queues.get(*n).is_some_and(|cq| {
+                        annotations_of(cq).contains_key(FAIRNESS_POLICY_ANNOTATION)
+                    })
+                })
+                .collect();
+            if annotated.is_empty() {
+                continue;
             }
-        };
-        let fairness = match fairness {
-            Ok(Selection::Module(f)) => {
-                if !engine.fair_sharing() {
+            let annotations: Vec<BTreeMap<String, String>> = annotated
+                .iter()
+                .filter_map(|n| cluster_queues.get(*n).map(annotations_of))
+                .collect();
+            let selected = self.select_fairness(&annotations);
+            let problem = match selected {
+                Ok(Selection::Module(f)) => {
+                    let name = crate::engine::FairnessPolicy::name(f.as_ref()).to_string();
+                    fairness.insert(root.clone(), f);
                     // Loaded and selected, but the engine orders by fair share only with fair sharing on.
-                    for (name, cq) in cluster_queues {
-                        if annotations_of(cq).contains_key(FAIRNESS_POLICY_ANNOTATION) {
-                            problems.entry(name.clone()).or_insert_with(|| {
-                                format!(
-                                    "{FAIRNESS_POLICY_ANNOTATION}: fair sharing is off in the operator's configuration, so PolicyModule {} is loaded but not consulted",
-                                    crate::engine::FairnessPolicy::name(f.as_ref())
-                                )
-                            });
-                        }
-                    }
+                    (!engine.fair_sharing()).then(|| format!(
+                        "{FAIRNESS_POLICY_ANNOTATION}: fair sharing is off in the operator's configuration, so PolicyModule {name} is loaded but not consulted"
+                    ))
                 }
-                Some(f)
-            }
-            Ok(Selection::Builtin) => None,
-            Err(e) => {
-                for (name, cq) in cluster_queues {
-                    if annotations_of(cq).contains_key(FAIRNESS_POLICY_ANNOTATION) {
-                        let p = format!(
-                            "{FAIRNESS_POLICY_ANNOTATION}: {e}; the built-in {} orders the cluster's workloads",
-                            builtin_name(FAIRNESS_POLICY_ANNOTATION)
-                        );
-                        problems
-                            .entry(name.clone())
-                            .and_modify(|m| {
-                                m.push_str("; ");
-                                m.push_str(&p);
-                            })
-                            .or_insert(p);
-                    }
+                Ok(Selection::Builtin) => None,
+                Err(e) => Some(format!(
+                    "{FAIRNESS_POLICY_ANNOTATION}: {e}; the built-in {} orders the workloads of cohort tree {root}",
+                    builtin_name(FAIRNESS_POLICY_ANNOTATION)
+                )),
+            };
+            if let Some(p) = problem {
+                for name in annotated {
+                    append_problem(&mut problems, name, &p);
                 }
-                None
             }
-        };
+        }
 
         // The engine: only what changed (a new version of a module is a new Arc).
         for (cq, p) in &placement {
@@ -466,15 +506,19 @@ impl Policies {
             }
         }
         self.applied_placement = placement;
-        let fairness_changed = match (&self.applied_fairness, &fairness) {
-            (Some(a), Some(b)) => !Arc::ptr_eq(a, b),
-            (None, None) => false,
-            _ => true,
-        };
-        if fairness_changed {
-            match &fairness {
-                Some(f) => engine.set_fairness_policy(f.clone()),
-                None => engine.set_fairness_policy(Arc::new(DrsPolicy)),
+        for (root, f) in &fairness {
+            if self
+                .applied_fairness
+                .get(root)
+                .is_none_or(|old| !Arc::ptr_eq(old, f))
+            {
+                tracing::info!(cohort = %root, module = %crate::engine::FairnessPolicy::name(f.as_ref()), "fairness module selected for the cohort tree");
+                engine.set_fairness_policy_for_tree(root, Some(f.clone()));
+            }
+        }
+        for root in self.applied_fairness.keys() {
+            if !fairness.contains_key(root) {
+                engine.set_fairness_policy_for_tree(root, None);
             }
         }
         self.applied_fairness = fairness;
@@ -735,7 +779,17 @@ mod tests {
     }
 
     fn cq(name: &str, annotations: &[(&str, &str)]) -> (String, api::ClusterQueue) {
+        in_cohort(name, "", annotations)
+    }
+
+    /// A ClusterQueue in `cohort` ("" for none).
+    fn in_cohort(
+        name: &str,
+        cohort: &str,
+        annotations: &[(&str, &str)],
+    ) -> (String, api::ClusterQueue) {
         let mut c = api::ClusterQueue::default();
+        c.spec.cohort_name = cohort.to_string();
         c.metadata.name = Some(name.to_string());
         c.metadata.annotations = Some(
             annotations
@@ -759,8 +813,7 @@ mod tests {
         )
     }
 
-    #[test]
-    fn one_fairness_module_serves_the_cluster_and_conflicts_fall_back_to_drs() {
+    fn policies_with_credits() -> Policies {
         let mut p = Policies::new(
             HostConfig {
                 pool_instances: 4,
@@ -773,55 +826,108 @@ mod tests {
         p.module_changed(fairness_module("credits"), false);
         let loaded: Vec<&str> = p.load_pending().iter().map(|n| n.reason).collect();
         assert_eq!(loaded, [REASON_LOADED]);
+        p
+    }
+
+    fn fair_engine(cqs: &BTreeMap<String, api::ClusterQueue>) -> Engine {
         let mut engine = Engine::new(crate::engine::EngineConfig {
             fair_sharing: Some(crate::engine::FairSharingConfig::default()),
             ..crate::engine::EngineConfig::default()
         });
+        sync(&mut engine, cqs);
+        engine
+    }
+
+    fn sync(engine: &mut Engine, cqs: &BTreeMap<String, api::ClusterQueue>) {
+        for c in cqs.values() {
+            let c = crate::ingest::cluster_queue(c).expect("valid ClusterQueue");
+            engine
+                .apply(crate::engine::Event::UpsertClusterQueue(c))
+                .expect("applies");
+        }
+    }
+
+    fn names(notices: &[Notice]) -> Vec<(&'static str, String)> {
+        let mut v: Vec<_> = notices
+            .iter()
+            .map(|n| (n.reason, n.object.name.clone().unwrap_or_default()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn each_cohort_tree_gets_the_fairness_module_its_queues_name() {
+        let mut p = policies_with_credits();
         let mut cqs: BTreeMap<String, api::ClusterQueue> = [
-            cq("a", &[(FAIRNESS_POLICY_ANNOTATION, "credits")]),
-            cq("b", &[(PLACEMENT_POLICY_ANNOTATION, "credits")]),
+            in_cohort("a", "team-x", &[(FAIRNESS_POLICY_ANNOTATION, "credits")]),
+            in_cohort("b", "team-x", &[(PLACEMENT_POLICY_ANNOTATION, "credits")]),
+            in_cohort("c", "team-y", &[]),
+            cq("d", &[(FAIRNESS_POLICY_ANNOTATION, "credits")]),
         ]
         .into();
+        let mut engine = fair_engine(&cqs);
         let notices = p.route(&cqs, &mut engine);
-        assert_eq!(engine.fairness_policy_name(), "credits");
-        // b names a fairness module for placement: the built-in places its workloads.
+        // team-x (a names it, b follows) is on the module; team-y stays on DRS.
+        assert_eq!(engine.fairness_policy_name_of("a"), Some("credits"));
+        assert_eq!(engine.fairness_policy_name_of("b"), Some("credits"));
+        assert_eq!(engine.fairness_policy_name_of("c"), Some("drs"));
+        assert_eq!(engine.fairness_policy_name(), "drs");
+        // b names a fairness module for placement; d has no cohort, so nothing for a fairness module to order.
         assert_eq!(engine.placement_policy_name("b"), TopologyPack::NAME);
-        assert_eq!(notices.len(), 1, "{notices:?}");
-        assert_eq!(notices[0].reason, REASON_FALLBACK);
-        assert_eq!(notices[0].object.name.as_deref(), Some("b"));
+        assert_eq!(
+            names(&notices),
+            [(REASON_FALLBACK, "b".into()), (REASON_FALLBACK, "d".into())]
+        );
         assert!(
-            notices[0].note.contains("credits is a fairness module"),
-            "{}",
-            notices[0].note
+            p.problem("b")
+                .is_some_and(|m| m.contains("credits is a fairness module"))
+        );
+        assert!(
+            p.problem("d").is_some_and(|m| m.contains("has no cohort")),
+            "{:?}",
+            p.problem("d")
         );
         // Reported once, not on every route.
         assert!(p.route(&cqs, &mut engine).is_empty());
 
-        // Two fairness modules named in the cluster: DRS, and both queues hear about it.
-        cqs.extend([cq("b", &[(FAIRNESS_POLICY_ANNOTATION, "other")])]);
+        // A conflict in team-x puts that tree on DRS and tells both queues; team-y is not involved.
+        cqs.extend([in_cohort(
+            "b",
+            "team-x",
+            &[(FAIRNESS_POLICY_ANNOTATION, "other")],
+        )]);
         let notices = p.route(&cqs, &mut engine);
-        assert_eq!(engine.fairness_policy_name(), "drs");
-        let mut named: Vec<(&str, Option<&str>)> = notices
-            .iter()
-            .map(|n| (n.reason, n.object.name.as_deref()))
-            .collect();
-        named.sort();
+        assert_eq!(engine.fairness_policy_name_of("a"), Some("drs"));
         assert_eq!(
-            named,
-            [(REASON_FALLBACK, Some("a")), (REASON_FALLBACK, Some("b"))]
+            names(&notices),
+            [(REASON_FALLBACK, "a".into()), (REASON_FALLBACK, "b".into())]
         );
         assert!(
             p.problem("a")
-                .is_some_and(|m| m.contains("different fairness modules"))
+                .is_some_and(|m| m.contains("different fairness modules")
+                    && m.contains("cohort tree team-x")),
+            "{:?}",
+            p.problem("a")
+        );
+        assert!(p.problem("c").is_none());
+
+        // b moves to team-y and names credits there: both trees are on the module, each on its own.
+        cqs.extend([in_cohort(
+            "b",
+            "team-y",
+            &[(FAIRNESS_POLICY_ANNOTATION, "credits")],
+        )]);
+        sync(&mut engine, &cqs);
+        let notices = p.route(&cqs, &mut engine);
+        assert_eq!(engine.fairness_policy_name_of("a"), Some("credits"));
+        assert_eq!(engine.fairness_policy_name_of("c"), Some("credits"));
+        assert!(
+            notices.iter().all(|n| n.reason == REASON_SELECTED),
+            "{notices:?}"
         );
 
-        // Conflict resolved: the module serves again, and the queues are told.
-        cqs.extend([cq("b", &[])]);
-        let notices = p.route(&cqs, &mut engine);
-        assert_eq!(engine.fairness_policy_name(), "credits");
-        assert!(notices.iter().all(|n| n.reason == REASON_SELECTED));
-
-        // Metrics name the module; deleted, it is gone and DRS serves.
+        // Metrics name the module; deleted, it is gone and DRS serves every tree.
         let m = Metrics::new();
         p.report_metrics(&m);
         assert!(
@@ -832,11 +938,36 @@ mod tests {
         );
         p.module_changed(fairness_module("credits"), true);
         p.route(&cqs, &mut engine);
-        assert_eq!(engine.fairness_policy_name(), "drs");
+        assert_eq!(engine.fairness_policy_name_of("a"), Some("drs"));
+        assert_eq!(engine.fairness_policy_name_of("c"), Some("drs"));
         assert!(
             p.problem("a")
                 .is_some_and(|m| m.contains("no PolicyModule named"))
         );
+    }
+
+    #[test]
+    fn a_cohort_tree_follows_its_root_when_cohorts_nest() {
+        let mut p = policies_with_credits();
+        let cqs: BTreeMap<String, api::ClusterQueue> = [
+            in_cohort("a", "org", &[(FAIRNESS_POLICY_ANNOTATION, "credits")]),
+            in_cohort("b", "team", &[]),
+        ]
+        .into();
+        let mut engine = fair_engine(&cqs);
+        p.route(&cqs, &mut engine);
+        assert_eq!(engine.fairness_policy_name_of("b"), Some("drs"));
+        // team joins org's tree: routing again (a Cohort event does) puts b on org's module.
+        engine
+            .apply(crate::engine::Event::UpsertCohort(crate::engine::Cohort {
+                name: "team".into(),
+                parent: Some("org".into()),
+                resource_groups: Vec::new(),
+                fair_weight: 1.0,
+            }))
+            .expect("applies");
+        assert!(p.route(&cqs, &mut engine).is_empty());
+        assert_eq!(engine.fairness_policy_name_of("b"), Some("credits"));
     }
 
     #[test]
@@ -853,8 +984,13 @@ mod tests {
         p.module_changed(fairness_module("credits"), false);
         p.load_pending();
         let mut engine = Engine::new(crate::engine::EngineConfig::default());
-        let cqs: BTreeMap<String, api::ClusterQueue> =
-            [cq("a", &[(FAIRNESS_POLICY_ANNOTATION, "credits")])].into();
+        let cqs: BTreeMap<String, api::ClusterQueue> = [in_cohort(
+            "a",
+            "team",
+            &[(FAIRNESS_POLICY_ANNOTATION, "credits")],
+        )]
+        .into();
+        sync(&mut engine, &cqs);
         let notices = p.route(&cqs, &mut engine);
         assert_eq!(notices.len(), 1);
         assert!(

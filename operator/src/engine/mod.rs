@@ -28,6 +28,7 @@ mod quota;
 mod state;
 mod status;
 mod topology;
+mod tree_fairness;
 mod types;
 mod usage_history;
 
@@ -42,7 +43,7 @@ pub use types::*;
 
 use fasthash::FastMap;
 use quota::{Fr, NodeId, Tree};
-use usage_history::UsageHistory;
+use tree_fairness::TreeFairness;
 
 /// Interned names: flavors, resources and flavor-resource pairs.
 #[derive(Clone, Debug, Default)]
@@ -231,9 +232,8 @@ impl Wl {
 #[derive(Clone, Debug)]
 pub struct Engine {
     pub(crate) config: EngineConfig,
-    pub(crate) policy: Arc<dyn FairnessPolicy>,
-    /// Decayed usage, kept when the fairness policy asks for it.
-    pub(crate) history: UsageHistory,
+    /// Fairness policy per cohort tree, and the decayed usage the policies ask for.
+    pub(crate) fairness: TreeFairness,
     pub(crate) ids: Interner,
     pub(crate) flavors: Vec<Option<Flavor>>,
     pub(crate) tree: Tree,
@@ -265,11 +265,9 @@ impl Engine {
     pub fn with_fairness_policy(config: EngineConfig, policy: Arc<dyn FairnessPolicy>) -> Self {
         let mut ids = Interner::default();
         let pods_resource = ids.resource("pods");
-        let history = UsageHistory::new(policy.history_half_life());
         Self {
             config,
-            policy,
-            history,
+            fairness: TreeFairness::new(policy),
             ids,
             flavors: Vec::new(),
             tree: Tree::default(),
@@ -289,19 +287,45 @@ impl Engine {
         }
     }
 
-    /// Replaces the fairness policy of a running engine (one policy for every cohort tree). The
-    /// decayed usage history restarts when the new policy asks for a different half-life.
+    /// Replaces the default fairness policy: the one of every cohort tree without its own. Usage
+    /// history is kept per half-life, so a new half-life starts with none.
     pub fn set_fairness_policy(&mut self, policy: Arc<dyn FairnessPolicy>) {
-        if policy.history_half_life() != self.policy.history_half_life() {
-            self.history = UsageHistory::new(policy.history_half_life());
-        }
-        self.policy = policy;
+        self.fairness.set_default(policy);
         self.requeue_all_inadmissible();
     }
 
-    /// Name of the fairness policy in use.
+    /// Puts the cohort tree whose root is Cohort `root` on its own fairness policy (None: back on
+    /// the default).
+    pub fn set_fairness_policy_for_tree(
+        &mut self,
+        root: &str,
+        policy: Option<Arc<dyn FairnessPolicy>>,
+    ) {
+        if self.fairness.set_for_root(root, policy) {
+            self.requeue_all_inadmissible();
+        }
+    }
+
+    /// Name of the default fairness policy.
     pub fn fairness_policy_name(&self) -> &str {
-        self.policy.name()
+        self.fairness.default_policy().name()
+    }
+
+    /// Name of the fairness policy that orders ClusterQueue `cq`'s tree (None: unknown queue).
+    pub fn fairness_policy_name_of(&self, cq: &str) -> Option<&str> {
+        let &n = self.cq_by_name.get(cq)?;
+        Some(self.fairness.policy_of(&self.tree, n).name())
+    }
+
+    /// The root Cohort of ClusterQueue `cq`'s tree (None: unknown queue, no cohort, or a cohort
+    /// cycle).
+    pub fn cohort_root_of(&self, cq: &str) -> Option<&str> {
+        let &n = self.cq_by_name.get(cq)?;
+        if !self.tree.node(n).alive {
+            return None;
+        }
+        let root = self.tree.node(self.tree.root(n));
+        (!root.is_cq).then_some(root.name.as_str())
     }
 
     pub(crate) fn cq(&self, n: NodeId) -> Option<&CqData> {

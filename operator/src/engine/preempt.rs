@@ -7,9 +7,10 @@ use std::collections::VecDeque;
 use super::fasthash::FastMap;
 
 use super::fairness::{
-    FairnessPolicy, ResourceBorrowing, Share, ShareInput, compare as compare_shares, weighted_share,
+    ResourceBorrowing, Share, ShareInput, compare as compare_shares, weighted_share,
 };
 use super::quota::{Fr, NodeId, Tree};
+use super::tree_fairness::TreeFairness;
 use super::usage_history::UsageHistory;
 use super::{
     BorrowWithinCohortPolicy, CqData, FairSharingConfig, FairSharingStrategy, Flavor, Interner,
@@ -60,8 +61,9 @@ pub(crate) struct Sim<'a> {
     pub wls: &'a [Option<Wl>],
     pub flavors: &'a [Option<Flavor>],
     pub ids: &'a Interner,
-    pub policy: &'a dyn FairnessPolicy,
-    pub history: &'a UsageHistory,
+    pub fairness: &'a TreeFairness,
+    /// Whether shares count usage history (admission order) or not (preemption).
+    pub with_history: bool,
     pub fair: Option<&'a FairSharingConfig>,
     pub pods_resource: u32,
     pub now: Time,
@@ -452,12 +454,14 @@ impl<'a> Sim<'a> {
 
     /// The node's share, with its current (possibly simulated) usage.
     pub(crate) fn share(&self, n: NodeId) -> Share {
-        share_of(self.tree, self.ids, self.policy, self.history, n)
+        self.fairness
+            .share_of(self.tree, self.ids, self.with_history, n)
     }
 
     /// The shares of several nodes, in one policy call.
     pub(crate) fn shares(&self, nodes: &[NodeId]) -> Vec<Share> {
-        shares_of(self.tree, self.ids, self.policy, self.history, nodes)
+        self.fairness
+            .shares_of(self.tree, self.ids, self.with_history, nodes)
     }
 
     fn cq_borrowing_any(&self, cq: NodeId, frs: &[Fr]) -> bool {
@@ -709,19 +713,15 @@ impl<'a> Sim<'a> {
 
 /// The share input of one node: what it borrows beyond its subtree quota, and what its parent
 /// could lend of those resources.
-fn share_input<'t>(
+pub(crate) fn share_input<'t>(
     tree: &'t Tree,
     ids: &Interner,
-    history: &UsageHistory,
+    history: Option<&UsageHistory>,
     n: NodeId,
 ) -> ShareInput<'t> {
     let node = tree.node(n);
     let weight = node.weight;
-    let hist = if history.enabled() {
-        history.dominant(tree, n)
-    } else {
-        0.0
-    };
+    let hist = history.map_or(0.0, |h| h.dominant(tree, n));
     let Some(parent) = tree.parent(n) else {
         return ShareInput {
             name: &node.name,
@@ -766,39 +766,6 @@ fn share_input<'t>(
         borrowing,
         history: hist,
     }
-}
-
-/// Computes a node's share through the fairness policy.
-pub(crate) fn share_of(
-    tree: &Tree,
-    ids: &Interner,
-    policy: &dyn FairnessPolicy,
-    history: &UsageHistory,
-    n: NodeId,
-) -> Share {
-    let input = share_input(tree, ids, history, n);
-    let mut out = Vec::with_capacity(1);
-    policy.shares(std::slice::from_ref(&input), &mut out);
-    out.first().copied().unwrap_or_else(Share::negative)
-}
-
-/// Computes the shares of several nodes in one policy call.
-pub(crate) fn shares_of(
-    tree: &Tree,
-    ids: &Interner,
-    policy: &dyn FairnessPolicy,
-    history: &UsageHistory,
-    nodes: &[NodeId],
-) -> Vec<Share> {
-    let inputs: Vec<ShareInput<'_>> = nodes
-        .iter()
-        .map(|&n| share_input(tree, ids, history, n))
-        .collect();
-    let mut out = Vec::with_capacity(nodes.len());
-    policy.shares(&inputs, &mut out);
-    // A policy adapter guarantees one share per input; pad defensively so indexing holds.
-    out.resize(nodes.len(), Share::negative());
-    out
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

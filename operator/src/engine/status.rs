@@ -3,7 +3,6 @@
 use std::collections::{BTreeMap, HashSet};
 
 use super::fairness::weighted_share;
-use super::preempt::share_of;
 use super::quota::{Fr, NodeId};
 use super::{
     ClusterQueueUsage, Engine, FlavorUsage, LocalQueueUsage, Phase, ResourceUsage, WorkloadKey,
@@ -93,13 +92,7 @@ impl Engine {
         } else {
             reserving.clone()
         };
-        let share = share_of(
-            &self.tree,
-            &self.ids,
-            self.policy.as_ref(),
-            &self.history,
-            n,
-        );
+        let share = self.fairness.share_of(&self.tree, &self.ids, true, n);
         Some(ClusterQueueUsage {
             flavors_reservation: self.flavor_usage(n, &reserving, true),
             flavors_usage: self.flavor_usage(n, &admitted, true),
@@ -206,13 +199,7 @@ impl Engine {
         if !self.tree.node(n).alive {
             return None;
         }
-        let share = share_of(
-            &self.tree,
-            &self.ids,
-            self.policy.as_ref(),
-            &self.history,
-            n,
-        );
+        let share = self.fairness.share_of(&self.tree, &self.ids, true, n);
         Some(weighted_share(&share))
     }
 

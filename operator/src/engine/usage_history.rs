@@ -19,15 +19,6 @@ pub(crate) struct UsageHistory {
     avg: Vec<Vec<f64>>,
 }
 
-/// No history: what preemption sees. History orders admission (as in Kueue's admission fair sharing) but never
-/// picks victims: a queue's past usage does not shrink when one of its workloads is evicted, so a share that
-/// counts it would keep finding victims (the bundled example with fair-credits evicted 4,152 times).
-pub(crate) static NONE: UsageHistory = UsageHistory {
-    half_life_ms: None,
-    last: None,
-    avg: Vec::new(),
-};
-
 impl UsageHistory {
     /// History with the given half-life in seconds (`None`: none kept).
     pub(crate) fn new(half_life_seconds: Option<f64>) -> Self {
@@ -38,6 +29,11 @@ impl UsageHistory {
             last: None,
             avg: Vec::new(),
         }
+    }
+
+    /// Whether both keep history with the same half-life.
+    pub(crate) fn same_half_life(&self, other: &Self) -> bool {
+        self.half_life_ms == other.half_life_ms
     }
 
     /// Whether history is kept.

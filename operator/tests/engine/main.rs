@@ -17,3 +17,4 @@ mod queues;
 mod quota;
 mod review_fixes;
 mod scale;
+mod tree_fairness;
