@@ -1,6 +1,5 @@
 //! `topology-pack`: fill partially used nodes and tight NVLink islands first.
 
-use super::fits;
 use crate::policy::error::PolicyError;
 use crate::policy::placement::{NodeBatch, NodeScores, PlacementPolicy, PodSetRequest};
 
@@ -21,42 +20,69 @@ impl PlacementPolicy for TopologyPack {
     }
 
     fn score(&self, request: &PodSetRequest, nodes: &NodeBatch) -> Result<NodeScores, PolicyError> {
-        // Pass by pass over columns (see `fits`), not everything per node in one loop.
-        let fit = fits(request, nodes);
-        let mut out = NodeScores {
-            score: vec![0.0; fit.len()],
-            max_pods: fit
-                .iter()
-                .map(|&f| if f > 0 { u32::MAX } else { 0 })
-                .collect(),
-        };
-        // Used share of the node's GPUs; a node without GPUs (or past the columns) scores 0.
+        // Readiness and the per-pod requests, a column at a time; then one pass per node for
+        // the GPUs, which needs the node's islands anyway. Only "takes one pod" matters (the
+        // engine counts pods), so nothing is divided. A node missing from a column it reads
+        // scores 0 and takes no pod.
+        let ok = takes_by_resources(request, nodes);
+        let n = ok.len();
+        let mut score = vec![0.0; n];
+        let mut max_pods = vec![0u32; n];
+        let gpp = request.gpus_per_pod;
+        let nvlink = request.nvlink_required;
         let gpus = nodes.gpu_free.iter().zip(&nodes.gpu_total);
-        for ((s, &f), (&free, &total)) in out.score.iter_mut().zip(&fit).zip(gpus) {
-            if f > 0 && total > 0 {
+        let bounds = nodes.island_offsets.windows(2);
+        let rows = score.iter_mut().zip(max_pods.iter_mut()).zip(&ok);
+        for (((s, m), &ok), ((&free, &total), w)) in rows.zip(gpus.zip(bounds)) {
+            let islands = nodes
+                .island_free
+                .get(w[0] as usize..w[1] as usize)
+                .unwrap_or_default();
+            // Tightest island that still holds one pod's GPUs.
+            let mut tightest = u32::MAX;
+            for &f in islands {
+                if f >= gpp && f < tightest {
+                    tightest = f;
+                }
+            }
+            let takes = ok
+                && (gpp == 0
+                    || if nvlink {
+                        tightest != u32::MAX
+                    } else {
+                        free >= gpp
+                    });
+            if !takes {
+                continue;
+            }
+            *m = u32::MAX;
+            if total > 0 {
                 *s = 1.0 - f64::from(free) / f64::from(total);
             }
-        }
-        let gpp = request.gpus_per_pod;
-        if gpp > 0 {
-            // Tightest island that still holds one pod's GPUs: an exact fit adds 1.
-            let bounds = nodes.island_offsets.windows(2);
-            for ((s, &f), w) in out.score.iter_mut().zip(&fit).zip(bounds) {
-                let islands = nodes
-                    .island_free
-                    .get(w[0] as usize..w[1] as usize)
-                    .unwrap_or_default();
-                let mut tightest = u32::MAX;
-                for &free in islands {
-                    if free >= gpp && free < tightest {
-                        tightest = free;
-                    }
-                }
-                if f > 0 && tightest != u32::MAX {
-                    *s += f64::from(gpp) / f64::from(tightest);
-                }
+            if gpp > 0 && tightest != u32::MAX {
+                *s += f64::from(gpp) / f64::from(tightest);
             }
         }
-        Ok(out)
+        Ok(NodeScores { score, max_pods })
     }
+}
+
+/// Whether each node is ready and has room for one pod's requests, one pass per resource.
+fn takes_by_resources(request: &PodSetRequest, nodes: &NodeBatch) -> Vec<bool> {
+    let mut ok: Vec<bool> = nodes.ready.clone();
+    ok.resize(nodes.len(), false);
+    let k = request.resources.len();
+    for (r, &need) in request.per_pod.iter().take(k).enumerate() {
+        if need <= 0 {
+            continue;
+        }
+        let column = nodes.free.get(r..).unwrap_or_default().iter().step_by(k);
+        let mut seen = 0;
+        for (o, &free) in ok.iter_mut().zip(column) {
+            *o &= free >= need;
+            seen += 1;
+        }
+        ok[seen..].fill(false);
+    }
+    ok
 }
