@@ -129,10 +129,8 @@ impl TreeFairness {
         n: NodeId,
     ) -> Share {
         let policy = self.policy_of(tree, n);
-        let history = self.history_for(policy).filter(|_| with_history);
-        let input = share_input(tree, ids, history, n);
         let mut out = Vec::with_capacity(1);
-        policy.shares(std::slice::from_ref(&input), &mut out);
+        self.call(tree, ids, with_history, policy, &[n], &mut out);
         out.first().copied().unwrap_or_else(Share::negative)
     }
 
@@ -145,6 +143,19 @@ impl TreeFairness {
         with_history: bool,
         nodes: &[NodeId],
     ) -> Vec<Share> {
+        let Some(&first) = nodes.first() else {
+            return Vec::new();
+        };
+        let policy = self.policy_of(tree, first);
+        let one_policy = self.by_root.is_empty()
+            || nodes
+                .iter()
+                .all(|&n| same_policy(self.policy_of(tree, n), policy));
+        if one_policy {
+            let mut out = Vec::with_capacity(nodes.len());
+            self.call(tree, ids, with_history, policy, nodes, &mut out);
+            return out;
+        }
         let mut out = vec![Share::negative(); nodes.len()];
         let mut todo: Vec<usize> = (0..nodes.len()).collect();
         let mut got = Vec::with_capacity(nodes.len());
@@ -154,19 +165,34 @@ impl TreeFairness {
                 .iter()
                 .partition(|&&i| same_policy(self.policy_of(tree, nodes[i]), policy));
             todo = rest;
-            let history = self.history_for(policy).filter(|_| with_history);
-            let inputs: Vec<_> = mine
-                .iter()
-                .map(|&i| share_input(tree, ids, history, nodes[i]))
-                .collect();
-            got.clear();
-            policy.shares(&inputs, &mut got);
-            // A policy adapter guarantees one share per input; missing ones stay negative.
+            let group: Vec<NodeId> = mine.iter().map(|&i| nodes[i]).collect();
+            self.call(tree, ids, with_history, policy, &group, &mut got);
             for (&i, s) in mine.iter().zip(&got) {
                 out[i] = *s;
             }
         }
         out
+    }
+
+    /// One policy call for `nodes`: exactly one share per node in `out` (negative where a policy
+    /// returned too few).
+    fn call(
+        &self,
+        tree: &Tree,
+        ids: &Interner,
+        with_history: bool,
+        policy: &dyn FairnessPolicy,
+        nodes: &[NodeId],
+        out: &mut Vec<Share>,
+    ) {
+        let history = self.history_for(policy).filter(|_| with_history);
+        let inputs: Vec<_> = nodes
+            .iter()
+            .map(|&n| share_input(tree, ids, history, n))
+            .collect();
+        out.clear();
+        policy.shares(&inputs, out);
+        out.resize(nodes.len(), Share::negative());
     }
 }
 
@@ -213,6 +239,56 @@ mod tests {
         tree.node_mut(n).subtree = vec![100];
         tree.node_mut(n).usage = vec![100];
         (tree, n)
+    }
+
+    /// A policy whose every share is `ratio`.
+    #[derive(Debug)]
+    struct Fixed(f64);
+
+    impl FairnessPolicy for Fixed {
+        fn name(&self) -> &str {
+            "fixed"
+        }
+        fn shares(&self, inputs: &[super::super::ShareInput<'_>], out: &mut Vec<Share>) {
+            out.clear();
+            out.extend(inputs.iter().map(|_| Share {
+                ratio: self.0,
+                weight: 1.0,
+                borrowing: false,
+            }));
+        }
+        fn order(&self, keys: &[OrderKey]) -> Vec<usize> {
+            (0..keys.len()).collect()
+        }
+    }
+
+    #[test]
+    fn nodes_of_different_trees_get_their_own_trees_shares() {
+        let mut tree = Tree::default();
+        let mut queue_under = |cohort: &str| {
+            let c = tree.add_node(cohort, false);
+            let q = tree.add_node(&format!("{cohort}-cq"), true);
+            tree.node_mut(q).parent = Some(c);
+            q
+        };
+        let (x, y) = (queue_under("x"), queue_under("y"));
+        let lone = tree.add_node("lone", true);
+        let ids = Interner::default();
+        let mut f = TreeFairness::new(Arc::new(Fixed(1.0)));
+        f.set_for_root("x", Some(Arc::new(Fixed(2.0))));
+        f.set_for_root("lone", Some(Arc::new(Fixed(3.0))));
+        let ratios = |f: &TreeFairness| -> Vec<f64> {
+            f.shares_of(&tree, &ids, true, &[x, y, lone, x])
+                .iter()
+                .map(|s| s.ratio)
+                .collect()
+        };
+        // A queue without a cohort is on the default even if a cohort shares its name.
+        assert_eq!(ratios(&f), [2.0, 1.0, 1.0, 2.0]);
+        assert_eq!(f.share_of(&tree, &ids, true, x).ratio, 2.0);
+        f.set_for_root("x", None);
+        assert_eq!(ratios(&f), [1.0, 1.0, 1.0, 1.0]);
+        assert!(f.shares_of(&tree, &ids, true, &[]).is_empty());
     }
 
     #[test]
