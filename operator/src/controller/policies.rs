@@ -91,6 +91,8 @@ pub struct Policies {
     applied_fairness: BTreeMap<String, Arc<GuardedFairness>>,
     /// Selection problem reported per ClusterQueue.
     reported: BTreeMap<String, String>,
+    /// Selection problem reported per Cohort.
+    reported_cohorts: BTreeMap<String, String>,
     degraded: BTreeSet<String>,
     /// Counters already turned into metrics, per module.
     metered: BTreeMap<String, HealthSnapshot>,
@@ -106,15 +108,15 @@ fn builtin_name(annotation: &str) -> &'static str {
     }
 }
 
-/// Adds `problem` to what is reported for ClusterQueue `cq`.
-fn append_problem(problems: &mut BTreeMap<String, String>, cq: &str, problem: &str) {
-    match problems.get_mut(cq) {
+/// Adds `problem` to what is reported for object `name`.
+fn append_problem(problems: &mut BTreeMap<String, String>, name: &str, problem: &str) {
+    match problems.get_mut(name) {
         Some(m) => {
             m.push_str("; ");
             m.push_str(problem);
         }
         None => {
-            problems.insert(cq.to_string(), problem.to_string());
+            problems.insert(name.to_string(), problem.to_string());
         }
     }
 }
@@ -142,6 +144,7 @@ impl Policies {
             applied_placement: BTreeMap::new(),
             applied_fairness: BTreeMap::new(),
             reported: BTreeMap::new(),
+            reported_cohorts: BTreeMap::new(),
             degraded: BTreeSet::new(),
             metered: BTreeMap::new(),
             last_check: None,
@@ -371,18 +374,15 @@ impl Policies {
         self.applied_fairness.clear();
     }
 
-    /// The fairness module that ClusterQueue annotations name (see [`PolicyRegistry::fairness_for`]); with no
-    /// host, every named module is unknown.
+    /// The fairness module that annotations name (see [`PolicyRegistry::fairness_for`]); with no host, every
+    /// named module is unknown.
     fn select_fairness(
         &self,
-        annotations: &[BTreeMap<String, String>],
+        named: &[String],
     ) -> Result<Selection<Arc<GuardedFairness>>, RegistryError> {
         match self.registry.as_ref() {
-            Some(r) => r.fairness_for(annotations),
-            None => match annotations
-                .iter()
-                .find_map(|a| a.get(FAIRNESS_POLICY_ANNOTATION))
-            {
+            Some(r) => r.fairness_named(named.iter().cloned()),
+            None => match named.first() {
                 Some(m) => Err(RegistryError::Unknown(m.clone())),
                 None => Ok(Selection::Builtin),
             },
@@ -395,6 +395,7 @@ impl Policies {
     pub fn route(
         &mut self,
         cluster_queues: &BTreeMap<String, api::ClusterQueue>,
+        cohorts: &BTreeMap<String, api::Cohort>,
         engine: &mut Engine,
     ) -> Vec<Notice> {
         let mut out = Vec::new();
@@ -427,67 +428,14 @@ impl Policies {
                 }
             }
         }
-        // Fairness: one policy per cohort tree, named by the tree's ClusterQueues.
-        let mut trees: BTreeMap<String, Vec<&String>> = BTreeMap::new();
-        for (name, cq) in cluster_queues {
-            let Some(cohort) = cq.spec.cohort() else {
-                let a = annotations_of(cq);
-                if let Some(m) = a.get(FAIRNESS_POLICY_ANNOTATION) {
-                    let p = match self.select_fairness(std::slice::from_ref(&a)) {
-                        Err(e) => format!(
-                            "{FAIRNESS_POLICY_ANNOTATION}: {e}; this ClusterQueue has no cohort, so no fairness policy orders it"
-                        ),
-                        Ok(_) => format!(
-                            "{FAIRNESS_POLICY_ANNOTATION}: {m} is not consulted: a fairness policy orders the ClusterQueues of one cohort tree, and this ClusterQueue has no cohort"
-                        ),
-                    };
-                    append_problem(&mut problems, name, &p);
-                }
-                continue;
-            };
-            let root = engine.cohort_root_of(name).unwrap_or(cohort);
-            trees.entry(root.to_string()).or_default().push(name);
-        }
-        let mut fairness: BTreeMap<String, Arc<GuardedFairness>> = BTreeMap::new();
-        for (root, members) in &trees {
-            let annotated: Vec<&String> = members
-                .iter()
-                .copied()
-                .filter(|n| {
-                    cluster_queues.get(*n).is_some_and(|cq| {
-                        annotations_of(cq).contains_key(FAIRNESS_POLICY_ANNOTATION)
-                    })
-                })
-                .collect();
-            if annotated.is_empty() {
-                continue;
-            }
-            let annotations: Vec<BTreeMap<String, String>> = annotated
-                .iter()
-                .filter_map(|n| cluster_queues.get(*n).map(annotations_of))
-                .collect();
-            let selected = self.select_fairness(&annotations);
-            let problem = match selected {
-                Ok(Selection::Module(f)) => {
-                    let name = crate::engine::FairnessPolicy::name(f.as_ref()).to_string();
-                    fairness.insert(root.clone(), f);
-                    // Loaded and selected, but the engine orders by fair share only with fair sharing on.
-                    (!engine.fair_sharing()).then(|| format!(
-                        "{FAIRNESS_POLICY_ANNOTATION}: fair sharing is off in the operator's configuration, so PolicyModule {name} is loaded but not consulted"
-                    ))
-                }
-                Ok(Selection::Builtin) => None,
-                Err(e) => Some(format!(
-                    "{FAIRNESS_POLICY_ANNOTATION}: {e}; the built-in {} orders the workloads of cohort tree {root}",
-                    builtin_name(FAIRNESS_POLICY_ANNOTATION)
-                )),
-            };
-            if let Some(p) = problem {
-                for name in annotated {
-                    append_problem(&mut problems, name, &p);
-                }
-            }
-        }
+        let mut cohort_problems: BTreeMap<String, String> = BTreeMap::new();
+        let fairness = self.fairness_by_tree(
+            cluster_queues,
+            cohorts,
+            engine,
+            &mut problems,
+            &mut cohort_problems,
+        );
 
         // The engine: only what changed (a new version of a module is a new Arc).
         for (cq, p) in &placement {
@@ -552,7 +500,156 @@ impl Policies {
             }
         }
         self.reported = problems;
+        for (name, msg) in &cohort_problems {
+            if self.reported_cohorts.get(name) != Some(msg)
+                && let Some(obj) = cohorts.get(name)
+            {
+                tracing::warn!(cohort = %name, problem = %msg, "policy selection failed");
+                out.push(Notice {
+                    object: obj.object_ref(&()),
+                    severity: EventSeverity::Warning,
+                    reason: REASON_FALLBACK,
+                    action: "SelectPolicy",
+                    note: msg.clone(),
+                });
+            }
+        }
+        for name in self.reported_cohorts.keys() {
+            if !cohort_problems.contains_key(name)
+                && let Some(obj) = cohorts.get(name)
+            {
+                out.push(Notice {
+                    object: obj.object_ref(&()),
+                    severity: EventSeverity::Normal,
+                    reason: REASON_SELECTED,
+                    action: "SelectPolicy",
+                    note: "the fairness module this Cohort names serves its tree again".to_string(),
+                });
+            }
+        }
+        self.reported_cohorts = cohort_problems;
         out
+    }
+
+    /// The fairness module of each cohort tree, by root Cohort: the one the root Cohort's annotation names,
+    /// else the one the tree's ClusterQueues name (those without the annotation follow). Problems go to the
+    /// ClusterQueue or Cohort whose annotation cannot be honoured.
+    fn fairness_by_tree(
+        &self,
+        cluster_queues: &BTreeMap<String, api::ClusterQueue>,
+        cohorts: &BTreeMap<String, api::Cohort>,
+        engine: &Engine,
+        problems: &mut BTreeMap<String, String>,
+        cohort_problems: &mut BTreeMap<String, String>,
+    ) -> BTreeMap<String, Arc<GuardedFairness>> {
+        let named = |a: &Option<BTreeMap<String, String>>| {
+            a.as_ref()
+                .and_then(|a| a.get(FAIRNESS_POLICY_ANNOTATION))
+                .cloned()
+        };
+        // ClusterQueues by the root Cohort of their tree, with the module each names.
+        let mut trees: BTreeMap<String, Vec<(&String, Option<String>)>> = BTreeMap::new();
+        for (name, cq) in cluster_queues {
+            let m = named(&cq.metadata.annotations);
+            let Some(cohort) = cq.spec.cohort() else {
+                if let Some(m) = m {
+                    let p = match self.select_fairness(std::slice::from_ref(&m)) {
+                        Err(e) => format!(
+                            "{FAIRNESS_POLICY_ANNOTATION}: {e}; this ClusterQueue has no cohort, so no fairness policy orders it"
+                        ),
+                        Ok(_) => format!(
+                            "{FAIRNESS_POLICY_ANNOTATION}: {m} is not consulted: a fairness policy orders the ClusterQueues of one cohort tree, and this ClusterQueue has no cohort"
+                        ),
+                    };
+                    append_problem(problems, name, &p);
+                }
+                continue;
+            };
+            let root = engine.cohort_root_of(name).unwrap_or(cohort);
+            trees.entry(root.to_string()).or_default().push((name, m));
+        }
+        // Only a tree's root Cohort can name its module; a root without ClusterQueues has nothing to order,
+        // but a name that cannot be honoured is still reported.
+        for (name, c) in cohorts {
+            let Some(m) = named(&c.metadata.annotations) else {
+                continue;
+            };
+            let root = engine.root_of_cohort(name).unwrap_or(name);
+            let problem = if root != name {
+                Some(format!(
+                    "{FAIRNESS_POLICY_ANNOTATION}: {m} is ignored: only the root of a cohort tree names its fairness module, and this Cohort's root is {root}"
+                ))
+            } else if trees.contains_key(name) {
+                None
+            } else {
+                self.select_fairness(std::slice::from_ref(&m))
+                    .err()
+                    .map(|e| format!("{FAIRNESS_POLICY_ANNOTATION}: {e}"))
+            };
+            if let Some(p) = problem {
+                cohort_problems.insert(name.clone(), p);
+            }
+        }
+        let mut fairness = BTreeMap::new();
+        for (root, members) in &trees {
+            let by_root = cohorts
+                .get(root)
+                .and_then(|c| named(&c.metadata.annotations));
+            let (selected, problem_to) = match &by_root {
+                Some(m) => {
+                    for (cq, theirs) in members {
+                        if let Some(t) = theirs.as_ref().filter(|t| *t != m) {
+                            append_problem(
+                                problems,
+                                cq,
+                                &format!(
+                                    "{FAIRNESS_POLICY_ANNOTATION}: {t} is ignored: the tree's root Cohort {root} names {m}"
+                                ),
+                            );
+                        }
+                    }
+                    (self.select_fairness(std::slice::from_ref(m)), None)
+                }
+                None => {
+                    let votes: Vec<&String> = members
+                        .iter()
+                        .filter_map(|(cq, m)| m.as_ref().map(|_| *cq))
+                        .collect();
+                    if votes.is_empty() {
+                        continue;
+                    }
+                    let names: Vec<String> =
+                        members.iter().filter_map(|(_, m)| m.clone()).collect();
+                    (self.select_fairness(&names), Some(votes))
+                }
+            };
+            let problem = match selected {
+                Ok(Selection::Module(f)) => {
+                    let name = crate::engine::FairnessPolicy::name(f.as_ref()).to_string();
+                    fairness.insert(root.clone(), f);
+                    // Loaded and selected, but the engine orders by fair share only with fair sharing on.
+                    (!engine.fair_sharing()).then(|| format!(
+                        "{FAIRNESS_POLICY_ANNOTATION}: fair sharing is off in the operator's configuration, so PolicyModule {name} is loaded but not consulted"
+                    ))
+                }
+                Ok(Selection::Builtin) => None,
+                Err(e) => Some(format!(
+                    "{FAIRNESS_POLICY_ANNOTATION}: {e}; the built-in {} orders the workloads of cohort tree {root}",
+                    builtin_name(FAIRNESS_POLICY_ANNOTATION)
+                )),
+            };
+            if let Some(p) = problem {
+                match problem_to {
+                    Some(cqs) => {
+                        for cq in cqs {
+                            append_problem(problems, cq, &p);
+                        }
+                    }
+                    None => append_problem(cohort_problems, root, &p),
+                }
+            }
+        }
+        fairness
     }
 
     /// The selection problem of ClusterQueue `cq`, if any.
@@ -867,7 +964,7 @@ mod tests {
         ]
         .into();
         let mut engine = fair_engine(&cqs);
-        let notices = p.route(&cqs, &mut engine);
+        let notices = p.route(&cqs, &BTreeMap::new(), &mut engine);
         // team-x (a names it, b follows) is on the module; team-y stays on DRS.
         assert_eq!(engine.fairness_policy_name_of("a"), Some("credits"));
         assert_eq!(engine.fairness_policy_name_of("b"), Some("credits"));
@@ -889,7 +986,7 @@ mod tests {
             p.problem("d")
         );
         // Reported once, not on every route.
-        assert!(p.route(&cqs, &mut engine).is_empty());
+        assert!(p.route(&cqs, &BTreeMap::new(), &mut engine).is_empty());
 
         // A conflict in team-x puts that tree on DRS and tells both queues; team-y is not involved.
         cqs.extend([in_cohort(
@@ -897,7 +994,7 @@ mod tests {
             "team-x",
             &[(FAIRNESS_POLICY_ANNOTATION, "other")],
         )]);
-        let notices = p.route(&cqs, &mut engine);
+        let notices = p.route(&cqs, &BTreeMap::new(), &mut engine);
         assert_eq!(engine.fairness_policy_name_of("a"), Some("drs"));
         assert_eq!(
             names(&notices),
@@ -919,7 +1016,7 @@ mod tests {
             &[(FAIRNESS_POLICY_ANNOTATION, "credits")],
         )]);
         sync(&mut engine, &cqs);
-        let notices = p.route(&cqs, &mut engine);
+        let notices = p.route(&cqs, &BTreeMap::new(), &mut engine);
         assert_eq!(engine.fairness_policy_name_of("a"), Some("credits"));
         assert_eq!(engine.fairness_policy_name_of("c"), Some("credits"));
         assert!(
@@ -937,7 +1034,7 @@ mod tests {
             m.render()
         );
         p.module_changed(fairness_module("credits"), true);
-        p.route(&cqs, &mut engine);
+        p.route(&cqs, &BTreeMap::new(), &mut engine);
         assert_eq!(engine.fairness_policy_name_of("a"), Some("drs"));
         assert_eq!(engine.fairness_policy_name_of("c"), Some("drs"));
         assert!(
@@ -955,7 +1052,7 @@ mod tests {
         ]
         .into();
         let mut engine = fair_engine(&cqs);
-        p.route(&cqs, &mut engine);
+        p.route(&cqs, &BTreeMap::new(), &mut engine);
         assert_eq!(engine.fairness_policy_name_of("b"), Some("drs"));
         // team joins org's tree: routing again (a Cohort event does) puts b on org's module.
         engine
@@ -966,8 +1063,117 @@ mod tests {
                 fair_weight: 1.0,
             }))
             .expect("applies");
-        assert!(p.route(&cqs, &mut engine).is_empty());
+        assert!(p.route(&cqs, &BTreeMap::new(), &mut engine).is_empty());
         assert_eq!(engine.fairness_policy_name_of("b"), Some("credits"));
+    }
+
+    fn cohort(name: &str, parent: &str, annotations: &[(&str, &str)]) -> (String, api::Cohort) {
+        let mut c = api::Cohort::new(
+            name,
+            sluice_sdk::kueue::v1beta2::CohortSpec {
+                parent_name: parent.to_string(),
+                ..Default::default()
+            },
+        );
+        c.metadata.annotations = Some(
+            annotations
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        (name.to_string(), c)
+    }
+
+    #[test]
+    fn a_root_cohort_names_its_trees_module_over_its_queues() {
+        let mut p = policies_with_credits();
+        let cqs: BTreeMap<String, api::ClusterQueue> = [
+            in_cohort("a", "org", &[(FAIRNESS_POLICY_ANNOTATION, "other")]),
+            in_cohort("b", "team", &[]),
+        ]
+        .into();
+        let mut engine = fair_engine(&cqs);
+        let mut cohorts: BTreeMap<String, api::Cohort> = [
+            cohort("org", "", &[(FAIRNESS_POLICY_ANNOTATION, "credits")]),
+            cohort("team", "org", &[(FAIRNESS_POLICY_ANNOTATION, "credits")]),
+            cohort("idle", "", &[(FAIRNESS_POLICY_ANNOTATION, "typo")]),
+        ]
+        .into();
+        for c in cohorts.values() {
+            let c = crate::ingest::cohort(c).expect("valid Cohort");
+            engine
+                .apply(crate::engine::Event::UpsertCohort(c))
+                .expect("applies");
+        }
+        let notices = p.route(&cqs, &cohorts, &mut engine);
+        assert_eq!(engine.fairness_policy_name_of("a"), Some("credits"));
+        assert_eq!(engine.fairness_policy_name_of("b"), Some("credits"));
+        // a's own choice, team's (not a root) and idle's unknown module are each reported.
+        assert_eq!(
+            names(&notices),
+            [
+                (REASON_FALLBACK, "a".into()),
+                (REASON_FALLBACK, "idle".into()),
+                (REASON_FALLBACK, "team".into())
+            ]
+        );
+        assert!(
+            p.problem("a").is_some_and(
+                |m| m.contains("other is ignored: the tree's root Cohort org names credits")
+            ),
+            "{:?}",
+            p.problem("a")
+        );
+        let note = |name: &str| {
+            notices
+                .iter()
+                .find(|n| n.object.name.as_deref() == Some(name))
+                .map(|n| (n.object.kind.clone(), n.note.clone()))
+        };
+        assert_eq!(
+            note("team").map(|(k, m)| (k, m.contains("this Cohort's root is org"))),
+            Some((Some("Cohort".to_string()), true))
+        );
+        assert!(
+            note("idle").is_some_and(|(_, m)| m.contains("no PolicyModule named \"typo\"")),
+            "{:?}",
+            note("idle")
+        );
+
+        // The root names a module that is not loaded: the tree is on DRS and the root Cohort hears it.
+        cohorts.extend([cohort(
+            "org",
+            "",
+            &[(FAIRNESS_POLICY_ANNOTATION, "missing")],
+        )]);
+        let notices = p.route(&cqs, &cohorts, &mut engine);
+        assert_eq!(engine.fairness_policy_name_of("a"), Some("drs"));
+        assert!(
+            note_of(&notices, "org")
+                .is_some_and(|m| m.contains("orders the workloads of cohort tree org")),
+            "{notices:?}"
+        );
+        // Fixed: the Cohort is told its module serves again.
+        cohorts.extend([cohort(
+            "org",
+            "",
+            &[(FAIRNESS_POLICY_ANNOTATION, "credits")],
+        )]);
+        let notices = p.route(&cqs, &cohorts, &mut engine);
+        assert_eq!(engine.fairness_policy_name_of("a"), Some("credits"));
+        assert!(
+            notices
+                .iter()
+                .any(|n| n.object.name.as_deref() == Some("org") && n.reason == REASON_SELECTED),
+            "{notices:?}"
+        );
+    }
+
+    fn note_of(notices: &[Notice], name: &str) -> Option<String> {
+        notices
+            .iter()
+            .find(|n| n.object.name.as_deref() == Some(name))
+            .map(|n| n.note.clone())
     }
 
     #[test]
@@ -991,7 +1197,7 @@ mod tests {
         )]
         .into();
         sync(&mut engine, &cqs);
-        let notices = p.route(&cqs, &mut engine);
+        let notices = p.route(&cqs, &BTreeMap::new(), &mut engine);
         assert_eq!(notices.len(), 1);
         assert!(
             notices[0].note.contains("fair sharing is off"),

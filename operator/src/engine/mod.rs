@@ -328,6 +328,12 @@ impl Engine {
         (!root.is_cq).then_some(root.name.as_str())
     }
 
+    /// The root Cohort of Cohort `name`'s tree (itself when it has no parent; None: unknown cohort).
+    pub fn root_of_cohort(&self, name: &str) -> Option<&str> {
+        let &n = self.cohort_by_name.get(name)?;
+        Some(self.tree.node(self.tree.root(n)).name.as_str())
+    }
+
     pub(crate) fn cq(&self, n: NodeId) -> Option<&CqData> {
         self.cqs.get(n as usize).and_then(|c| c.as_ref())
     }

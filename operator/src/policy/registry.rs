@@ -322,10 +322,20 @@ impl PolicyRegistry {
         &self,
         cq_annotations: impl IntoIterator<Item = &'a BTreeMap<String, String>>,
     ) -> Result<Selection<Arc<GuardedFairness>>, RegistryError> {
-        let mut named: Vec<String> = cq_annotations
-            .into_iter()
-            .filter_map(|a| a.get(FAIRNESS_POLICY_ANNOTATION).cloned())
-            .collect();
+        self.fairness_named(
+            cq_annotations
+                .into_iter()
+                .filter_map(|a| a.get(FAIRNESS_POLICY_ANNOTATION).cloned()),
+        )
+    }
+
+    /// The fairness module that every name in `names` is (names may repeat): the built-in DRS when there
+    /// are none, an error when they differ or the module is missing or a placement module.
+    pub fn fairness_named(
+        &self,
+        names: impl IntoIterator<Item = String>,
+    ) -> Result<Selection<Arc<GuardedFairness>>, RegistryError> {
+        let mut named: Vec<String> = names.into_iter().collect();
         named.sort();
         named.dedup();
         let name = match named.as_slice() {

@@ -110,7 +110,9 @@ impl EngineTask {
         };
         self.publish_notices(notices);
         if let Some(engine) = self.engine.as_mut() {
-            let notices = self.policies.route(&self.cache.cluster_queues, engine);
+            let notices =
+                self.policies
+                    .route(&self.cache.cluster_queues, &self.cache.cohorts, engine);
             self.publish_notices(notices);
         }
     }
