@@ -345,22 +345,26 @@ fn a_module_with_a_forbidden_import_is_never_loaded_and_queues_keep_the_builtin(
 }
 
 #[test]
-fn fairness_selection_follows_the_cluster_queue_annotations() {
+fn fairness_selection_follows_the_names_given() {
     let mut reg = registry(3);
     reg.load_embedded("drs", "").expect("loads");
     reg.load_embedded("spread", "").expect("loads");
-    let a = |v: &str| BTreeMap::from([("sluice.dev/fairness-policy".to_string(), v.to_string())]);
-    let none = BTreeMap::new();
+    let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     assert!(matches!(
-        reg.fairness_for([&a("drs"), &none]),
+        reg.fairness_named(names(&["drs", "drs"])),
         Ok(Selection::Module(_))
     ));
-    assert!(matches!(reg.fairness_for([&none]), Ok(Selection::Builtin)));
+    assert!(matches!(
+        reg.fairness_named(names(&[])),
+        Ok(Selection::Builtin)
+    ));
     let e = reg
-        .fairness_for([&a("drs"), &a("other")])
+        .fairness_named(names(&["drs", "other"]))
         .expect_err("conflict");
     assert!(e.to_string().contains("different fairness modules"), "{e}");
-    let e = reg.fairness_for([&a("spread")]).expect_err("wrong kind");
+    let e = reg
+        .fairness_named(names(&["spread"]))
+        .expect_err("wrong kind");
     assert!(e.to_string().contains("is a placement module"), "{e}");
 }
 

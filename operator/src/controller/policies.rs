@@ -108,6 +108,44 @@ fn builtin_name(annotation: &str) -> &'static str {
     }
 }
 
+/// A Warning event for each problem that is new or changed since `reported`, and a Normal one for each
+/// problem that went away, on the object `object` finds by name (objects since deleted are skipped).
+fn problem_events(
+    reported: &BTreeMap<String, String>,
+    problems: &BTreeMap<String, String>,
+    object: impl Fn(&str) -> Option<ObjectReference>,
+    resolved: &str,
+    out: &mut Vec<Notice>,
+) {
+    for (name, msg) in problems {
+        if reported.get(name) != Some(msg)
+            && let Some(obj) = object(name)
+        {
+            tracing::warn!(kind = ?obj.kind, name = %name, problem = %msg, "policy selection failed");
+            out.push(Notice {
+                object: obj,
+                severity: EventSeverity::Warning,
+                reason: REASON_FALLBACK,
+                action: "SelectPolicy",
+                note: msg.clone(),
+            });
+        }
+    }
+    for name in reported.keys() {
+        if !problems.contains_key(name)
+            && let Some(obj) = object(name)
+        {
+            out.push(Notice {
+                object: obj,
+                severity: EventSeverity::Normal,
+                reason: REASON_SELECTED,
+                action: "SelectPolicy",
+                note: resolved.to_string(),
+            });
+        }
+    }
+}
+
 /// Adds `problem` to what is reported for object `name`.
 fn append_problem(problems: &mut BTreeMap<String, String>, name: &str, problem: &str) {
     match problems.get_mut(name) {
@@ -374,7 +412,7 @@ impl Policies {
         self.applied_fairness.clear();
     }
 
-    /// The fairness module that annotations name (see [`PolicyRegistry::fairness_for`]); with no host, every
+    /// The fairness module that annotations name (see [`PolicyRegistry::fairness_named`]); with no host, every
     /// named module is unknown.
     fn select_fairness(
         &self,
@@ -454,79 +492,42 @@ impl Policies {
             }
         }
         self.applied_placement = placement;
-        for (root, f) in &fairness {
-            if self
-                .applied_fairness
-                .get(root)
-                .is_none_or(|old| !Arc::ptr_eq(old, f))
-            {
-                tracing::info!(cohort = %root, module = %crate::engine::FairnessPolicy::name(f.as_ref()), "fairness module selected for the cohort tree");
-                engine.set_fairness_policy_for_tree(root, Some(f.clone()));
+        let fairness_changed = fairness.len() != self.applied_fairness.len()
+            || fairness.iter().any(|(root, f)| {
+                self.applied_fairness
+                    .get(root)
+                    .is_none_or(|old| !Arc::ptr_eq(old, f))
+            });
+        if fairness_changed {
+            for (root, f) in &fairness {
+                tracing::info!(cohort = %root, module = %crate::engine::FairnessPolicy::name(f.as_ref()), "fairness module orders the cohort tree");
             }
-        }
-        for root in self.applied_fairness.keys() {
-            if !fairness.contains_key(root) {
-                engine.set_fairness_policy_for_tree(root, None);
-            }
+            // All trees in one step, so a usage history whose half-life stays in use is kept.
+            engine.set_tree_fairness_policies(fairness.iter().map(|(root, f)| {
+                (
+                    root.clone(),
+                    f.clone() as Arc<dyn crate::engine::FairnessPolicy>,
+                )
+            }));
         }
         self.applied_fairness = fairness;
 
         // Events: a new or changed problem, and a problem that went away.
-        for (cq, msg) in &problems {
-            if self.reported.get(cq) != Some(msg)
-                && let Some(obj) = cluster_queues.get(cq)
-            {
-                tracing::warn!(cluster_queue = %cq, problem = %msg, "policy selection failed");
-                out.push(Notice {
-                    object: reference(obj),
-                    severity: EventSeverity::Warning,
-                    reason: REASON_FALLBACK,
-                    action: "SelectPolicy",
-                    note: msg.clone(),
-                });
-            }
-        }
-        for cq in self.reported.keys() {
-            if !problems.contains_key(cq)
-                && let Some(obj) = cluster_queues.get(cq)
-            {
-                out.push(Notice {
-                    object: reference(obj),
-                    severity: EventSeverity::Normal,
-                    reason: REASON_SELECTED,
-                    action: "SelectPolicy",
-                    note: "the policy modules this ClusterQueue names serve it again".to_string(),
-                });
-            }
-        }
+        problem_events(
+            &self.reported,
+            &problems,
+            |n| cluster_queues.get(n).map(reference),
+            "the policy modules this ClusterQueue names serve it again",
+            &mut out,
+        );
+        problem_events(
+            &self.reported_cohorts,
+            &cohort_problems,
+            |n| cohorts.get(n).map(|c| c.object_ref(&())),
+            "no problem remains with the fairness module this Cohort names",
+            &mut out,
+        );
         self.reported = problems;
-        for (name, msg) in &cohort_problems {
-            if self.reported_cohorts.get(name) != Some(msg)
-                && let Some(obj) = cohorts.get(name)
-            {
-                tracing::warn!(cohort = %name, problem = %msg, "policy selection failed");
-                out.push(Notice {
-                    object: obj.object_ref(&()),
-                    severity: EventSeverity::Warning,
-                    reason: REASON_FALLBACK,
-                    action: "SelectPolicy",
-                    note: msg.clone(),
-                });
-            }
-        }
-        for name in self.reported_cohorts.keys() {
-            if !cohort_problems.contains_key(name)
-                && let Some(obj) = cohorts.get(name)
-            {
-                out.push(Notice {
-                    object: obj.object_ref(&()),
-                    severity: EventSeverity::Normal,
-                    reason: REASON_SELECTED,
-                    action: "SelectPolicy",
-                    note: "the fairness module this Cohort names serves its tree again".to_string(),
-                });
-            }
-        }
         self.reported_cohorts = cohort_problems;
         out
     }
@@ -565,7 +566,19 @@ impl Policies {
                 }
                 continue;
             };
-            let root = engine.cohort_root_of(name).unwrap_or(cohort);
+            let Some(root) = engine.cohort_root_of(name) else {
+                // Rejected by the engine, or on a cohort cycle: no tree orders it.
+                if let Some(m) = m {
+                    append_problem(
+                        problems,
+                        name,
+                        &format!(
+                            "{FAIRNESS_POLICY_ANNOTATION}: {m} is not consulted: cohort {cohort} is not in a valid cohort tree (its parents form a cycle, or the ClusterQueue was rejected)"
+                        ),
+                    );
+                }
+                continue;
+            };
             trees.entry(root.to_string()).or_default().push((name, m));
         }
         // Only a tree's root Cohort can name its module; a root without ClusterQueues has nothing to order,
@@ -574,7 +587,15 @@ impl Policies {
             let Some(m) = named(&c.metadata.annotations) else {
                 continue;
             };
-            let root = engine.root_of_cohort(name).unwrap_or(name);
+            let Some(root) = engine.root_of_cohort(name) else {
+                cohort_problems.insert(
+                    name.clone(),
+                    format!(
+                        "{FAIRNESS_POLICY_ANNOTATION}: {m} is not consulted: this Cohort is not in a valid cohort tree (its parents form a cycle, or it was rejected)"
+                    ),
+                );
+                continue;
+            };
             let problem = if root != name {
                 Some(format!(
                     "{FAIRNESS_POLICY_ANNOTATION}: {m} is ignored: only the root of a cohort tree names its fairness module, and this Cohort's root is {root}"
@@ -1019,9 +1040,9 @@ mod tests {
         let notices = p.route(&cqs, &BTreeMap::new(), &mut engine);
         assert_eq!(engine.fairness_policy_name_of("a"), Some("credits"));
         assert_eq!(engine.fairness_policy_name_of("c"), Some("credits"));
-        assert!(
-            notices.iter().all(|n| n.reason == REASON_SELECTED),
-            "{notices:?}"
+        assert_eq!(
+            names(&notices),
+            [(REASON_SELECTED, "a".into()), (REASON_SELECTED, "b".into())]
         );
 
         // Metrics name the module; deleted, it is gone and DRS serves every tree.
@@ -1065,6 +1086,24 @@ mod tests {
             .expect("applies");
         assert!(p.route(&cqs, &BTreeMap::new(), &mut engine).is_empty());
         assert_eq!(engine.fairness_policy_name_of("b"), Some("credits"));
+        // org under team closes a cycle: no tree orders a or b, and a is told.
+        engine
+            .apply(crate::engine::Event::UpsertCohort(crate::engine::Cohort {
+                name: "org".into(),
+                parent: Some("team".into()),
+                resource_groups: Vec::new(),
+                fair_weight: 1.0,
+            }))
+            .expect("applies");
+        let notices = p.route(&cqs, &BTreeMap::new(), &mut engine);
+        assert_eq!(names(&notices), [(REASON_FALLBACK, "a".into())]);
+        assert!(
+            p.problem("a")
+                .is_some_and(|m| m.contains("not in a valid cohort tree")),
+            "{:?}",
+            p.problem("a")
+        );
+        assert_eq!(engine.fairness_policy_name_of("a"), Some("drs"));
     }
 
     fn cohort(name: &str, parent: &str, annotations: &[(&str, &str)]) -> (String, api::Cohort) {

@@ -306,6 +306,17 @@ impl Engine {
         }
     }
 
+    /// Puts exactly the cohort trees in `policies` (by root Cohort name) on their own fairness
+    /// policies and every other tree on the default, in one step.
+    pub fn set_tree_fairness_policies(
+        &mut self,
+        policies: impl IntoIterator<Item = (String, Arc<dyn FairnessPolicy>)>,
+    ) {
+        if self.fairness.set_roots(policies.into_iter().collect()) {
+            self.requeue_all_inadmissible();
+        }
+    }
+
     /// Name of the default fairness policy.
     pub fn fairness_policy_name(&self) -> &str {
         self.fairness.default_policy().name()
@@ -328,9 +339,13 @@ impl Engine {
         (!root.is_cq).then_some(root.name.as_str())
     }
 
-    /// The root Cohort of Cohort `name`'s tree (itself when it has no parent; None: unknown cohort).
+    /// The root Cohort of Cohort `name`'s tree (itself when it has no parent; None: unknown cohort,
+    /// or one on a cohort cycle).
     pub fn root_of_cohort(&self, name: &str) -> Option<&str> {
         let &n = self.cohort_by_name.get(name)?;
+        if self.tree.node(n).cycle {
+            return None;
+        }
         Some(self.tree.node(self.tree.root(n)).name.as_str())
     }
 

@@ -71,6 +71,22 @@ impl TreeFairness {
         true
     }
 
+    /// Puts exactly the trees in `policies` (by root cohort name) on their own policies, every other
+    /// tree on the default, in one step (so a history whose half-life stays in use is kept whatever
+    /// the order of the changes). Returns whether anything changed.
+    pub(crate) fn set_roots(&mut self, policies: HashMap<String, Arc<dyn FairnessPolicy>>) -> bool {
+        let same = policies.len() == self.by_root.len()
+            && policies
+                .iter()
+                .all(|(k, p)| self.by_root.get(k).is_some_and(|q| Arc::ptr_eq(p, q)));
+        if same {
+            return false;
+        }
+        self.by_root = policies;
+        self.sync_histories();
+        true
+    }
+
     /// The policy of the tree holding node `n`: its root cohort's, else the default. A
     /// ClusterQueue without a cohort is a tree of its own, always on the default (it has no
     /// siblings to be ordered against).
@@ -303,6 +319,28 @@ mod tests {
         f.set_for_root("x", None);
         assert_eq!(f.histories.len(), 1);
         assert!(!f.set_for_root("x", None), "nothing changed");
+    }
+
+    #[test]
+    fn a_history_moving_between_trees_in_one_step_is_kept() {
+        let (tree, n) = full_queue();
+        let ten: Arc<dyn FairnessPolicy> = Arc::new(WithHistory(10.0));
+        let mut f = TreeFairness::new(Arc::new(super::super::DrsPolicy));
+        f.set_roots(HashMap::from([("x".to_string(), ten.clone())]));
+        f.advance(&tree, 0);
+        f.advance(&tree, 10_000);
+        // x leaves half-life 10 s while y joins it: the history stays.
+        let swapped = HashMap::from([
+            (
+                "x".to_string(),
+                Arc::new(WithHistory(20.0)) as Arc<dyn FairnessPolicy>,
+            ),
+            ("y".to_string(), ten.clone()),
+        ]);
+        assert!(f.set_roots(swapped.clone()));
+        assert!(!f.set_roots(swapped), "same policies: nothing changed");
+        let h = f.history_for(ten.as_ref()).expect("kept");
+        assert!((h.dominant(&tree, n) - 500.0).abs() < 1e-9);
     }
 
     #[test]

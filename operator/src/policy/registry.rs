@@ -315,22 +315,9 @@ impl PolicyRegistry {
         }
     }
 
-    /// The fairness policy of a cohort tree, from the annotations of its ClusterQueues: the
-    /// module they name (ClusterQueues without the annotation follow the others); the built-in
-    /// DRS when none names one; an error when they name different modules.
-    pub fn fairness_for<'a>(
-        &self,
-        cq_annotations: impl IntoIterator<Item = &'a BTreeMap<String, String>>,
-    ) -> Result<Selection<Arc<GuardedFairness>>, RegistryError> {
-        self.fairness_named(
-            cq_annotations
-                .into_iter()
-                .filter_map(|a| a.get(FAIRNESS_POLICY_ANNOTATION).cloned()),
-        )
-    }
-
-    /// The fairness module that every name in `names` is (names may repeat): the built-in DRS when there
-    /// are none, an error when they differ or the module is missing or a placement module.
+    /// The fairness module of a cohort tree, from the names its annotations give (names may repeat): the
+    /// built-in DRS when there are none, an error when they differ or the module is missing or a placement
+    /// module.
     pub fn fairness_named(
         &self,
         names: impl IntoIterator<Item = String>,

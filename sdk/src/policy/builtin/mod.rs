@@ -54,19 +54,9 @@ pub fn fits(request: &PodSetRequest, nodes: &NodeBatch) -> Vec<u32> {
     for (f, &ready) in fit.iter_mut().zip(&nodes.ready) {
         *f = if ready { u32::MAX } else { 0 };
     }
-    let k = request.resources.len();
-    for (r, &need) in request.per_pod.iter().take(k).enumerate() {
-        if need <= 0 {
-            continue;
-        }
-        let column = nodes.free.get(r..).unwrap_or_default().iter().step_by(k);
-        let mut seen = 0;
-        for (f, &free) in fit.iter_mut().zip(column) {
-            *f = (*f).min(u32::try_from(free.max(0) / need).unwrap_or(u32::MAX));
-            seen += 1;
-        }
-        fit[seen..].fill(0);
-    }
+    per_request_column(request, nodes, &mut fit, 0, |f, free, need| {
+        *f = (*f).min(u32::try_from(free.max(0) / need).unwrap_or(u32::MAX));
+    });
     let gpp = request.gpus_per_pod;
     if gpp == 0 {
         return fit;
@@ -89,6 +79,31 @@ pub fn fits(request: &PodSetRequest, nodes: &NodeBatch) -> Vec<u32> {
         fit[seen..].fill(0);
     }
     fit
+}
+
+/// Calls `f(entry, free, need)` for every node's entry and every resource the request asks for,
+/// a column at a time; entries of nodes missing from a column are set to `missing`.
+pub(crate) fn per_request_column<T: Copy>(
+    request: &PodSetRequest,
+    nodes: &NodeBatch,
+    out: &mut [T],
+    missing: T,
+    f: impl Fn(&mut T, i64, i64),
+) {
+    let k = request.resources.len();
+    // Entries of `per_pod` past `resources` have no column and are ignored.
+    for (r, &need) in request.per_pod.iter().take(k).enumerate() {
+        if need <= 0 {
+            continue;
+        }
+        let column = nodes.free.get(r..).unwrap_or_default().iter().step_by(k);
+        let mut seen = 0;
+        for (o, &free) in out.iter_mut().zip(column) {
+            f(o, free, need);
+            seen += 1;
+        }
+        out[seen..].fill(missing);
+    }
 }
 
 /// Indexes into `island_size`/`island_free` of node `i`'s islands.

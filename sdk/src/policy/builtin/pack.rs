@@ -1,5 +1,6 @@
 //! `topology-pack`: fill partially used nodes and tight NVLink islands first.
 
+use super::per_request_column;
 use crate::policy::error::PolicyError;
 use crate::policy::placement::{NodeBatch, NodeScores, PlacementPolicy, PodSetRequest};
 
@@ -22,8 +23,10 @@ impl PlacementPolicy for TopologyPack {
     fn score(&self, request: &PodSetRequest, nodes: &NodeBatch) -> Result<NodeScores, PolicyError> {
         // Readiness and the per-pod requests, a column at a time; then one pass per node for
         // the GPUs, which needs the node's islands anyway. Only "takes one pod" matters (the
-        // engine counts pods), so nothing is divided. A node missing from a column it reads
-        // scores 0 and takes no pod.
+        // engine counts pods), so nothing is divided. In a batch whose columns are short (the
+        // engine never sends one), a node missing from `ready`, `free`, `gpu_free`, `gpu_total` or
+        // `island_offsets` scores 0 and takes no pod, and a node whose islands run past
+        // `island_free` has none.
         let ok = takes_by_resources(request, nodes);
         let n = ok.len();
         let mut score = vec![0.0; n];
@@ -71,18 +74,8 @@ impl PlacementPolicy for TopologyPack {
 fn takes_by_resources(request: &PodSetRequest, nodes: &NodeBatch) -> Vec<bool> {
     let mut ok: Vec<bool> = nodes.ready.clone();
     ok.resize(nodes.len(), false);
-    let k = request.resources.len();
-    for (r, &need) in request.per_pod.iter().take(k).enumerate() {
-        if need <= 0 {
-            continue;
-        }
-        let column = nodes.free.get(r..).unwrap_or_default().iter().step_by(k);
-        let mut seen = 0;
-        for (o, &free) in ok.iter_mut().zip(column) {
-            *o &= free >= need;
-            seen += 1;
-        }
-        ok[seen..].fill(false);
-    }
+    per_request_column(request, nodes, &mut ok, false, |o, free, need| {
+        *o &= free >= need;
+    });
     ok
 }

@@ -85,6 +85,18 @@ fn spread_caps_pods_per_node_and_prefers_empty_racks() {
     );
 }
 
+#[test]
+fn pack_gives_nodes_missing_from_gpu_columns_no_pod() {
+    let mut b = batch(false);
+    b.gpu_total.truncate(2);
+    let s = TopologyPack.score(&req(1, 0, false), &b).unwrap();
+    assert_eq!(s.max_pods, vec![u32::MAX, u32::MAX, 0]);
+    let mut b = batch(false);
+    b.island_free.truncate(4);
+    let s = TopologyPack.score(&req(1, 2, true), &b).unwrap();
+    assert_eq!(s.max_pods[2], 0, "n2's island is past the column: none");
+}
+
 /// The per-node definition of topology-pack's score (what the column passes must equal).
 fn pack_reference(request: &PodSetRequest, nodes: &NodeBatch) -> NodeScores {
     let mut out = NodeScores::default();
@@ -138,9 +150,10 @@ fn random_batch(rows: &[NodeRow], k: usize) -> NodeBatch {
 use proptest::prelude::*;
 
 proptest! {
-    /// The column passes give exactly the per-node answers, for any well-formed batch:
-    /// not-ready nodes, nodes without GPUs, negative and larger-than-32-bit amounts, requests
-    /// with zero or negative per-pod amounts and with or without NVLink.
+    /// The column passes give exactly the per-node answers: topology-pack for any well-formed
+    /// batch, `fits` also with columns shorter than the batch. Batches have not-ready nodes,
+    /// nodes without GPUs, negative and larger-than-32-bit amounts, requests with zero or
+    /// negative per-pod amounts and with or without NVLink.
     #[test]
     fn column_passes_equal_the_per_node_definitions(
         rows in proptest::collection::vec(
@@ -159,13 +172,23 @@ proptest! {
         k in 0usize..4,
         gpus in 0u32..5,
         nvlink in proptest::bool::ANY,
+        cut in proptest::collection::vec(0usize..4, 7),
     ) {
-        let b = random_batch(&rows, k);
+        let full = random_batch(&rows, k);
         let mut r = req(1, gpus, nvlink);
         r.resources = (0..k).map(|i| format!("r{i}")).collect();
         r.per_pod = per_pod;
+        prop_assert_eq!(TopologyPack.score(&r, &full).unwrap(), pack_reference(&r, &full));
+        // Short columns: for `fits`, nodes missing from a column have none of it.
+        let mut b = full;
+        let short = |len: usize, c: usize| len.saturating_sub(c);
+        b.ready.truncate(short(b.ready.len(), cut[0]));
+        b.gpu_free.truncate(short(b.gpu_free.len(), cut[1]));
+        b.gpu_total.truncate(short(b.gpu_total.len(), cut[2]));
+        b.island_offsets.truncate(short(b.island_offsets.len(), cut[3]));
+        b.island_free.truncate(short(b.island_free.len(), cut[4]));
+        b.free.truncate(short(b.free.len(), cut[5] * k + cut[6]));
         let per_node: Vec<u32> = (0..b.len()).map(|i| pods_fitting(&r, &b, i)).collect();
         prop_assert_eq!(fits(&r, &b), per_node);
-        prop_assert_eq!(TopologyPack.score(&r, &b).unwrap(), pack_reference(&r, &b));
     }
 }
