@@ -965,6 +965,18 @@ mod tests {
         }
     }
 
+    /// Puts Cohort `name` under `parent` in the engine.
+    fn nest(engine: &mut Engine, name: &str, parent: &str) {
+        engine
+            .apply(crate::engine::Event::UpsertCohort(crate::engine::Cohort {
+                name: name.into(),
+                parent: Some(parent.into()),
+                resource_groups: Vec::new(),
+                fair_weight: 1.0,
+            }))
+            .expect("applies");
+    }
+
     fn names(notices: &[Notice]) -> Vec<(&'static str, String)> {
         let mut v: Vec<_> = notices
             .iter()
@@ -1076,25 +1088,11 @@ mod tests {
         p.route(&cqs, &BTreeMap::new(), &mut engine);
         assert_eq!(engine.fairness_policy_name_of("b"), Some("drs"));
         // team joins org's tree: routing again (a Cohort event does) puts b on org's module.
-        engine
-            .apply(crate::engine::Event::UpsertCohort(crate::engine::Cohort {
-                name: "team".into(),
-                parent: Some("org".into()),
-                resource_groups: Vec::new(),
-                fair_weight: 1.0,
-            }))
-            .expect("applies");
+        nest(&mut engine, "team", "org");
         assert!(p.route(&cqs, &BTreeMap::new(), &mut engine).is_empty());
         assert_eq!(engine.fairness_policy_name_of("b"), Some("credits"));
         // org under team closes a cycle: no tree orders a or b, and a is told.
-        engine
-            .apply(crate::engine::Event::UpsertCohort(crate::engine::Cohort {
-                name: "org".into(),
-                parent: Some("team".into()),
-                resource_groups: Vec::new(),
-                fair_weight: 1.0,
-            }))
-            .expect("applies");
+        nest(&mut engine, "org", "team");
         let notices = p.route(&cqs, &BTreeMap::new(), &mut engine);
         assert_eq!(names(&notices), [(REASON_FALLBACK, "a".into())]);
         assert!(
