@@ -81,7 +81,7 @@ pub enum PolicyCommand {
     Bench(BenchArgs),
     /// List the cluster's PolicyModules with their load status (kubeconfig's cluster).
     Ls(LsArgs),
-    /// Show one PolicyModule: spec without the bytes, status, and the ClusterQueues that select it.
+    /// Show one PolicyModule: spec without the bytes, status, and the ClusterQueues and Cohorts that select it.
     Inspect(InspectArgs),
 }
 
@@ -579,7 +579,28 @@ pub mod cluster {
         let pm = api.get(name).await?;
         let cqs: Api<api::ClusterQueue> = Api::all(client.clone());
         let cqs = cqs.list(&ListParams::default()).await?.items;
-        let selected = selected_by(&cqs, name);
+        let cohorts: Api<api::Cohort> = Api::all(client.clone());
+        // Kueue's Cohort CRD may not be installed: then no Cohort names anything.
+        let cohorts = match cohorts.list(&ListParams::default()).await {
+            Ok(l) => l.items,
+            Err(kube::Error::Api(e)) if e.code == 404 => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        let mut selected = selected_by(&cqs, name);
+        let by_cohorts: Vec<String> = cohorts
+            .iter()
+            .filter(|c| {
+                c.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(FAIRNESS_POLICY_ANNOTATION))
+                    .is_some_and(|v| v == name)
+            })
+            .map(|c| c.metadata.name.clone().unwrap_or_default())
+            .collect();
+        if !by_cohorts.is_empty() {
+            selected.insert("fairness-cohorts", by_cohorts);
+        }
         let source = match (&pm.spec.module, &pm.spec.config_map_ref) {
             (Some(b), _) => json!({"inline": {"bytes": b.0.len()}}),
             (None, Some(r)) => json!({"configMap": r}),
@@ -667,10 +688,10 @@ pub mod cluster {
         ));
         out.push_str("Selected by:\n");
         if selected.is_empty() {
-            out.push_str("  no ClusterQueue\n");
+            out.push_str("  no ClusterQueue or Cohort\n");
         }
         for (what, names) in &selected {
-            out.push_str(&format!("  {what:<10} {}\n", names.join(", ")));
+            out.push_str(&format!("  {what:<16} {}\n", names.join(", ")));
         }
         Ok(out)
     }
@@ -758,6 +779,18 @@ pub mod cluster {
                     "/apis/kueue.x-k8s.io/v1beta2/clusterqueues".into(),
                     cluster_queues(),
                 ),
+                (
+                    "GET",
+                    "/apis/kueue.x-k8s.io/v1beta2/cohorts".into(),
+                    json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "CohortList", "metadata": {"resourceVersion": "4"},
+                    "items": [
+                        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort",
+                         "metadata": {"name": "org", "annotations": {"sluice.dev/fairness-policy": "credits"}},
+                         "spec": {}},
+                        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort",
+                         "metadata": {"name": "plain"}, "spec": {}}
+                    ]}),
+                ),
             ])
         }
 
@@ -796,7 +829,7 @@ pub mod cluster {
                 "Loaded SHA256: 0123456789abcdef0123\n",
                 "  Degraded   True   RepeatedFailures   5 failures in a row  (2h)\n",
                 "Failures:      degraded=40, trap=5\n",
-                "  placement  team-a, team-b\n",
+                "  placement        team-a, team-b\n",
             ] {
                 assert!(out.contains(needle), "{needle:?} not in\n{out}");
             }
@@ -810,8 +843,32 @@ pub mod cluster {
             let v: Value = serde_yaml::from_str(&out).expect("yaml");
             assert_eq!(v["source"]["configMap"]["key"], "credits.wasm");
             assert_eq!(v["config"], "{\"halfLifeSeconds\": 60}");
-            assert_eq!(v["selectedBy"], json!({"fairness": ["team-b"]}));
+            assert_eq!(
+                v["selectedBy"],
+                json!({"fairness": ["team-b"], "fairness-cohorts": ["org"]})
+            );
             assert_eq!(v["status"], json!({}));
+        }
+
+        #[test]
+        fn inspect_without_the_cohort_crd_lists_cluster_queues_only() {
+            let items = modules()["items"].clone();
+            let m = mock(vec![
+                (
+                    "GET",
+                    "/apis/sluice.dev/v1alpha1/policymodules/credits".into(),
+                    items[1].clone(),
+                ),
+                (
+                    "GET",
+                    "/apis/kueue.x-k8s.io/v1beta2/clusterqueues".into(),
+                    cluster_queues(),
+                ),
+            ]);
+            let out =
+                run_with(&m, &["inspect", "credits"]).expect("a 404 for Cohorts is no Cohort");
+            assert!(out.contains("  fairness         team-b\n"), "{out}");
+            assert!(!out.contains("fairness-cohorts"), "{out}");
         }
 
         #[test]
