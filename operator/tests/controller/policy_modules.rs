@@ -1,7 +1,7 @@
 //! PolicyModules in the running operator against the fake API server: status written after a load, a bad
 //! version leaving the previous one serving, a swap changing where a ClusterQueue's pods go without a
-//! restart, deletion falling back to the built-in, bytes from a ConfigMap, and a trapping module ending
-//! Degraded while admissions go on.
+//! restart, deletion falling back to the built-in, bytes from a ConfigMap, a trapping module ending
+//! Degraded while admissions go on, and a root Cohort's fairness annotation re-chosen on Cohort events.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -495,6 +495,74 @@ async fn selection_errors_fall_back_and_are_reported_with_events() {
         note.contains("no PolicyModule named \"missing\"")
             && note.contains("pack is a placement module"),
         "{note}"
+    );
+    task.abort();
+}
+
+/// (reason, kind, name) of every event the operator posted.
+fn events(fake: &FakeApi) -> Vec<(String, String, String)> {
+    writes(fake, "POST", "/events")
+        .into_iter()
+        .filter_map(|r| r.body)
+        .map(|b| {
+            let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            (
+                s(&b["reason"]),
+                s(&b["regarding"]["kind"]),
+                s(&b["regarding"]["name"]),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_root_cohort_names_its_trees_fairness_module_through_cohort_events() {
+    let fake = FakeApi::new();
+    seed(&fake, "");
+    fake.put(&yaml::<api::ClusterQueue>(
+        "metadata: {name: in-org}\nspec: {namespaceSelector: {}, cohortName: org, resourceGroups: []}",
+    ));
+    fake.put(&yaml::<api::Cohort>(
+        "metadata: {name: org, annotations: {sluice.dev/fairness-policy: typo}}\nspec: {}",
+    ));
+    let op = Operator::new(fake.client("op"), policy_config(), Leadership::always());
+    let task = tokio::spawn(async move {
+        let _ = op.run().await;
+    });
+    let fallback = (
+        "PolicyFallback".to_string(),
+        "Cohort".to_string(),
+        "org".to_string(),
+    );
+    wait_for(30, "the Cohort told its module is missing", || {
+        events(&fake).contains(&fallback)
+    })
+    .await;
+    let note = writes(&fake, "POST", "/events")
+        .into_iter()
+        .filter_map(|r| r.body)
+        .find(|b| b["regarding"]["kind"] == "Cohort")
+        .map(|b| b["note"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_default();
+    assert!(
+        note.contains("no PolicyModule named \"typo\"") && note.contains("cohort tree org"),
+        "{note}"
+    );
+    // The annotation goes: a Cohort event alone makes the operator choose again, and the Cohort hears it.
+    fake.put(&yaml::<api::Cohort>("metadata: {name: org}\nspec: {}"));
+    let resolved = (
+        "PolicySelected".to_string(),
+        "Cohort".to_string(),
+        "org".to_string(),
+    );
+    wait_for(30, "the Cohort told the problem is gone", || {
+        events(&fake).contains(&resolved)
+    })
+    .await;
+    assert_eq!(
+        events(&fake).iter().filter(|e| **e == fallback).count(),
+        1,
+        "reported once"
     );
     task.abort();
 }
