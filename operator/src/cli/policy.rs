@@ -756,9 +756,10 @@ pub mod cluster {
             ]})
         }
 
-        fn cluster() -> Mock {
+        /// The scripted API server's answers: modules, ClusterQueues and Cohorts.
+        fn routes() -> Vec<(&'static str, String, Value)> {
             let items = modules()["items"].clone();
-            mock(vec![
+            vec![
                 (
                     "GET",
                     "/apis/sluice.dev/v1alpha1/policymodules".into(),
@@ -791,7 +792,11 @@ pub mod cluster {
                          "metadata": {"name": "plain"}, "spec": {}}
                     ]}),
                 ),
-            ])
+            ]
+        }
+
+        fn cluster() -> Mock {
+            mock(routes())
         }
 
         #[test]
@@ -852,19 +857,12 @@ pub mod cluster {
 
         #[test]
         fn inspect_without_the_cohort_crd_lists_cluster_queues_only() {
-            let items = modules()["items"].clone();
-            let m = mock(vec![
-                (
-                    "GET",
-                    "/apis/sluice.dev/v1alpha1/policymodules/credits".into(),
-                    items[1].clone(),
-                ),
-                (
-                    "GET",
-                    "/apis/kueue.x-k8s.io/v1beta2/clusterqueues".into(),
-                    cluster_queues(),
-                ),
-            ]);
+            let m = mock(
+                routes()
+                    .into_iter()
+                    .filter(|(_, path, _)| !path.ends_with("/cohorts"))
+                    .collect(),
+            );
             let out =
                 run_with(&m, &["inspect", "credits"]).expect("a 404 for Cohorts is no Cohort");
             assert!(out.contains("  fairness         team-b\n"), "{out}");

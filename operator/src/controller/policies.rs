@@ -909,13 +909,15 @@ mod tests {
         let mut c = api::ClusterQueue::default();
         c.spec.cohort_name = cohort.to_string();
         c.metadata.name = Some(name.to_string());
-        c.metadata.annotations = Some(
-            annotations
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        );
+        c.metadata.annotations = Some(annotation_map(annotations));
         (name.to_string(), c)
+    }
+
+    fn annotation_map(annotations: &[(&str, &str)]) -> BTreeMap<String, String> {
+        annotations
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     fn fairness_module(name: &str) -> PolicyModule {
@@ -1112,12 +1114,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        c.metadata.annotations = Some(
-            annotations
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        );
+        c.metadata.annotations = Some(annotation_map(annotations));
         (name.to_string(), c)
     }
 

@@ -105,28 +105,29 @@ impl TreeFairness {
 
     /// The history kept for `policy` (None when it keeps none).
     fn history_for(&self, policy: &dyn FairnessPolicy) -> Option<&UsageHistory> {
-        let h = UsageHistory::new(policy.history_half_life());
-        h.enabled()
-            .then(|| self.histories.iter().find(|x| x.same_half_life(&h)))
-            .flatten()
+        let half_life = policy.history_half_life();
+        self.histories.iter().find(|h| h.has_half_life(half_life))
     }
 
     /// Keeps one history per half-life in use: existing ones stay, new ones start empty, unused
     /// ones go.
     fn sync_histories(&mut self) {
-        let mut wanted: Vec<UsageHistory> = Vec::new();
+        let mut old = std::mem::take(&mut self.histories);
         for p in std::iter::once(&self.default).chain(self.by_root.values()) {
-            let h = UsageHistory::new(p.history_half_life());
-            if h.enabled() && !wanted.iter().any(|w| w.same_half_life(&h)) {
-                wanted.push(h);
+            let half_life = p.history_half_life();
+            if self.histories.iter().any(|h| h.has_half_life(half_life)) {
+                continue;
+            }
+            match old.iter().position(|h| h.has_half_life(half_life)) {
+                Some(i) => self.histories.push(old.swap_remove(i)),
+                None => {
+                    let h = UsageHistory::new(half_life);
+                    if h.enabled() {
+                        self.histories.push(h);
+                    }
+                }
             }
         }
-        for w in &mut wanted {
-            if let Some(i) = self.histories.iter().position(|x| x.same_half_life(w)) {
-                *w = self.histories.swap_remove(i);
-            }
-        }
-        self.histories = wanted;
     }
 
     /// Samples every history at `now`.

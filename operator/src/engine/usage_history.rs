@@ -19,21 +19,26 @@ pub(crate) struct UsageHistory {
     avg: Vec<Vec<f64>>,
 }
 
+/// A half-life in seconds as kept, in milliseconds; none unless finite and positive.
+fn half_life_ms(seconds: Option<f64>) -> Option<f64> {
+    seconds
+        .filter(|h| h.is_finite() && *h > 0.0)
+        .map(|h| h * 1000.0)
+}
+
 impl UsageHistory {
     /// History with the given half-life in seconds (`None`: none kept).
     pub(crate) fn new(half_life_seconds: Option<f64>) -> Self {
         Self {
-            half_life_ms: half_life_seconds
-                .filter(|h| h.is_finite() && *h > 0.0)
-                .map(|h| h * 1000.0),
+            half_life_ms: half_life_ms(half_life_seconds),
             last: None,
             avg: Vec::new(),
         }
     }
 
-    /// Whether both keep history with the same half-life.
-    pub(crate) fn same_half_life(&self, other: &Self) -> bool {
-        self.half_life_ms == other.half_life_ms
+    /// Whether this history is kept with the half-life a policy asks for (`None`: none).
+    pub(crate) fn has_half_life(&self, half_life_seconds: Option<f64>) -> bool {
+        self.half_life_ms.is_some() && self.half_life_ms == half_life_ms(half_life_seconds)
     }
 
     /// Whether history is kept.
