@@ -29,7 +29,7 @@ enum Command {
     /// Simulate admission on a cluster described by manifests (the bundled example when no -f is given).
     Simulate(SimulateArgs),
     /// Print the CustomResourceDefinitions as YAML: Kueue's (v1beta2 storage, v1beta1 served), then Sluice's own (sluice.dev).
-    Crds,
+    Crds(CrdsArgs),
     /// Measure the engine's admission throughput and cycle latency on a synthetic cluster.
     Bench(sluice_operator::bench::BenchArgs),
     /// Discover this node's GPUs (NVML) and publish their topology as a NodeGpuTopology.
@@ -37,7 +37,7 @@ enum Command {
     /// Run the queue operator against the cluster of the current kubeconfig (or in-cluster config).
     Operator(sluice_operator::controller::OperatorArgs),
     /// Serve the admission, defaulting and conversion webhook over HTTPS (Kueue's webhook paths).
-    Webhook(sluice_webhook::ServeArgs),
+    Webhook(WebhookArgs),
     #[command(flatten)]
     Cluster(sluice_operator::cli::kueue::ClusterCommand),
     /// Validate, test and benchmark placement and fairness policy modules (WebAssembly).
@@ -82,6 +82,53 @@ struct SimulateArgs {
     policies: Vec<sluice_operator::cli::policy::PolicyFlag>,
 }
 
+#[derive(clap::Args)]
+struct CrdsArgs {
+    /// Set the conversion webhook of the Kueue kinds served in two versions to this base URL (`/convert` is
+    /// appended), for a webhook run outside the cluster; needs --ca-file.
+    #[arg(long, value_name = "URL", requires = "ca_file")]
+    conversion_url: Option<String>,
+    /// PEM file of the CA that signed the webhook's serving certificate (the conversion webhook's caBundle).
+    #[arg(long, value_name = "FILE", requires = "conversion_url")]
+    ca_file: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+struct WebhookArgs {
+    #[command(subcommand)]
+    command: Option<WebhookCommand>,
+    #[command(flatten)]
+    serve: Option<sluice_webhook::ServeArgs>,
+}
+
+#[derive(Subcommand)]
+enum WebhookCommand {
+    /// Print the Mutating- and ValidatingWebhookConfiguration for a webhook served at a URL (outside the cluster).
+    Configurations(ConfigurationsArgs),
+}
+
+#[derive(clap::Args)]
+struct ConfigurationsArgs {
+    /// Base URL the API server calls, e.g. https://127.0.0.1:9443 (each hook's path is appended).
+    #[arg(long, value_name = "URL")]
+    url: String,
+    /// PEM file of the CA that signed the webhook's serving certificate (the caBundle).
+    #[arg(long, value_name = "FILE")]
+    ca_file: PathBuf,
+    /// Prefix of the configurations' names (`PREFIX-mutating`, `PREFIX-validating`).
+    #[arg(long, default_value = "sluice")]
+    name: String,
+    /// Namespaces whose objects are never sent to the webhook; comma-separated.
+    #[arg(
+        long,
+        value_name = "NS,...",
+        value_delimiter = ',',
+        default_value = "kube-system"
+    )]
+    exclude_namespaces: Vec<String>,
+}
+
 /// Built-in placement policies.
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum PlacementPolicyArg {
@@ -122,18 +169,13 @@ fn main() -> ExitCode {
     init_tracing(cli.log_json);
     let result = match cli.command {
         Command::Simulate(args) => simulate(args),
-        Command::Crds => {
-            print!("{}", sluice_sdk::kueue::crds::crds_yaml());
-            print!("{}", sluice_sdk::sluice::crds_yaml());
-            Ok(())
-        }
+        Command::Crds(args) => crds(args),
         Command::Bench(args) => sluice_operator::bench::run(&args).map_err(Failure::from),
         Command::NodeAgent(args) => sluice_operator::agent::run(&args)
             .map(|out| print!("{out}"))
             .map_err(Failure::from),
         Command::Operator(args) => operator(args),
-        Command::Webhook(args) => policy_module_validator()
-            .and_then(|v| sluice_webhook::serve(args, Some(v)).map_err(Failure::from)),
+        Command::Webhook(args) => webhook(args),
         Command::Cluster(c) => cluster(c),
         Command::Policy(args) => policy(&args),
     };
@@ -157,6 +199,73 @@ fn operator(args: sluice_operator::controller::OperatorArgs) -> Result<(), Failu
             ControllerError::Config(_) | ControllerError::Usage(_) => bad_input(e),
             other => Failure::from(other),
         })
+}
+
+/// Prints the CRDs, with the conversion webhook set when asked.
+fn crds(args: CrdsArgs) -> Result<(), Failure> {
+    use sluice_sdk::kueue::crds;
+    let kueue = match (args.conversion_url, args.ca_file) {
+        (Some(url), Some(ca_file)) => {
+            let client = k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::WebhookClientConfig {
+                url: Some(format!("{}/convert", url.trim_end_matches('/'))),
+                ca_bundle: Some(k8s_openapi::ByteString(read_ca(&ca_file)?)),
+                service: None,
+            };
+            crds::with_conversion_webhook(crds::crds(), &client)
+        }
+        _ => crds::crds(),
+    };
+    print!("{}", crds::to_yaml(&kueue));
+    print!("{}", sluice_sdk::sluice::crds_yaml());
+    Ok(())
+}
+
+/// Reads a CA bundle and checks that it is PEM.
+fn read_ca(path: &std::path::Path) -> Result<Vec<u8>, Failure> {
+    let pem = std::fs::read(path)
+        .map_err(|e| bad_input(anyhow::anyhow!("--ca-file {}: {e}", path.display())))?;
+    if !pem.starts_with(b"-----BEGIN ") {
+        return Err(bad_input(anyhow::anyhow!(
+            "--ca-file {}: not a PEM certificate",
+            path.display()
+        )));
+    }
+    Ok(pem)
+}
+
+/// Serves the webhook, or prints its configurations.
+fn webhook(args: WebhookArgs) -> Result<(), Failure> {
+    match (args.command, args.serve) {
+        (Some(WebhookCommand::Configurations(c)), _) => {
+            if !(c.url.starts_with("https://")) {
+                return Err(bad_input(anyhow::anyhow!(
+                    "--url {}: the API server calls webhooks over https:// only",
+                    c.url
+                )));
+            }
+            let endpoint = sluice_webhook::registration::Endpoint {
+                url: c.url,
+                ca_bundle: read_ca(&c.ca_file)?,
+            };
+            let (m, v) = sluice_webhook::registration::configurations(
+                &c.name,
+                &endpoint,
+                &c.exclude_namespaces,
+            );
+            // k8s-openapi writes apiVersion and kind itself.
+            print!(
+                "---\n{}---\n{}",
+                serde_yaml::to_string(&m)?,
+                serde_yaml::to_string(&v)?
+            );
+            Ok(())
+        }
+        (None, Some(serve)) => policy_module_validator()
+            .and_then(|v| sluice_webhook::serve(serve, Some(v)).map_err(Failure::from)),
+        (None, None) => Err(bad_input(anyhow::anyhow!(
+            "sluice webhook needs --tls-cert and --tls-key (or the subcommand `configurations`)"
+        ))),
+    }
 }
 
 /// The webhook's PolicyModule check: decode the object, then compile the module and check its world and config

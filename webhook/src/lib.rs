@@ -11,6 +11,7 @@ pub mod hooks;
 pub mod metrics;
 pub mod policy;
 pub mod queues;
+pub mod registration;
 pub mod review;
 pub mod server;
 pub mod tls;

@@ -164,6 +164,10 @@ pub struct EngineTask {
     dirty_jobs: BTreeSet<(String, String)>,
     /// Plain pods and pod groups to reconcile.
     dirty_pod_groups: BTreeSet<PodGroupKey>,
+    /// Jobs and pod groups whose Workload could not be built (a priority class not seen yet: its watch may
+    /// deliver it after the Job's), reconciled again when a priority class changes, as Kueue's requeue would.
+    unbuilt_jobs: BTreeSet<(String, String)>,
+    unbuilt_pod_groups: BTreeSet<PodGroupKey>,
     /// TAS workloads whose gated pods may need their node selector.
     dirty_ungates: BTreeSet<WorkloadKey>,
     deleted_jobs: Vec<Job>,
@@ -225,6 +229,8 @@ impl EngineTask {
             dirty_workloads: BTreeSet::new(),
             dirty_jobs: BTreeSet::new(),
             dirty_pod_groups: BTreeSet::new(),
+            unbuilt_jobs: BTreeSet::new(),
+            unbuilt_pod_groups: BTreeSet::new(),
             dirty_ungates: BTreeSet::new(),
             deleted_jobs: Vec::new(),
             queues_dirty: false,
@@ -405,14 +411,20 @@ impl EngineTask {
             Input::WorkloadPriorityClass(c) => {
                 self.count_event("WorkloadPriorityClass");
                 match c {
-                    Change::Apply(o) => self.cache.priorities.upsert_workload_class(&o),
+                    Change::Apply(o) => {
+                        self.cache.priorities.upsert_workload_class(&o);
+                        self.retry_unbuilt();
+                    }
                     Change::Delete(o) => self.cache.priorities.delete_workload_class(&o.name_any()),
                 }
             }
             Input::PriorityClass(c) => {
                 self.count_event("PriorityClass");
                 match c {
-                    Change::Apply(o) => self.cache.priorities.upsert_pod_class(&o),
+                    Change::Apply(o) => {
+                        self.cache.priorities.upsert_pod_class(&o);
+                        self.retry_unbuilt();
+                    }
                     Change::Delete(o) => self.cache.priorities.delete_pod_class(&o.name_any()),
                 }
             }
@@ -921,13 +933,19 @@ impl EngineTask {
         key: &(String, String),
         mutate: impl FnMut(&mut Job) -> Result<bool, String>,
     ) -> Option<Job> {
+        self.write_job_at(key, Endpoint::Main, mutate).await
+    }
+
+    /// Writes a Job (its object or its status) through the writer and caches what the API server returned.
+    async fn write_job_at(
+        &mut self,
+        key: &(String, String),
+        endpoint: Endpoint,
+        mutate: impl FnMut(&mut Job) -> Result<bool, String>,
+    ) -> Option<Job> {
         let cached = self.cache.jobs.get(key)?.clone();
         let api = self.apis.jobs(&key.0);
-        match self
-            .writer
-            .update(&api, cached, Endpoint::Main, mutate)
-            .await
-        {
+        match self.writer.update(&api, cached, endpoint, mutate).await {
             Ok(Some(j)) => {
                 self.cache.jobs.insert(key.clone(), j.clone());
                 Some(j)
@@ -1650,11 +1668,38 @@ impl EngineTask {
         }
         let suspended = BatchJob::is_suspended(&job);
         if is_evicting(&wl) {
+            // Kueue's stop, in three writes: the API server refuses a template change of a Job that has
+            // started, so first suspend (marked stopping), then clear status.startTime, then restore the
+            // template and drop the mark.
             if !suspended {
-                let originals = originals(&wl);
                 self.write_job(key, |j| {
                     BatchJob::suspend(j);
+                    j.metadata
+                        .annotations
+                        .get_or_insert_with(Default::default)
+                        .insert(labels::STOPPING_ANNOTATION.into(), "true".into());
+                    Ok(true)
+                })
+                .await;
+                return true;
+            }
+            if job.annotations().contains_key(labels::STOPPING_ANNOTATION) {
+                if job.status.as_ref().is_some_and(|s| s.start_time.is_some()) {
+                    self.write_job_at(key, Endpoint::Status, |j| {
+                        if let Some(s) = j.status.as_mut() {
+                            s.start_time = None;
+                        }
+                        Ok(true)
+                    })
+                    .await;
+                    return true;
+                }
+                let originals = originals(&wl);
+                self.write_job(key, |j| {
                     BatchJob::restore(j, &originals);
+                    if let Some(a) = j.metadata.annotations.as_mut() {
+                        a.remove(labels::STOPPING_ANNOTATION);
+                    }
                     Ok(true)
                 })
                 .await;
@@ -1693,6 +1738,12 @@ impl EngineTask {
         false
     }
 
+    /// Reconciles again the Jobs and pod groups whose Workload could not be built.
+    fn retry_unbuilt(&mut self) {
+        self.dirty_jobs.append(&mut self.unbuilt_jobs);
+        self.dirty_pod_groups.append(&mut self.unbuilt_pod_groups);
+    }
+
     async fn create_workload_for(&mut self, key: &(String, String), job: &Job) -> bool {
         if BatchJob::finished(job).is_some() {
             return false;
@@ -1710,6 +1761,7 @@ impl EngineTask {
             Ok(w) => w,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot build a workload for the job");
+                self.unbuilt_jobs.insert(key.clone());
                 self.event(
                     reference(job),
                     EventSeverity::Warning,

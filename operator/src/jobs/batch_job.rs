@@ -125,7 +125,8 @@ impl BatchJob {
         Ok(req)
     }
 
-    /// The pod template as Kueue records it: without the labels the Job controller manages for itself.
+    /// The pod template as Kueue records it: without the labels the Job controller manages for itself
+    /// ([`MANAGED_LABELS`]).
     fn clean_template(job: &Job) -> k8s_openapi::api::core::v1::PodTemplateSpec {
         let mut template = job
             .spec
@@ -133,17 +134,22 @@ impl BatchJob {
             .map(|s| s.template.clone())
             .unwrap_or_default();
         if let Some(l) = template.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
-            for managed in [
-                "job-name",
-                "controller-uid",
-                "batch.kubernetes.io/controller-uid",
-            ] {
-                l.remove(managed);
+            for managed in MANAGED_LABELS {
+                l.remove(*managed);
             }
         }
         template
     }
 }
+
+/// The pod template labels the Job controller manages (the API server requires them on every Job update), kept
+/// out of the Workload's template and kept on the Job when its template is restored, as Kueue does.
+const MANAGED_LABELS: &[&str] = &[
+    "job-name",
+    "controller-uid",
+    "batch.kubernetes.io/job-name",
+    "batch.kubernetes.io/controller-uid",
+];
 
 impl JobIntegration for BatchJob {
     type Job = Job;
@@ -298,6 +304,17 @@ impl JobIntegration for BatchJob {
             spec.parallelism = Some(info.count);
             if sync_completions {
                 spec.completions = Some(info.count);
+            }
+        }
+        let mut info = info.clone();
+        let current = spec
+            .template
+            .metadata
+            .as_ref()
+            .and_then(|m| m.labels.as_ref());
+        for managed in MANAGED_LABELS {
+            if let Some(v) = current.and_then(|l| l.get(*managed)) {
+                info.labels.insert((*managed).to_string(), v.clone());
             }
         }
         info.restore_into(&mut spec.template);
@@ -457,6 +474,11 @@ spec:
             .unwrap();
         assert_eq!(lbl["kueue.x-k8s.io/podset"], "main");
 
+        // The Job controller's own labels, which the API server requires on every update of the Job.
+        let tpl_labels = j.spec.as_mut().unwrap().template.metadata.as_mut().unwrap();
+        let tpl_labels = tpl_labels.labels.get_or_insert_with(Default::default);
+        tpl_labels.insert("batch.kubernetes.io/job-name".into(), "j".into());
+        tpl_labels.insert("controller-uid".into(), "u1".into());
         BatchJob::suspend(&mut j);
         let ps = &original.spec.pod_sets[0];
         BatchJob::restore(
@@ -468,6 +490,20 @@ spec:
         let pod = spec.template.spec.as_ref().unwrap();
         assert_eq!(pod.node_selector.as_ref().unwrap().len(), 1);
         assert!(pod.tolerations.is_none());
+        let lbl = spec
+            .template
+            .metadata
+            .as_ref()
+            .unwrap()
+            .labels
+            .as_ref()
+            .unwrap();
+        assert_eq!(
+            lbl.get("batch.kubernetes.io/job-name").map(String::as_str),
+            Some("j")
+        );
+        assert_eq!(lbl.get("controller-uid").map(String::as_str), Some("u1"));
+        assert!(!lbl.contains_key("kueue.x-k8s.io/podset"), "{lbl:?}");
 
         // Admitted again after the eviction: partial admission still applies.
         BatchJob::run_with(&mut j, &infos).unwrap();

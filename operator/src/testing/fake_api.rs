@@ -709,6 +709,20 @@ impl FakeApi {
         new
     }
 
+    /// The API server's update rules that the controllers must respect (found against a real kube-apiserver):
+    /// a Job's pod template may change only while the Job was suspended and had not started
+    /// (`status.startTime` unset), else 422 "field is immutable".
+    fn refused_update(target: &Target, old: &Value, new: &Value) -> Option<(u16, Value)> {
+        if target.status || !target.collection.ends_with("/jobs") {
+            return None;
+        }
+        let template_changed = old["spec"]["template"] != new["spec"]["template"];
+        let suspended = old["spec"]["suspend"] == json!(true);
+        let started = !old["status"]["startTime"].is_null();
+        (template_changed && (!suspended || started))
+            .then(|| error(422, "spec.template: Invalid value: field is immutable"))
+    }
+
     fn replace(st: &mut State, target: &Target, body: Option<Value>) -> (u16, Value) {
         let (name, old) = match Self::current(st, target) {
             Ok(x) => x,
@@ -725,6 +739,9 @@ impl FakeApi {
             );
         }
         let out = Self::finish_write(target, &old, new);
+        if let Some(refused) = Self::refused_update(target, &old, &out) {
+            return refused;
+        }
         (
             200,
             st.store(
@@ -777,6 +794,9 @@ impl FakeApi {
             other => return error(415, &format!("unsupported patch type {other:?}")),
         }
         let out = Self::finish_write(target, &old, new);
+        if let Some(refused) = Self::refused_update(target, &old, &out) {
+            return refused;
+        }
         (
             200,
             st.store(

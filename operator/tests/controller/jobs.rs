@@ -248,6 +248,27 @@ async fn preemption_evicts_suspends_restores_and_requeues_the_victim() {
     let op = start(&fake, "op", config());
     wait_for(10, "low started", || !suspended(&fake, "low")).await;
     let low = workload_of(&fake, "low").unwrap().metadata.name.unwrap();
+    // The Job controller has started it: its template may no longer change until it is suspended and its
+    // start time cleared (the API server's rule, which the fake enforces), and it carries the controller's labels.
+    let mut started = job_of(&fake, "low");
+    started
+        .status
+        .get_or_insert_with(Default::default)
+        .start_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2026-01-01T00:00:00Z".parse().unwrap(),
+    ));
+    let tpl_meta = started
+        .spec
+        .as_mut()
+        .unwrap()
+        .template
+        .metadata
+        .get_or_insert_with(Default::default);
+    tpl_meta
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert("batch.kubernetes.io/job-name".into(), "low".into());
+    fake.put(&started);
     fake.put(&job("high", 1, 4, Some("high")));
     wait_for(10, "high started", || !suspended(&fake, "high")).await;
     let high = workload_of(&fake, "high").unwrap().metadata.name.unwrap();
@@ -264,6 +285,32 @@ async fn preemption_evicts_suspends_restores_and_requeues_the_victim() {
     assert!(
         tpl.tolerations.is_none(),
         "injected tolerations removed on eviction"
+    );
+    let low_job = job_of(&fake, "low");
+    let labels = low_job
+        .spec
+        .unwrap()
+        .template
+        .metadata
+        .unwrap()
+        .labels
+        .unwrap();
+    assert_eq!(
+        labels
+            .get("batch.kubernetes.io/job-name")
+            .map(String::as_str),
+        Some("low")
+    );
+    assert!(
+        !low_job
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key("kueue.x-k8s.io/stopping")
+    );
+    assert!(
+        low_job.status.unwrap().start_time.is_none(),
+        "start time cleared before the template changed"
     );
     let w = get_workload(&fake, &low).unwrap();
     assert_eq!(
@@ -337,5 +384,28 @@ async fn deleted_job_takes_its_workload_and_finalizer_with_it() {
         writes(&fake, "DELETE", &format!("/workloads/{name}")).len(),
         1
     );
+    op.abort();
+}
+
+#[tokio::test]
+async fn job_seen_before_its_priority_class_gets_its_workload_when_the_class_arrives() {
+    // On a real API server the Job's watch event can come before the WorkloadPriorityClass's, even when the
+    // class was created first: the Job is reconciled again when the class appears, as Kueue's requeue does.
+    let fake = FakeApi::new();
+    seed_queues(&fake, 4);
+    fake.put(&job("late", 1, 1, Some("late")));
+    let op = start(&fake, "op", config());
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(
+        workload_of(&fake, "late").is_none(),
+        "built without its class"
+    );
+    fake.put(&yaml::<api::WorkloadPriorityClass>(
+        "metadata: {name: late}\nvalue: 500",
+    ));
+    wait_for(10, "the Workload created once the class exists", || {
+        workload_of(&fake, "late").is_some_and(|w| w.spec.priority == Some(500))
+    })
+    .await;
     op.abort();
 }

@@ -1,6 +1,9 @@
 //! CustomResourceDefinitions of Kueue's kinds, each serving v1beta1 (deprecated) and v1beta2 (storage).
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceConversion, CustomResourceDefinition, JSON, WebhookClientConfig,
+    WebhookConversion,
+};
 use kube::CustomResourceExt;
 
 use super::{v1beta1, v1beta2};
@@ -50,18 +53,68 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         ),
         both_versions(v1beta1::Workload::crd(), v1beta2::Workload::crd()),
     ];
+    for crd in &mut all {
+        spec_optional(crd);
+    }
     all.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     all
 }
 
+/// Kueue's kinds declare `spec,omitempty`, so their CRDs do not require `spec` (Kueue's own samples create a
+/// ResourceFlavor without one); the derived schema would. The API server defaults a missing `spec` to `{}`, so
+/// every client (the operator's typed watches, the CLI) reads one: Sluice shows `spec: {}` where Kueue shows
+/// none (docs/compatibility.md).
+fn spec_optional(crd: &mut CustomResourceDefinition) {
+    for v in &mut crd.spec.versions {
+        if let Some(root) = v
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
+            let required: Vec<String> = root.required.take().unwrap_or_default();
+            let rest: Vec<String> = required.into_iter().filter(|f| f != "spec").collect();
+            root.required = (!rest.is_empty()).then_some(rest);
+            // Only where `{}` is a valid spec (a default must pass the schema).
+            if let Some(spec) = root.properties.as_mut().and_then(|p| p.get_mut("spec"))
+                && spec.required.as_ref().is_none_or(|r| r.is_empty())
+            {
+                spec.default = Some(JSON(serde_json::json!({})));
+            }
+        }
+    }
+}
+
 /// All CRDs as one multi-document YAML stream, in the order of [`crds`].
 pub fn crds_yaml() -> String {
+    to_yaml(&crds())
+}
+
+/// Sets the conversion webhook at `client` on every CRD that serves more than one version (as the chart does, and
+/// as a webhook run outside the cluster needs: `sluice crds --conversion-url`).
+pub fn with_conversion_webhook(
+    mut crds: Vec<CustomResourceDefinition>,
+    client: &WebhookClientConfig,
+) -> Vec<CustomResourceDefinition> {
+    for crd in crds.iter_mut().filter(|c| c.spec.versions.len() > 1) {
+        crd.spec.conversion = Some(CustomResourceConversion {
+            strategy: "Webhook".into(),
+            webhook: Some(WebhookConversion {
+                client_config: Some(client.clone()),
+                conversion_review_versions: vec!["v1".into()],
+            }),
+        });
+    }
+    crds
+}
+
+/// CRDs as one multi-document YAML stream.
+pub fn to_yaml(crds: &[CustomResourceDefinition]) -> String {
     let mut out = String::new();
-    for crd in crds() {
+    for crd in crds {
         out.push_str("---\n");
         // CRDs are plain data, so rendering cannot fail; the comment only guards against a serde_yaml surprise and
         // makes it visible (the YAML round-trip test would catch it).
-        match serde_yaml::to_string(&crd) {
+        match serde_yaml::to_string(crd) {
             Ok(y) => out.push_str(&y),
             Err(e) => out.push_str(&format!("# cannot render {:?}: {e}\n", crd.metadata.name)),
         }
@@ -207,6 +260,42 @@ mod tests {
                 crd.spec.versions[0].deprecation_warning.as_deref(),
                 Some("This version is deprecated. Use v1beta2 instead.")
             );
+        }
+    }
+
+    #[test]
+    fn spec_is_optional_as_in_kueue() {
+        let flavors = crds()
+            .into_iter()
+            .find(|c| c.metadata.name.as_deref() == Some("resourceflavors.kueue.x-k8s.io"))
+            .expect("ResourceFlavor CRD");
+        let root = flavors.spec.versions[1]
+            .schema
+            .as_ref()
+            .and_then(|s| s.open_api_v3_schema.as_ref());
+        let spec = &root
+            .and_then(|r| r.properties.as_ref())
+            .expect("properties")["spec"];
+        assert_eq!(spec.default, Some(JSON(serde_json::json!({}))));
+        for crd in crds() {
+            for v in &crd.spec.versions {
+                let root = v
+                    .schema
+                    .as_ref()
+                    .and_then(|s| s.open_api_v3_schema.as_ref());
+                let required = root.and_then(|r| r.required.clone()).unwrap_or_default();
+                assert!(
+                    !required.contains(&"spec".to_string()),
+                    "{:?}",
+                    crd.metadata.name
+                );
+                let spec = &root
+                    .and_then(|r| r.properties.as_ref())
+                    .expect("properties")["spec"];
+                if spec.required.as_ref().is_none_or(|r| r.is_empty()) {
+                    assert_eq!(spec.default, Some(JSON(serde_json::json!({}))));
+                }
+            }
         }
     }
 

@@ -234,6 +234,7 @@ impl EngineTask {
             Ok(None) => return false,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot build a workload for the pod group");
+                self.unbuilt_pod_groups.insert(key.clone());
                 if let Some(p) = pods.first() {
                     self.event(
                         reference(p),

@@ -1,0 +1,192 @@
+//! The node agent and the CLI against a real API server: `sluice node-agent --fake` publishes a NodeGpuTopology
+//! and GFD labels on a real Node; `sluice top gpus`, `sluice list`, `sluice stop/resume` work on the same
+//! cluster; the operator's visibility API lists the pending workloads.
+
+use std::process::Command;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use sluice_sdk::kueue::v1beta2::{ClusterQueue, Workload};
+
+use super::kubelet::FakeNode;
+use super::plane::ControlPlane;
+use super::sluice::{Process, sluice};
+use super::support::*;
+
+const SETUP: &str = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: h100}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: research}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: h100
+      resources: [{name: cpu, nominalQuota: 16}, {name: nvidia.com/gpu, nominalQuota: 8}]
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: lab}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: main, namespace: lab}
+spec: {clusterQueue: research}
+"#;
+
+fn job(name: &str) -> String {
+    format!(
+        r#"
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+  namespace: lab
+  labels: {{kueue.x-k8s.io/queue-name: main}}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: registry.k8s.io/e2e-test-images/agnhost:2.53
+        args: [pause]
+        resources: {{requests: {{cpu: "1"}}, limits: {{nvidia.com/gpu: "8"}}}}
+"#
+    )
+}
+
+/// `sluice ARGS` on the control plane's kubeconfig: (success, stdout + stderr).
+fn cli(plane: &ControlPlane, args: &[&str]) -> String {
+    let out = sluice()
+        .args(args)
+        .env("KUBECONFIG", plane.kubeconfig())
+        .output()
+        .expect("sluice");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "sluice {}: {text}", args.join(" "));
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_agent_cli_and_visibility_work_on_the_cluster() {
+    let Some(plane) = ControlPlane::up("cli") else {
+        return;
+    };
+    let installed = install(&plane, None, vec![FakeNode::new("gpu-0", 32, 8)]).await;
+    let client = installed.client.clone();
+
+    // The node agent publishes the fake HGX node's topology and GFD labels on the real Node.
+    let fixture = format!(
+        "{}/tests/fixtures/agent-hgx.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let args: Vec<String> = [
+        "node-agent",
+        "--node-name",
+        "gpu-0",
+        "--fake",
+        &fixture,
+        "--interval",
+        "1s",
+    ]
+    .map(String::from)
+    .to_vec();
+    let _agent = Process::start(&plane, "node-agent", &args, &[]);
+    let nodes: Api<Node> = Api::all(client.clone());
+    eventually(60, "GFD labels on gpu-0", || async {
+        let labels = nodes.get("gpu-0").await.ok()?.metadata.labels?;
+        (labels.get("nvidia.com/gpu.count").map(String::as_str) == Some("8")
+            && labels
+                .get("nvidia.com/gpu.product")
+                .is_some_and(|p| p.contains("H100")))
+        .then_some(())
+    })
+    .await;
+    let topo = plane.kubectl(&["get", "nodegputopologies", "gpu-0", "-o", "json"], None);
+    let topo: serde_json::Value = serde_json::from_str(&topo).expect("json");
+    assert_eq!(
+        topo["spec"]["gpus"].as_array().map(Vec::len),
+        Some(8),
+        "{topo}"
+    );
+    let top = cli(&plane, &["top", "gpus"]);
+    assert!(top.contains("gpu-0"), "{top}");
+
+    // Two 8-GPU Jobs on 8 GPUs of quota: one admitted, one pending.
+    plane.kubectl(&["apply", "-f", "-"], Some(SETUP));
+    plane.kubectl(&["apply", "-f", "-"], Some(&job("first")));
+    let first = workload_of(&client, "lab", "first").await;
+    let first_name = first.metadata.name.clone().expect("name");
+    let wls: Api<Workload> = Api::namespaced(client.clone(), "lab");
+    eventually(60, "first admitted", || async {
+        has_condition(&wls.get(&first_name).await.ok()?, "Admitted").then_some(())
+    })
+    .await;
+    plane.kubectl(&["apply", "-f", "-"], Some(&job("second")));
+    let second = workload_of(&client, "lab", "second").await;
+    let second_name = second.metadata.name.clone().expect("name");
+
+    let list = cli(&plane, &["list", "workloads", "-n", "lab"]);
+    assert!(
+        list.contains(&first_name) && list.contains(&second_name),
+        "{list}"
+    );
+    let cqs = cli(&plane, &["list", "clusterqueues"]);
+    assert!(cqs.contains("research"), "{cqs}");
+
+    // The visibility API: the second workload is pending, first in its ClusterQueue and LocalQueue.
+    let url = format!(
+        "http://{}/apis/visibility.kueue.x-k8s.io/v1beta2/clusterqueues/research/pendingworkloads",
+        installed.operator.visibility
+    );
+    let pending = eventually(
+        30,
+        "the visibility API to list the pending workload",
+        || async {
+            let out = Command::new("curl").args(["-sf", &url]).output().ok()?;
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+            let items = v["items"].as_array()?.clone();
+            (items.len() == 1).then_some(items)
+        },
+    )
+    .await;
+    assert_eq!(pending[0]["metadata"]["name"], second_name.as_str());
+    assert_eq!(pending[0]["localQueueName"], "main");
+    assert_eq!(pending[0]["positionInClusterQueue"], 0);
+
+    // `sluice stop clusterqueue` drains it (HoldAndDrain): the admitted workload is evicted; resume readmits.
+    cli(&plane, &["stop", "clusterqueue", "research"]);
+    let cqs_api: Api<ClusterQueue> = Api::all(client.clone());
+    let cq = cqs_api.get("research").await.expect("cq");
+    assert_eq!(
+        serde_json::to_value(&cq.spec.stop_policy).expect("json"),
+        serde_json::json!("HoldAndDrain")
+    );
+    eventually(60, "first evicted with ClusterQueueStopped", || async {
+        let w = wls.get(&first_name).await.ok()?;
+        condition(&w, "Evicted")
+            .is_some_and(|c| c.status == "True" && c.reason == "ClusterQueueStopped")
+            .then_some(())
+    })
+    .await;
+    cli(&plane, &["resume", "clusterqueue", "research"]);
+    eventually(60, "one workload admitted again after resume", || async {
+        let admitted = workloads(&client, "lab")
+            .await
+            .iter()
+            .filter(|w| has_condition(w, "Admitted"))
+            .count();
+        (admitted == 1).then_some(())
+    })
+    .await;
+}

@@ -1,0 +1,20 @@
+//! End-to-end tests on a real control plane (tests/control-plane: etcd, kube-apiserver, kube-controller-manager
+//! built from their Go modules), with `sluice webhook` and `sluice operator` run as processes and a fake
+//! kubelet. Each test starts its own control plane; without one built the tests say they are skipped, unless
+//! SLUICE_E2E=require (CI), where that fails.
+//!
+//! Build the control plane once: `tests/control-plane/build`; then `cargo test -p sluice-operator --test cluster`.
+
+mod kubelet;
+mod plane;
+mod sluice;
+mod support;
+
+mod admission;
+mod chart;
+mod cli;
+mod failover;
+mod pods;
+mod policy;
+mod restart;
+mod samples;

@@ -1,0 +1,226 @@
+//! Pods on the real API server: a plain Pod group stays gated until it is complete, then is admitted and
+//! ungated; with waitForPodsReady, pods made Ready by the fake kubelet clear the timeout, and pods that never
+//! become Ready are evicted with PodsReadyTimeout and requeued.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::ListParams;
+use sluice_sdk::kueue::v1beta2::Workload;
+
+use super::kubelet::{FakeNode, READY};
+use super::plane::ControlPlane;
+use super::support::*;
+
+const CONFIG: &str = r#"
+waitForPodsReady:
+  enable: true
+  timeout: 6s
+  requeuingStrategy:
+    backoffBaseSeconds: 1
+    backoffMaxSeconds: 2
+integrations:
+  frameworks: [batch/job, pod]
+"#;
+
+const SETUP: &str = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default
+      resources: [{name: cpu, nominalQuota: 8}]
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: ml}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: lq, namespace: ml}
+spec: {clusterQueue: cq}
+"#;
+
+fn job(name: &str, ready: bool) -> String {
+    format!(
+        r#"
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+  namespace: ml
+  labels: {{kueue.x-k8s.io/queue-name: lq}}
+spec:
+  parallelism: 2
+  completions: 2
+  template:
+    metadata:
+      annotations: {{"{READY}": "{ready}"}}
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: registry.k8s.io/e2e-test-images/agnhost:2.53
+        args: [pause]
+        resources: {{requests: {{cpu: "1"}}}}
+"#
+    )
+}
+
+fn group_pod(name: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: ml
+  labels: {{kueue.x-k8s.io/queue-name: lq, kueue.x-k8s.io/pod-group-name: trio}}
+  annotations: {{kueue.x-k8s.io/pod-group-total-count: "3"}}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    args: [pause]
+    resources: {{requests: {{cpu: "1"}}}}
+"#
+    )
+}
+
+fn gates(p: &Pod) -> Vec<String> {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .map(|g| g.iter().map(|g| g.name.clone()).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_groups_are_gated_and_pods_ready_timeouts_evict() {
+    let Some(plane) = ControlPlane::up("pods") else {
+        return;
+    };
+    let nodes = (0..2)
+        .map(|i| FakeNode::new(&format!("n{i}"), 4, 0))
+        .collect();
+    let installed = install(&plane, Some(CONFIG), nodes).await;
+    let client = installed.client.clone();
+    let history = History::start(&client);
+    plane.kubectl(&["apply", "-f", "-"], Some(SETUP));
+
+    // Two of a group of three: gated by the webhook, and they stay gated while the group is incomplete.
+    plane.kubectl(
+        &["apply", "-f", "-"],
+        Some(&(group_pod("p0") + "---" + &group_pod("p1"))),
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");
+    for name in ["p0", "p1"] {
+        let p = pods.get(name).await.expect("pod");
+        assert_eq!(
+            gates(&p),
+            vec!["kueue.x-k8s.io/admission".to_string()],
+            "{name}"
+        );
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for name in ["p0", "p1"] {
+        assert!(
+            !gates(&pods.get(name).await.expect("pod")).is_empty(),
+            "{name} ungated early"
+        );
+    }
+    // The third completes the group: admitted together, ungated, bound and Running.
+    plane.kubectl(&["apply", "-f", "-"], Some(&group_pod("p2")));
+    eventually(60, "the group of three ungated and Running", || async {
+        let list = pods
+            .list(&ListParams::default().labels("kueue.x-k8s.io/pod-group-name=trio"))
+            .await
+            .ok()?;
+        let running = list.items.iter().filter(|p| {
+            gates(p).is_empty()
+                && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        });
+        (running.count() == 3).then_some(())
+    })
+    .await;
+    plane.kubectl(
+        &[
+            "delete",
+            "pods",
+            "-n",
+            "ml",
+            "p0",
+            "p1",
+            "p2",
+            "--wait=true",
+        ],
+        None,
+    );
+
+    // waitForPodsReady: a Job whose pods become Ready gets PodsReady=True and keeps its quota past the timeout.
+    plane.kubectl(
+        &["apply", "-f", "-"],
+        Some(&(job("ready", true) + "---" + &job("stuck", false))),
+    );
+    let ready = workload_of(&client, "ml", "ready").await;
+    let ready_name = ready.metadata.name.clone().expect("name");
+    let wls: Api<Workload> = Api::namespaced(client.clone(), "ml");
+    eventually(60, "ready's PodsReady=True", || async {
+        let w = wls.get(&ready_name).await.ok()?;
+        (condition(&w, "PodsReady").is_some_and(|c| c.status == "True" && c.reason == "PodsReady"))
+            .then_some(())
+    })
+    .await;
+
+    // A Job whose pods never become Ready: evicted with PodsReadyTimeout, suspended, requeued and admitted again.
+    let stuck = workload_of(&client, "ml", "stuck").await;
+    let stuck_name = stuck.metadata.name.clone().expect("name");
+    eventually(
+        90,
+        "stuck evicted for PodsReadyTimeout, requeued and admitted again",
+        || async {
+            let versions: Vec<Workload> = history
+                .versions()
+                .into_iter()
+                .filter(|w| w.metadata.name.as_deref() == Some(&stuck_name))
+                .collect();
+            let evicted = versions.iter().position(|w| {
+                condition(w, "Evicted").is_some_and(|c| {
+                    c.status == "True"
+                        && c.reason == "PodsReadyTimeout"
+                        && c.message == format!("Exceeded the PodsReady timeout ml/{stuck_name}")
+                })
+            })?;
+            let requeued = versions[evicted..].iter().position(|w| {
+                w.status
+                    .as_ref()
+                    .and_then(|s| s.requeue_state.as_ref())
+                    .is_some_and(|r| r.count == Some(1))
+            })?;
+            versions[evicted + requeued..]
+                .iter()
+                .any(|w| has_condition(w, "QuotaReserved"))
+                .then_some(())
+        },
+    )
+    .await;
+    // The ready Job was never evicted.
+    assert!(
+        !history
+            .versions()
+            .iter()
+            .filter(|w| w.metadata.name.as_deref() == Some(&ready_name))
+            .any(|w| has_condition(w, "Evicted")),
+        "the ready Job was evicted"
+    );
+}

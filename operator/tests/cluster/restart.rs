@@ -1,0 +1,137 @@
+//! Restarting etcd and the API server in the middle of a run: the operator and the webhook reconnect, resume
+//! their watches, and no admission or status is lost.
+
+use k8s_openapi::api::batch::v1::Job;
+use kube::Api;
+
+use super::kubelet::{FakeNode, RUN_SECONDS};
+use super::plane::ControlPlane;
+use super::support::*;
+
+const SETUP: &str = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default
+      resources: [{name: cpu, nominalQuota: 3}]
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: batch}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: lq, namespace: batch}
+spec: {clusterQueue: cq}
+"#;
+
+fn job(name: &str) -> String {
+    format!(
+        r#"
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+  namespace: batch
+  labels: {{kueue.x-k8s.io/queue-name: lq}}
+spec:
+  template:
+    metadata:
+      annotations: {{"{RUN_SECONDS}": "4"}}
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: registry.k8s.io/e2e-test-images/agnhost:2.53
+        args: [pause]
+        resources: {{requests: {{cpu: "1"}}}}
+"#
+    )
+}
+
+fn jobs(range: std::ops::Range<usize>) -> String {
+    range
+        .map(|i| job(&format!("j{i}")))
+        .collect::<Vec<_>>()
+        .join("---")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_and_webhook_survive_an_api_server_restart() {
+    let Some(plane) = ControlPlane::up("restart") else {
+        return;
+    };
+    let nodes = (0..2)
+        .map(|i| FakeNode::new(&format!("n{i}"), 4, 0))
+        .collect();
+    let mut installed = install(&plane, None, nodes).await;
+    plane.kubectl(&["apply", "-f", "-"], Some(SETUP));
+    // Six Jobs on three cpus: three run, three wait.
+    plane.kubectl(&["apply", "-f", "-"], Some(&jobs(0..6)));
+    let client = installed.client.clone();
+    eventually(60, "three workloads admitted", || async {
+        let n = workloads(&client, "batch")
+            .await
+            .iter()
+            .filter(|w| has_condition(w, "Admitted"))
+            .count();
+        (n == 3).then_some(())
+    })
+    .await;
+
+    plane.restart();
+    let client = plane.client().await;
+    // After the restart: more Jobs through the webhook, and every Job runs to the end, each admitted once.
+    plane.kubectl(&["apply", "-f", "-"], Some(&jobs(6..9)));
+    let jobs_api: Api<Job> = Api::namespaced(client.clone(), "batch");
+    for i in 6..9 {
+        let j = jobs_api.get(&format!("j{i}")).await.expect("job");
+        let wl_admitted = workloads(&client, "batch").await.iter().any(|w| {
+            w.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.name == format!("j{i}"))
+                && has_condition(w, "Admitted")
+        });
+        assert!(
+            j.spec.and_then(|s| s.suspend) == Some(true) || wl_admitted,
+            "j{i} was not suspended by the webhook after the restart"
+        );
+    }
+    eventually(
+        180,
+        "all nine Jobs complete and their Workloads Finished",
+        || async {
+            let wls = workloads(&client, "batch").await;
+            let finished = wls.iter().filter(|w| has_condition(w, "Finished")).count();
+            (wls.len() == 9 && finished == 9).then_some(())
+        },
+    )
+    .await;
+    for i in 0..9 {
+        let j = jobs_api.get(&format!("j{i}")).await.expect("job");
+        let succeeded = j.status.and_then(|s| s.succeeded).unwrap_or(0);
+        assert_eq!(succeeded, 1, "j{i}");
+    }
+    // The ClusterQueue's status came back to empty: nothing admitted, nothing pending.
+    let cq = plane.kubectl(&["get", "clusterqueues", "cq", "-o", "json"], None);
+    let cq: serde_json::Value = serde_json::from_str(&cq).expect("json");
+    assert_eq!(cq["status"]["admittedWorkloads"], 0, "{}", cq["status"]);
+    assert_eq!(cq["status"]["pendingWorkloads"], 0, "{}", cq["status"]);
+    assert!(
+        installed.operator.process.running(),
+        "the operator exited: {}",
+        installed.operator.process.tail()
+    );
+    assert!(installed.webhook.process.running(), "the webhook exited");
+}

@@ -1,0 +1,199 @@
+//! `sluice webhook` and `sluice operator` run as processes against a control plane, as a user runs them.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::plane::ControlPlane;
+
+/// The `sluice` binary under test.
+pub fn sluice() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+}
+
+/// A free port on 127.0.0.1 (nothing listens on it now).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// A running `sluice` process, killed when dropped.
+pub struct Process {
+    child: Child,
+    /// Its log file.
+    pub log: PathBuf,
+    /// What it is, for messages.
+    pub what: String,
+}
+
+impl Process {
+    /// Starts `sluice ARGS` with KUBECONFIG set to the control plane's, logging into its directory as `NAME.log`.
+    pub fn start(plane: &ControlPlane, name: &str, args: &[String], env: &[(&str, &str)]) -> Self {
+        Self::start_with(plane, name, args, env, &plane.kubeconfig())
+    }
+
+    /// Starts `sluice ARGS` with this KUBECONFIG.
+    pub fn start_with(
+        plane: &ControlPlane,
+        name: &str,
+        args: &[String],
+        env: &[(&str, &str)],
+        kubeconfig: &Path,
+    ) -> Self {
+        let log = plane.file(&format!("{name}.log"));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("log file");
+        let child = sluice()
+            .args(args)
+            .env("KUBECONFIG", kubeconfig)
+            .env(
+                "RUST_LOG",
+                std::env::var("SLUICE_E2E_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log"))
+            .stderr(file)
+            .spawn()
+            .expect("starting sluice");
+        Process {
+            child,
+            log,
+            what: format!("sluice {name}"),
+        }
+    }
+
+    /// Waits until something accepts connections on `addr`; panics with the process's log if it exits first.
+    pub fn wait_listening(&mut self, addr: SocketAddr) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("{} exited ({status}): {}", self.what, self.tail());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} does not listen on {addr} after 60 s: {}",
+                self.what,
+                self.tail()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The last lines of its log.
+    pub fn tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Kills it with SIGKILL, as a crashed node would, and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Whether it still runs.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The webhook served over HTTPS on 127.0.0.1 with the control plane's generated certificate.
+pub struct Webhook {
+    /// The process.
+    pub process: Process,
+    /// Where it serves (`https://127.0.0.1:PORT`).
+    pub url: String,
+}
+
+impl Webhook {
+    /// Starts `sluice webhook` and waits until it listens.
+    pub fn start(plane: &ControlPlane) -> Webhook {
+        Self::start_with(plane, &plane.kubeconfig())
+    }
+
+    /// Starts `sluice webhook` with this KUBECONFIG.
+    pub fn start_with(plane: &ControlPlane, kubeconfig: &Path) -> Webhook {
+        let port = free_port();
+        let metrics = free_port();
+        let args: Vec<String> = vec![
+            "webhook".into(),
+            "--tls-cert".into(),
+            plane.file("webhook.crt").display().to_string(),
+            "--tls-key".into(),
+            plane.file("webhook.key").display().to_string(),
+            "--listen".into(),
+            format!("127.0.0.1:{port}"),
+            "--metrics-listen".into(),
+            format!("127.0.0.1:{metrics}"),
+        ];
+        let mut process = Process::start_with(plane, "webhook", &args, &[], kubeconfig);
+        process.wait_listening(([127, 0, 0, 1], port).into());
+        Webhook {
+            process,
+            url: format!("https://127.0.0.1:{port}"),
+        }
+    }
+}
+
+/// The operator's listeners.
+pub struct Operator {
+    /// The process.
+    pub process: Process,
+    /// `/metrics`, `/healthz`, `/readyz`.
+    pub metrics: SocketAddr,
+    /// Kueue's visibility API.
+    pub visibility: SocketAddr,
+}
+
+impl Operator {
+    /// Starts `sluice operator` (named `name` in logs and leader election) with `extra` flags.
+    pub fn start(plane: &ControlPlane, name: &str, extra: &[String]) -> Operator {
+        Self::start_with(plane, name, extra, &plane.kubeconfig())
+    }
+
+    /// Starts `sluice operator` with this KUBECONFIG.
+    pub fn start_with(
+        plane: &ControlPlane,
+        name: &str,
+        extra: &[String],
+        kubeconfig: &Path,
+    ) -> Operator {
+        let metrics: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        let visibility: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        let mut args: Vec<String> = vec![
+            "operator".into(),
+            "--metrics-listen".into(),
+            metrics.to_string(),
+            "--visibility-listen".into(),
+            visibility.to_string(),
+        ];
+        args.extend(extra.iter().cloned());
+        let mut process =
+            Process::start_with(plane, name, &args, &[("POD_NAME", name)], kubeconfig);
+        process.wait_listening(metrics);
+        Operator {
+            process,
+            metrics,
+            visibility,
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! What every end-to-end test does: install Sluice on a control plane as a user would, and wait for things.
+
+use std::future::Future;
+use std::time::Duration;
+
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
+use serde::de::DeserializeOwned;
+use sluice_sdk::kueue::v1beta2 as kueue;
+
+use super::kubelet::{FakeKubelet, FakeNode};
+use super::plane::ControlPlane;
+use super::sluice::{Operator, Webhook, sluice};
+
+/// Polls `check` every 250 ms until it returns Some, for at most `seconds`; panics naming `what` otherwise.
+pub async fn eventually<T, F, Fut>(seconds: u64, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {seconds} s waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// `sluice ARGS`' standard output; panics with its error output unless it succeeds.
+pub fn sluice_stdout(args: &[&str]) -> String {
+    let out = sluice().args(args).output().expect("sluice");
+    assert!(
+        out.status.success(),
+        "sluice {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// Parses one YAML object.
+pub fn yaml<T: DeserializeOwned>(s: &str) -> T {
+    serde_yaml::from_str(s).expect("fixture YAML")
+}
+
+/// Creates an object, panicking with the API server's answer if it is refused.
+pub async fn create<K>(api: &Api<K>, obj: &K) -> K
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::Serialize + DeserializeOwned,
+{
+    api.create(&PostParams::default(), obj)
+        .await
+        .unwrap_or_else(|e| panic!("create {:?}: {e}", obj.meta().name))
+}
+
+/// Sluice as the README installs it on a local control plane: CRDs with the conversion webhook, the webhook
+/// process and its configurations, the operator process, and a fake kubelet with `nodes`.
+pub struct Installed {
+    /// `sluice webhook`.
+    pub webhook: Webhook,
+    /// `sluice operator`.
+    pub operator: Operator,
+    /// The fake kubelet.
+    pub kubelet: FakeKubelet,
+    /// A cluster-admin client.
+    pub client: Client,
+}
+
+/// Installs the CRDs (Established), the webhook and its configurations; returns the webhook.
+pub async fn install_webhook(plane: &ControlPlane) -> Webhook {
+    let webhook = Webhook::start(plane);
+    let ca = plane.file("ca.crt").display().to_string();
+    let crds = sluice_stdout(&["crds", "--conversion-url", &webhook.url, "--ca-file", &ca]);
+    plane.kubectl(&["apply", "--server-side", "-f", "-"], Some(&crds));
+    plane.kubectl(
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd",
+            "--all",
+            "--timeout=60s",
+        ],
+        None,
+    );
+    let configs = sluice_stdout(&[
+        "webhook",
+        "configurations",
+        "--url",
+        &webhook.url,
+        "--ca-file",
+        &ca,
+    ]);
+    plane.kubectl(&["apply", "-f", "-"], Some(&configs));
+    webhook
+}
+
+/// Installs everything with the operator's `--config` written from `config` (a Kueue Configuration, or none).
+pub async fn install(
+    plane: &ControlPlane,
+    config: Option<&str>,
+    nodes: Vec<FakeNode>,
+) -> Installed {
+    let webhook = install_webhook(plane).await;
+    let mut flags = vec!["--leader-elect=false".to_string()];
+    if let Some(c) = config {
+        let path = plane.file("operator-config.yaml");
+        std::fs::write(&path, c).expect("config");
+        flags.push("--config".into());
+        flags.push(path.display().to_string());
+    }
+    let operator = Operator::start(plane, "operator", &flags);
+    let client = plane.client().await;
+    let kubelet = FakeKubelet::start(client.clone(), nodes).await;
+    Installed {
+        webhook,
+        operator,
+        kubelet,
+        client,
+    }
+}
+
+/// The Workloads in a namespace.
+pub async fn workloads(client: &Client, ns: &str) -> Vec<kueue::Workload> {
+    Api::<kueue::Workload>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+}
+
+/// Whether a Workload has condition `kind` with status True.
+pub fn has_condition(w: &kueue::Workload, kind: &str) -> bool {
+    condition(w, kind).is_some_and(|c| c.status == "True")
+}
+
+/// A Workload's condition of this type.
+pub fn condition<'a>(
+    w: &'a kueue::Workload,
+    kind: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    w.status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == kind))
+}
+
+/// The Workload owned by the object named `owner` (a Job or a pod group's Pods) in `ns`, once there is one.
+pub async fn workload_of(client: &Client, ns: &str, owner: &str) -> kueue::Workload {
+    eventually(60, &format!("the Workload of {ns}/{owner}"), || async {
+        workloads(client, ns).await.into_iter().find(|w| {
+            w.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.name == owner)
+        })
+    })
+    .await
+}
+
+/// Every version of every Workload the API server sent on a watch, in order (the watch history).
+pub struct History {
+    seen: std::sync::Arc<std::sync::Mutex<Vec<kueue::Workload>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl History {
+    /// Starts watching all Workloads.
+    pub fn start(client: &Client) -> History {
+        use futures::StreamExt;
+        use kube::runtime::watcher;
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let api: Api<kueue::Workload> = Api::all(client.clone());
+        let sink = seen.clone();
+        let task = tokio::spawn(async move {
+            let mut stream = watcher(api, watcher::Config::default()).boxed();
+            while let Some(event) = stream.next().await {
+                let objects = match event {
+                    Ok(watcher::Event::Apply(w) | watcher::Event::InitApply(w)) => vec![w],
+                    _ => continue,
+                };
+                sink.lock().expect("history").extend(objects);
+            }
+        });
+        History { seen, task }
+    }
+
+    /// A copy of what was seen so far.
+    pub fn versions(&self) -> Vec<kueue::Workload> {
+        self.seen.lock().expect("history").clone()
+    }
+}
+
+impl Drop for History {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
