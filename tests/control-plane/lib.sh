@@ -5,6 +5,9 @@ repo_root=$(cd "$cp_root/../.." && pwd)
 # Where build puts the binaries and up looks for them (SLUICE_CONTROL_PLANE_BIN overrides).
 cp_bin=${SLUICE_CONTROL_PLANE_BIN:-$repo_root/target/control-plane/bin}
 
+# How long kube-apiserver and kube-controller-manager get to become ready (SLUICE_CP_READY_TIMEOUT overrides).
+ready_timeout=${SLUICE_CP_READY_TIMEOUT:-60}
+
 # Prints "error: ..." on one line and exits 1.
 die() {
     echo "error: $*" >&2

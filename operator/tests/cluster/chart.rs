@@ -78,7 +78,10 @@ async fn chart_is_accepted_and_its_rbac_is_enough() {
     // Every rendered object is accepted by the API server (schema, defaults, admission), one by one.
     plane.kubectl(&["create", "namespace", NS], None);
     let all = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string();
-    let out = plane.kubectl(&["apply", "--dry-run=server", "-f", "-"], Some(&all));
+    let out = plane.kubectl(
+        &["apply", "--server-side", "--dry-run=server", "-f", "-"],
+        Some(&all),
+    );
     assert_eq!(out.lines().count(), objects.len(), "{out}");
 
     // No wildcard verbs or resources in any role.
@@ -130,10 +133,9 @@ async fn chart_is_accepted_and_its_rbac_is_enough() {
     let agent_sa = service_account(&objects, "DaemonSet", "node-agent");
 
     // CRDs and webhook configuration are the installer's (cluster-admin) job, as with `helm install`.
-    let webhook = install_webhook(&plane).await;
-    drop(webhook);
     let webhook_kc = token_kubeconfig(&plane, "webhook", &token(&webhook_sa));
     let webhook = Webhook::start_with(&plane, &webhook_kc);
+    register_webhook(&plane, &webhook);
     let operator_kc = token_kubeconfig(&plane, "operator", &token(&operator_sa));
     let flags = ["--leader-elect=true", "--lease-namespace", NS].map(String::from);
     let operator = Operator::start_with(&plane, "operator", &flags, &operator_kc);

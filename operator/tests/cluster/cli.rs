@@ -169,7 +169,7 @@ async fn node_agent_cli_and_visibility_work_on_the_cluster() {
     let cqs_api: Api<ClusterQueue> = Api::all(client.clone());
     let cq = cqs_api.get("research").await.expect("cq");
     assert_eq!(
-        serde_json::to_value(&cq.spec.stop_policy).expect("json"),
+        serde_json::to_value(cq.spec.stop_policy).expect("json"),
         serde_json::json!("HoldAndDrain")
     );
     eventually(60, "first evicted with ClusterQueueStopped", || async {

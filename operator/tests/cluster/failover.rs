@@ -19,8 +19,9 @@ use super::support::*;
 
 const JOBS: usize = 500;
 const QUOTA_CPU: i64 = 20;
-/// The operator's lease timings (LeaseConfig::new): 15 s lease, 2 s retry.
-const TAKEOVER_LIMIT: Duration = Duration::from_secs(15 + 2);
+/// The operator's lease timings (LeaseConfig::new): 15 s lease, 2 s retry. From the kill, the standby needs up
+/// to one retry period to observe the last renewal, the lease duration, and one retry period to acquire it.
+const TAKEOVER_LIMIT: Duration = Duration::from_secs(2 + 15 + 2);
 
 fn setup() -> String {
     format!(

@@ -7,7 +7,7 @@
 //! - `fake-kubelet.sluice.dev/ready: "false"`: Running but never Ready (until the annotation changes);
 //! - `fake-kubelet.sluice.dev/run-seconds: "N"`: Succeeded N seconds after it started.
 //!
-//! Pods being deleted on its Nodes are removed at once (their containers "stopped").
+//! Pods being deleted on its Nodes are stopped at once: given a terminal phase, then their deletion confirmed.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 use sluice_sdk::quantity::resource_value;
@@ -80,30 +80,21 @@ impl Drop for FakeKubelet {
 impl FakeKubelet {
     /// Creates the Nodes (Ready, with their capacity) and starts handling Pods.
     pub async fn start(client: Client, nodes: Vec<FakeNode>) -> FakeKubelet {
-        use futures::StreamExt;
-        use kube::runtime::{WatchStreamExt, reflector, watcher};
         let api: Api<Node> = Api::all(client.clone());
         for n in &nodes {
             create_node(&api, n).await;
         }
-        // Pods come from a watch-fed cache (re-listed after an API server restart), not from a list per tick.
-        let (reader, writer) = reflector::store();
-        let stream = reflector(
-            writer,
-            watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()),
-        )
-        .default_backoff()
-        .applied_objects();
+        // A list from the API server's watch cache (resourceVersion 0) every 200 ms: cheap for it, and nothing to
+        // resume after an API server restart.
         let task = tokio::spawn(async move {
-            let watch = tokio::spawn(stream.for_each(|_| async {}));
+            let api = Api::<Pod>::all(client.clone());
             let mut recent: BTreeMap<String, std::time::Instant> = BTreeMap::new();
             loop {
-                let pods: Vec<Pod> = reader.state().iter().map(|p| (**p).clone()).collect();
-                tick(&client, &nodes, &pods, &mut recent).await;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                if watch.is_finished() {
-                    return;
+                match api.list(&ListParams::default().match_any()).await {
+                    Ok(list) => tick(&client, &nodes, &list.items, &mut recent).await,
+                    Err(e) => eprintln!("fake kubelet: listing pods: {e}"),
                 }
+                tokio::time::sleep(Duration::from_millis(200)).await;
             }
         });
         FakeKubelet { task }
@@ -200,13 +191,19 @@ async fn act<'a>(
     let api: Api<Pod> = Api::namespaced(client.clone(), ns);
     let ours = node_of(p).is_some_and(|n| nodes.iter().any(|f| f.name == n));
     if p.metadata.deletion_timestamp.is_some() {
-        if ours {
-            // The containers stopped: the kubelet confirms the deletion.
+        if !ours {
+            return Ok(false);
+        }
+        // As a kubelet: the containers are stopped and the pod given a terminal phase (Failed unless it had
+        // succeeded), then the deletion is confirmed.
+        if !terminal(p) {
+            api.patch_status(name, &PatchParams::default(), &Patch::Merge(&killed(p)))
+                .await?;
+        } else {
             api.delete(name, &DeleteParams::default().grace_period(0))
                 .await?;
-            return Ok(true);
         }
-        return Ok(false);
+        return Ok(true);
     }
     if node_of(p).is_none() {
         if gated(p) || terminal(p) {
@@ -416,6 +413,19 @@ fn running(p: &Pod, started: &str, ready: bool) -> serde_json::Value {
             {"type": "Ready", "status": flag, "lastTransitionTime": t},
         ],
         "containerStatuses": statuses(p, ready, json!({"running": {"startedAt": started}})),
+    }})
+}
+
+fn killed(p: &Pod) -> serde_json::Value {
+    let t = now();
+    json!({"status": {
+        "phase": "Failed",
+        "conditions": [
+            {"type": "Ready", "status": "False", "reason": "PodFailed", "lastTransitionTime": t},
+            {"type": "ContainersReady", "status": "False", "reason": "PodFailed", "lastTransitionTime": t},
+        ],
+        "containerStatuses": statuses(p, false, json!({"terminated": {
+            "exitCode": 143, "reason": "Error", "startedAt": t, "finishedAt": t}})),
     }})
 }
 

@@ -18,3 +18,4 @@ mod pods;
 mod policy;
 mod restart;
 mod samples;
+mod scripts;

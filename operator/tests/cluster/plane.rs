@@ -160,6 +160,14 @@ impl Drop for ControlPlane {
                 }
             }
             eprintln!("logs of {} kept in {}", self.name, keep.display());
+            // SLUICE_E2E_KEEP=1 leaves a failed test's control plane running, to look at it with kubectl.
+            if std::env::var("SLUICE_E2E_KEEP").is_ok_and(|v| v == "1") {
+                eprintln!(
+                    "control plane kept: KUBECONFIG={}",
+                    self.kubeconfig().display()
+                );
+                return;
+            }
         }
         let _ = Command::new(scripts().join("down")).arg(&self.dir).status();
     }

@@ -110,7 +110,16 @@ async fn crds_are_established_and_kueues_samples_run() {
         (has_condition(&w, "Admitted") && job.spec?.suspend == Some(false)).then_some(())
     })
     .await;
-    plane.kubectl(&["delete", "job", "single-job", "--wait=true"], None);
+    plane.kubectl(
+        &[
+            "delete",
+            "job",
+            "single-job",
+            "--wait=true",
+            "--timeout=60s",
+        ],
+        None,
+    );
 
     // A plain Pod group: gated, admitted together, ungated and bound.
     plane.kubectl(&["apply", "-f", "-"], Some(&sample("pod-group.yaml")));

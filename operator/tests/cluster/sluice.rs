@@ -93,11 +93,6 @@ impl Process {
         lines[lines.len().saturating_sub(40)..].join("\n")
     }
 
-    /// Its process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
     /// Kills it with SIGKILL, as a crashed node would, and reaps it.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
@@ -158,8 +153,8 @@ impl Webhook {
 pub struct Operator {
     /// The process.
     pub process: Process,
-    /// `/metrics`, `/healthz`, `/readyz`.
-    pub metrics: SocketAddr,
+    /// `/metrics`, `/healthz`, `/readyz` (waited on at start).
+    pub _metrics: SocketAddr,
     /// Kueue's visibility API.
     pub visibility: SocketAddr,
 }
@@ -192,7 +187,7 @@ impl Operator {
         process.wait_listening(metrics);
         Operator {
             process,
-            metrics,
+            _metrics: metrics,
             visibility,
         }
     }

@@ -65,8 +65,8 @@ pub struct Installed {
     pub webhook: Webhook,
     /// `sluice operator`.
     pub operator: Operator,
-    /// The fake kubelet.
-    pub kubelet: FakeKubelet,
+    /// The fake kubelet (runs while this lives).
+    pub _kubelet: FakeKubelet,
     /// A cluster-admin client.
     pub client: Client,
 }
@@ -74,18 +74,19 @@ pub struct Installed {
 /// Installs the CRDs (Established), the webhook and its configurations; returns the webhook.
 pub async fn install_webhook(plane: &ControlPlane) -> Webhook {
     let webhook = Webhook::start(plane);
+    register_webhook(plane, &webhook);
+    webhook
+}
+
+/// Installs the CRDs with their conversion webhook at `webhook` (waiting until they are Established), then the
+/// webhook configurations pointing at it, as the README does.
+pub fn register_webhook(plane: &ControlPlane, webhook: &Webhook) {
     let ca = plane.file("ca.crt").display().to_string();
     let crds = sluice_stdout(&["crds", "--conversion-url", &webhook.url, "--ca-file", &ca]);
     plane.kubectl(&["apply", "--server-side", "-f", "-"], Some(&crds));
-    plane.kubectl(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "crd",
-            "--all",
-            "--timeout=60s",
-        ],
-        None,
+    wait_established(
+        plane,
+        crds.matches("kind: CustomResourceDefinition").count(),
     );
     let configs = sluice_stdout(&[
         "webhook",
@@ -96,7 +97,35 @@ pub async fn install_webhook(plane: &ControlPlane) -> Webhook {
         &ca,
     ]);
     plane.kubectl(&["apply", "-f", "-"], Some(&configs));
-    webhook
+}
+
+/// Waits until `count` CRDs exist and all are Established (`kubectl wait --all` fails on a CRD whose status is
+/// not written yet).
+pub fn wait_established(plane: &ControlPlane, count: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = plane.kubectl(&["get", "crd", "-o", "json"], None);
+        let list: serde_json::Value = serde_json::from_str(&out).expect("CRD list");
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        let established = items
+            .iter()
+            .filter(|c| {
+                c["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter()
+                        .any(|x| x["type"] == "Established" && x["status"] == "True")
+                })
+            })
+            .count();
+        if items.len() >= count && established == items.len() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "CRDs not Established after 60 s: {established} of {}",
+            items.len()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// Installs everything with the operator's `--config` written from `config` (a Kueue Configuration, or none).
@@ -119,7 +148,7 @@ pub async fn install(
     Installed {
         webhook,
         operator,
-        kubelet,
+        _kubelet: kubelet,
         client,
     }
 }
