@@ -161,3 +161,18 @@ fn same_bytes_compile_once() {
     let _b = h.placement(&bytes, "").expect("loads");
     assert_eq!(h.host().compiled_modules(), 1);
 }
+
+#[test]
+fn init_is_not_held_to_the_call_deadline() {
+    // Instantiation and init run once per instance, outside any decision: a module whose init takes longer than
+    // its 5 ms call deadline still loads (it was refused by `sluice policy push` and the webhook on a busy
+    // machine), while its calls keep the deadline.
+    let h = harness().clone().limits(ModuleLimits {
+        deadline: Some(Duration::from_millis(5)),
+        memory_limit: None,
+    });
+    let t = Instant::now();
+    h.placement(&fixture("slow_init"), "")
+        .expect("a slow but finite init loads");
+    eprintln!("slow init loaded in {:?}", t.elapsed());
+}

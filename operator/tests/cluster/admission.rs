@@ -55,27 +55,16 @@ value: 1000
 "#;
 
 fn job(name: &str, priority: &str) -> String {
-    format!(
-        r#"
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: {name}
-  namespace: team-a
-  labels: {{kueue.x-k8s.io/queue-name: queue, kueue.x-k8s.io/priority-class: {priority}}}
-spec:
-  parallelism: 2
-  completions: 2
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: main
-        image: registry.k8s.io/e2e-test-images/agnhost:2.53
-        args: [pause]
-        resources: {{requests: {{cpu: "1"}}}}
-"#
-    )
+    JobYaml {
+        name,
+        ns: "team-a",
+        lq: "queue",
+        pods: 2,
+        resources: r#"{requests: {cpu: "1"}}"#,
+        labels: &format!("kueue.x-k8s.io/priority-class: {priority}"),
+        annotations: "",
+    }
+    .render()
 }
 
 fn spot_nodes() -> Vec<FakeNode> {

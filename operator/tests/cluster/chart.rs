@@ -158,49 +158,26 @@ async fn chart_is_accepted_and_its_rbac_is_enough() {
     .map(String::from);
     let _agent = Process::start_with(&plane, "node-agent", &args, &[], &agent_kc);
 
+    let job = JobYaml {
+        name: "rbac-job",
+        ns: "default",
+        lq: "lq",
+        pods: 1,
+        resources: r#"{requests: {cpu: "1"}}"#,
+        labels: "",
+        annotations: r#""fake-kubelet.sluice.dev/run-seconds": "1""#,
+    };
+    let setup = queue_setup(
+        "default",
+        "cq",
+        "[cpu]",
+        "[{name: cpu, nominalQuota: 2}]",
+        "default",
+        "lq",
+    );
     plane.kubectl(
         &["apply", "-f", "-"],
-        Some(
-            r#"
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: default}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: cq}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: default
-      resources: [{name: cpu, nominalQuota: 2}]
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: lq, namespace: default}
-spec: {clusterQueue: cq}
----
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: rbac-job
-  namespace: default
-  labels: {kueue.x-k8s.io/queue-name: lq}
-spec:
-  template:
-    metadata:
-      annotations: {fake-kubelet.sluice.dev/run-seconds: "1"}
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: main
-        image: registry.k8s.io/e2e-test-images/agnhost:2.53
-        args: [pause]
-        resources: {requests: {cpu: "1"}}
-"#,
-        ),
+        Some(&(setup + "---" + &job.render())),
     );
     // The operator (its own token) admits and finishes the Job, and writes the ClusterQueue's status.
     let wl = workload_of(&client, "default", "rbac-job").await;

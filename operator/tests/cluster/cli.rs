@@ -13,55 +13,20 @@ use super::plane::ControlPlane;
 use super::sluice::{Process, sluice};
 use super::support::*;
 
-const SETUP: &str = r#"
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: h100}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: research}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu, nvidia.com/gpu]
-    flavors:
-    - name: h100
-      resources: [{name: cpu, nominalQuota: 16}, {name: nvidia.com/gpu, nominalQuota: 8}]
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: lab}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: main, namespace: lab}
-spec: {clusterQueue: research}
-"#;
-
 fn job(name: &str) -> String {
-    format!(
-        r#"
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: {name}
-  namespace: lab
-  labels: {{kueue.x-k8s.io/queue-name: main}}
-spec:
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: main
-        image: registry.k8s.io/e2e-test-images/agnhost:2.53
-        args: [pause]
-        resources: {{requests: {{cpu: "1"}}, limits: {{nvidia.com/gpu: "8"}}}}
-"#
-    )
+    JobYaml {
+        name,
+        ns: "lab",
+        lq: "main",
+        pods: 1,
+        resources: r#"{requests: {cpu: "1"}, limits: {nvidia.com/gpu: "8"}}"#,
+        labels: "",
+        annotations: "",
+    }
+    .render()
 }
 
-/// `sluice ARGS` on the control plane's kubeconfig: (success, stdout + stderr).
+/// `sluice ARGS` on the control plane's kubeconfig, panicking with its output unless it succeeds.
 fn cli(plane: &ControlPlane, args: &[&str]) -> String {
     let out = sluice()
         .args(args)
@@ -123,7 +88,17 @@ async fn node_agent_cli_and_visibility_work_on_the_cluster() {
     assert!(top.contains("gpu-0"), "{top}");
 
     // Two 8-GPU Jobs on 8 GPUs of quota: one admitted, one pending.
-    plane.kubectl(&["apply", "-f", "-"], Some(SETUP));
+    plane.kubectl(
+        &["apply", "-f", "-"],
+        Some(&queue_setup(
+            "h100",
+            "research",
+            "[cpu, nvidia.com/gpu]",
+            "[{name: cpu, nominalQuota: 16}, {name: nvidia.com/gpu, nominalQuota: 8}]",
+            "lab",
+            "main",
+        )),
+    );
     plane.kubectl(&["apply", "-f", "-"], Some(&job("first")));
     let first = workload_of(&client, "lab", "first").await;
     let first_name = first.metadata.name.clone().expect("name");

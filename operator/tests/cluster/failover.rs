@@ -23,56 +23,19 @@ const QUOTA_CPU: i64 = 20;
 /// to one retry period to observe the last renewal, the lease duration, and one retry period to acquire it.
 const TAKEOVER_LIMIT: Duration = Duration::from_secs(2 + 15 + 2);
 
-fn setup() -> String {
-    format!(
-        r#"
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {{name: default}}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {{name: cq}}
-spec:
-  namespaceSelector: {{}}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: default
-      resources: [{{name: cpu, nominalQuota: {QUOTA_CPU}}}]
----
-apiVersion: v1
-kind: Namespace
-metadata: {{name: load}}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {{name: lq, namespace: load}}
-spec: {{clusterQueue: cq}}
-"#
-    )
-}
-
 fn job(i: usize) -> Job {
-    yaml(&format!(
-        r#"
-metadata:
-  name: job-{i}
-  namespace: load
-  labels: {{kueue.x-k8s.io/queue-name: lq}}
-spec:
-  template:
-    metadata:
-      annotations: {{"{RUN_SECONDS}": "1"}}
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: main
-        image: registry.k8s.io/e2e-test-images/agnhost:2.53
-        args: [pause]
-        resources: {{requests: {{cpu: "1"}}}}
-"#
-    ))
+    yaml(
+        &JobYaml {
+            name: &format!("job-{i}"),
+            ns: "load",
+            lq: "lq",
+            pods: 1,
+            resources: r#"{requests: {cpu: "1"}}"#,
+            labels: "",
+            annotations: &format!(r#""{RUN_SECONDS}": "1""#),
+        }
+        .render(),
+    )
 }
 
 async fn holder(leases: &Api<Lease>) -> Option<String> {
@@ -120,7 +83,11 @@ async fn standby_takes_over_without_double_admission() {
     })
     .await;
     let mut b = Operator::start(&plane, "replica-b", &flags);
-    plane.kubectl(&["apply", "-f", "-"], Some(&setup()));
+    let quota = format!("[{{name: cpu, nominalQuota: {QUOTA_CPU}}}]");
+    plane.kubectl(
+        &["apply", "-f", "-"],
+        Some(&queue_setup("default", "cq", "[cpu]", &quota, "load", "lq")),
+    );
 
     let jobs: Api<Job> = Api::namespaced(client.clone(), "load");
     let mut takeover = None;

@@ -24,56 +24,17 @@ integrations:
   frameworks: [batch/job, pod]
 "#;
 
-const SETUP: &str = r#"
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: default}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: cq}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: default
-      resources: [{name: cpu, nominalQuota: 8}]
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: ml}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: lq, namespace: ml}
-spec: {clusterQueue: cq}
-"#;
-
 fn job(name: &str, ready: bool) -> String {
-    format!(
-        r#"
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: {name}
-  namespace: ml
-  labels: {{kueue.x-k8s.io/queue-name: lq}}
-spec:
-  parallelism: 2
-  completions: 2
-  template:
-    metadata:
-      annotations: {{"{READY}": "{ready}"}}
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: main
-        image: registry.k8s.io/e2e-test-images/agnhost:2.53
-        args: [pause]
-        resources: {{requests: {{cpu: "1"}}}}
-"#
-    )
+    JobYaml {
+        name,
+        ns: "ml",
+        lq: "lq",
+        pods: 2,
+        resources: r#"{requests: {cpu: "1"}}"#,
+        labels: "",
+        annotations: &format!(r#""{READY}": "{ready}""#),
+    }
+    .render()
 }
 
 fn group_pod(name: &str) -> String {
@@ -116,7 +77,17 @@ async fn pod_groups_are_gated_and_pods_ready_timeouts_evict() {
     let installed = install(&plane, Some(CONFIG), nodes).await;
     let client = installed.client.clone();
     let history = History::start(&client);
-    plane.kubectl(&["apply", "-f", "-"], Some(SETUP));
+    plane.kubectl(
+        &["apply", "-f", "-"],
+        Some(&queue_setup(
+            "default",
+            "cq",
+            "[cpu]",
+            "[{name: cpu, nominalQuota: 8}]",
+            "ml",
+            "lq",
+        )),
+    );
 
     // Two of a group of three: gated by the webhook, and they stay gated while the group is incomplete.
     plane.kubectl(

@@ -8,54 +8,17 @@ use super::kubelet::{FakeNode, RUN_SECONDS};
 use super::plane::ControlPlane;
 use super::support::*;
 
-const SETUP: &str = r#"
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: default}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: cq}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: default
-      resources: [{name: cpu, nominalQuota: 3}]
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: batch}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: lq, namespace: batch}
-spec: {clusterQueue: cq}
-"#;
-
 fn job(name: &str) -> String {
-    format!(
-        r#"
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: {name}
-  namespace: batch
-  labels: {{kueue.x-k8s.io/queue-name: lq}}
-spec:
-  template:
-    metadata:
-      annotations: {{"{RUN_SECONDS}": "4"}}
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: main
-        image: registry.k8s.io/e2e-test-images/agnhost:2.53
-        args: [pause]
-        resources: {{requests: {{cpu: "1"}}}}
-"#
-    )
+    JobYaml {
+        name,
+        ns: "batch",
+        lq: "lq",
+        pods: 1,
+        resources: r#"{requests: {cpu: "1"}}"#,
+        labels: "",
+        annotations: &format!(r#""{RUN_SECONDS}": "4""#),
+    }
+    .render()
 }
 
 fn jobs(range: std::ops::Range<usize>) -> String {
@@ -74,7 +37,17 @@ async fn operator_and_webhook_survive_an_api_server_restart() {
         .map(|i| FakeNode::new(&format!("n{i}"), 4, 0))
         .collect();
     let mut installed = install(&plane, None, nodes).await;
-    plane.kubectl(&["apply", "-f", "-"], Some(SETUP));
+    plane.kubectl(
+        &["apply", "-f", "-"],
+        Some(&queue_setup(
+            "default",
+            "cq",
+            "[cpu]",
+            "[{name: cpu, nominalQuota: 3}]",
+            "batch",
+            "lq",
+        )),
+    );
     // Six Jobs on three cpus: three run, three wait.
     plane.kubectl(&["apply", "-f", "-"], Some(&jobs(0..6)));
     let client = installed.client.clone();

@@ -229,3 +229,105 @@ impl Drop for History {
         self.task.abort();
     }
 }
+
+/// A one-container Job (`agnhost pause`) queued in LocalQueue `ns/lq`: `pods` pods, each with `resources`
+/// (flow YAML, e.g. `{requests: {cpu: "1"}}`), `labels` added to the queue-name label and `annotations` on its
+/// pod template (flow YAML entries, e.g. `"fake-kubelet.sluice.dev/run-seconds": "2"`).
+pub struct JobYaml<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Its namespace.
+    pub ns: &'a str,
+    /// Its LocalQueue.
+    pub lq: &'a str,
+    /// Parallelism and completions.
+    pub pods: u32,
+    /// The container's resources.
+    pub resources: &'a str,
+    /// Extra labels on the Job.
+    pub labels: &'a str,
+    /// Annotations on the pod template.
+    pub annotations: &'a str,
+}
+
+impl JobYaml<'_> {
+    /// The manifest.
+    pub fn render(&self) -> String {
+        let JobYaml {
+            name,
+            ns,
+            lq,
+            pods,
+            resources,
+            labels,
+            annotations,
+        } = self;
+        let labels = if labels.is_empty() {
+            String::new()
+        } else {
+            format!(", {labels}")
+        };
+        format!(
+            r#"
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+  namespace: {ns}
+  labels: {{kueue.x-k8s.io/queue-name: {lq}{labels}}}
+spec:
+  parallelism: {pods}
+  completions: {pods}
+  template:
+    metadata:
+      annotations: {{{annotations}}}
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: registry.k8s.io/e2e-test-images/agnhost:2.53
+        args: [pause]
+        resources: {resources}
+"#
+        )
+    }
+}
+
+/// A ResourceFlavor `flavor`, a ClusterQueue `cq` over all namespaces with `quotas` of it (flow YAML list, e.g.
+/// `[{name: cpu, nominalQuota: 8}]`, covering `covered`), and a LocalQueue `ns/lq` on it in a new Namespace.
+pub fn queue_setup(
+    flavor: &str,
+    cq: &str,
+    covered: &str,
+    quotas: &str,
+    ns: &str,
+    lq: &str,
+) -> String {
+    format!(
+        r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {{name: {flavor}}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {{name: {cq}}}
+spec:
+  namespaceSelector: {{}}
+  resourceGroups:
+  - coveredResources: {covered}
+    flavors:
+    - name: {flavor}
+      resources: {quotas}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {ns}}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {{name: {lq}, namespace: {ns}}}
+spec: {{clusterQueue: {cq}}}
+"#
+    )
+}

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use wasmtime::Store;
 
-use super::sandbox::{StoreState, guarded, new_store};
+use super::sandbox::{StoreState, guarded, init_deadline, new_store};
 use super::{Compiled, LoadError, Shared, hex};
 use crate::policy::fairness::{FairnessPolicy, OrderBatch, ShareBatch, Shares, check_order};
 use crate::policy::{PolicyError, PolicyFailure};
@@ -95,11 +95,11 @@ impl WasmFairness {
 
     fn instantiate(&self) -> Result<(Live, wit::FairnessInfo), PolicyError> {
         let mut store = new_store(&self.shared, self.memory_limit);
-        let bindings = guarded(&mut store, &self.name, self.deadline, |s| {
+        let bindings = guarded(&mut store, &self.name, init_deadline(self.deadline), |s| {
             self.pre.instantiate(s)
         })?;
         let config = self.config.clone();
-        let info = guarded(&mut store, &self.name, self.deadline, |s| {
+        let info = guarded(&mut store, &self.name, init_deadline(self.deadline), |s| {
             bindings.call_init(s, &config)
         })?
         .map_err(|m| PolicyError::new(&self.name, PolicyFailure::Rejected, m))?;

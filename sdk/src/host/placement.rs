@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use wasmtime::Store;
 
-use super::sandbox::{StoreState, guarded, new_store};
+use super::sandbox::{StoreState, guarded, init_deadline, new_store};
 use super::{Compiled, LoadError, Shared, hex};
 use crate::policy::placement::{
     NodeBatch, NodeScores, PlacementPolicy, PodSetRequest, TopologyMode,
@@ -104,11 +104,11 @@ impl WasmPlacement {
     /// A fresh instance with `init` run; exposed to benchmarks to measure instantiation.
     fn instantiate(&self) -> Result<Live, PolicyError> {
         let mut store = new_store(&self.shared, self.memory_limit);
-        let bindings = guarded(&mut store, &self.name, self.deadline, |s| {
+        let bindings = guarded(&mut store, &self.name, init_deadline(self.deadline), |s| {
             self.pre.instantiate(s)
         })?;
         let config = self.config.clone();
-        let init = guarded(&mut store, &self.name, self.deadline, |s| {
+        let init = guarded(&mut store, &self.name, init_deadline(self.deadline), |s| {
             bindings.call_init(s, &config)
         })?;
         init.map_err(|m| PolicyError::new(&self.name, PolicyFailure::Rejected, m))?;

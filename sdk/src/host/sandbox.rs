@@ -113,6 +113,17 @@ pub(crate) fn new_store(shared: &Shared, memory_limit: usize) -> Store<StoreStat
     store
 }
 
+/// The least time instantiation and `init` get, whatever the module's call deadline: they run once per instance,
+/// outside any scheduling decision, and a module's deadline (5 ms by default) is sized for its calls. Under it, a
+/// sound module was refused by `sluice policy push` and the webhook on a busy machine (seen on the local control
+/// plane: "init ... ran past its deadline of 5ms").
+pub(crate) const INIT_DEADLINE_FLOOR: Duration = Duration::from_secs(1);
+
+/// The deadline of instantiation and `init` for a module whose calls have `deadline`.
+pub(crate) fn init_deadline(deadline: Duration) -> Duration {
+    deadline.max(INIT_DEADLINE_FLOOR)
+}
+
 /// Ticks of the epoch that make up `deadline` (one more, as the current tick is partly gone).
 fn ticks(deadline: Duration) -> u64 {
     (deadline.as_nanos() / EPOCH_TICK.as_nanos()).max(1) as u64 + 1
