@@ -10,7 +10,7 @@ use sluice_sdk::kueue::v1beta2::{ClusterQueue, Workload};
 
 use super::kubelet::FakeNode;
 use super::plane::ControlPlane;
-use super::sluice::{Process, sluice};
+use super::sluice::Process;
 use super::support::*;
 
 fn job(name: &str) -> String {
@@ -24,22 +24,6 @@ fn job(name: &str) -> String {
         annotations: "",
     }
     .render()
-}
-
-/// `sluice ARGS` on the control plane's kubeconfig, panicking with its output unless it succeeds.
-fn cli(plane: &ControlPlane, args: &[&str]) -> String {
-    let out = sluice()
-        .args(args)
-        .env("KUBECONFIG", plane.kubeconfig())
-        .output()
-        .expect("sluice");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "sluice {}: {text}", args.join(" "));
-    text
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,7 +68,7 @@ async fn node_agent_cli_and_visibility_work_on_the_cluster() {
         Some(8),
         "{topo}"
     );
-    let top = cli(&plane, &["top", "gpus"]);
+    let top = sluice_on(&plane, &["top", "gpus"]);
     assert!(top.contains("gpu-0"), "{top}");
 
     // Two 8-GPU Jobs on 8 GPUs of quota: one admitted, one pending.
@@ -111,12 +95,12 @@ async fn node_agent_cli_and_visibility_work_on_the_cluster() {
     let second = workload_of(&client, "lab", "second").await;
     let second_name = second.metadata.name.clone().expect("name");
 
-    let list = cli(&plane, &["list", "workloads", "-n", "lab"]);
+    let list = sluice_on(&plane, &["list", "workloads", "-n", "lab"]);
     assert!(
         list.contains(&first_name) && list.contains(&second_name),
         "{list}"
     );
-    let cqs = cli(&plane, &["list", "clusterqueues"]);
+    let cqs = sluice_on(&plane, &["list", "clusterqueues"]);
     assert!(cqs.contains("research"), "{cqs}");
 
     // The visibility API: the second workload is pending, first in its ClusterQueue and LocalQueue.
@@ -140,7 +124,7 @@ async fn node_agent_cli_and_visibility_work_on_the_cluster() {
     assert_eq!(pending[0]["positionInClusterQueue"], 0);
 
     // `sluice stop clusterqueue` drains it (HoldAndDrain): the admitted workload is evicted; resume readmits.
-    cli(&plane, &["stop", "clusterqueue", "research"]);
+    sluice_on(&plane, &["stop", "clusterqueue", "research"]);
     let cqs_api: Api<ClusterQueue> = Api::all(client.clone());
     let cq = cqs_api.get("research").await.expect("cq");
     assert_eq!(
@@ -154,7 +138,7 @@ async fn node_agent_cli_and_visibility_work_on_the_cluster() {
             .then_some(())
     })
     .await;
-    cli(&plane, &["resume", "clusterqueue", "research"]);
+    sluice_on(&plane, &["resume", "clusterqueue", "research"]);
     eventually(60, "one workload admitted again after resume", || async {
         let admitted = workloads(&client, "lab")
             .await

@@ -103,7 +103,7 @@ spec:
     .await;
     wait_event(&client, "PolicySelected", "ClusterQueue/gpus", "").await;
     let sha = sluice_sdk::host::sha256_hex(embedded::SPREAD);
-    let ls = sluice_stdout_env(&plane, &["policy", "ls"]);
+    let ls = sluice_on(&plane, &["policy", "ls"]);
     assert!(ls.contains("spread") && ls.contains(&sha[..12]), "{ls}");
 
     // A new version under the same name (the topology-pack module's bytes) replaces it in the running operator.
@@ -151,20 +151,4 @@ fn base64_of(bytes: &[u8]) -> String {
         .ok()
         .and_then(|v| v.as_str().map(String::from))
         .expect("base64")
-}
-
-/// `sluice ARGS` against the control plane's kubeconfig.
-fn sluice_stdout_env(plane: &ControlPlane, args: &[&str]) -> String {
-    let out = super::sluice::sluice()
-        .args(args)
-        .env("KUBECONFIG", plane.kubeconfig())
-        .output()
-        .expect("sluice");
-    assert!(
-        out.status.success(),
-        "sluice {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }

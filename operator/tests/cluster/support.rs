@@ -43,6 +43,23 @@ pub fn sluice_stdout(args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
+/// `sluice ARGS` on the control plane's kubeconfig (the CLI as a user runs it): its output, stdout then stderr;
+/// panics with it unless it succeeds.
+pub fn sluice_on(plane: &ControlPlane, args: &[&str]) -> String {
+    let out = sluice()
+        .args(args)
+        .env("KUBECONFIG", plane.kubeconfig())
+        .output()
+        .expect("sluice");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "sluice {}: {text}", args.join(" "));
+    text
+}
+
 /// Parses one YAML object.
 pub fn yaml<T: DeserializeOwned>(s: &str) -> T {
     serde_yaml::from_str(s).expect("fixture YAML")
