@@ -64,10 +64,10 @@ pub struct BenchResult {
 }
 
 /// A small deterministic generator (SplitMix64), so runs are repeatable without a dependency.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -75,7 +75,7 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+    pub(crate) fn pick<T: Copy>(&mut self, items: &[T]) -> T {
         items[(self.next() % items.len() as u64) as usize]
     }
 }
@@ -187,6 +187,7 @@ pub fn synthetic_cluster(args: &BenchArgs) -> (Vec<Event>, Vec<Event>) {
                     ..Default::default()
                 }],
                 job_uid: None,
+                quota_reserved_at: None,
             },
             admission: None,
         });

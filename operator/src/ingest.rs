@@ -596,6 +596,18 @@ pub fn workload(
         .and_then(|s| s.admission.as_ref())
         .map(|a| admission(&object, a, &wl.spec.pod_sets))
         .transpose()?;
+    // Kueue orders preemption candidates of equal priority by when they reserved quota: keep that across a
+    // restart instead of taking the creation time.
+    let quota_reserved_at = admission
+        .as_ref()
+        .and(wl.status.as_ref())
+        .and_then(|s| {
+            s.conditions.iter().find(|c| {
+                c.type_ == sluice_sdk::kueue::labels::condition::QUOTA_RESERVED
+                    && c.status == "True"
+            })
+        })
+        .map(|c| time_of(&c.last_transition_time));
     let out = engine::Workload {
         uid: wl
             .metadata
@@ -615,6 +627,7 @@ pub fn workload(
             .as_ref()
             .and_then(|l| l.get(sluice_sdk::kueue::labels::JOB_UID_LABEL))
             .cloned(),
+        quota_reserved_at,
     };
     Ok((out, admission))
 }

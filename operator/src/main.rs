@@ -32,6 +32,9 @@ enum Command {
     Crds(CrdsArgs),
     /// Measure the engine's admission throughput and cycle latency on a synthetic cluster.
     Bench(sluice_operator::bench::BenchArgs),
+    /// Print a seeded, production-shaped GPU trace (one ClusterQueue, single-pod tasks, topology-aware nodes) as
+    /// manifests for `sluice simulate -f`.
+    Trace(sluice_operator::sim::generate::TraceArgs),
     /// Discover this node's GPUs (NVML) and publish their topology as a NodeGpuTopology.
     NodeAgent(sluice_operator::agent::AgentArgs),
     /// Run the queue operator against the cluster of the current kubeconfig (or in-cluster config).
@@ -171,6 +174,10 @@ fn main() -> ExitCode {
         Command::Simulate(args) => simulate(args),
         Command::Crds(args) => crds(args),
         Command::Bench(args) => sluice_operator::bench::run(&args).map_err(Failure::from),
+        Command::Trace(args) => {
+            print!("{}", sluice_operator::sim::generate::generate(&args));
+            Ok(())
+        }
         Command::NodeAgent(args) => sluice_operator::agent::run(&args)
             .map(|out| print!("{out}"))
             .map_err(Failure::from),

@@ -198,6 +198,17 @@ pub fn evict(
     }
 }
 
+/// The QuotaReserved=False reason written for an engine pending reason. Kueue writes the scheduler's detailed
+/// reasons only with its UnadmittedWorkloadsObservability gate (off by default), else "Pending"; the workload
+/// controller's queue blockers ("LocalQueue NAME doesn't exist", "... is inactive") say "Inadmissible" either way.
+pub fn written_pending_reason(reason: &str, detailed: bool) -> &str {
+    if detailed || reason == "Inadmissible" {
+        reason
+    } else {
+        "Pending"
+    }
+}
+
 /// The evicted workload's pods are gone: its reservation is cleared and it is back in its queue. Requeued is True
 /// for preemption and node failures (it will be retried at once), False otherwise (it waits for a change).
 pub fn requeue_after_eviction(wl: &mut api::Workload, now: engine::Time) {

@@ -189,12 +189,37 @@ fn bad_quantity_names_object_and_field() {
     );
 }
 
+/// Kueue creates the Workload of a Job whose LocalQueue does not exist and keeps it pending; so does the
+/// simulator, warning on stderr.
 #[test]
-fn unknown_queue_is_refused() {
-    assert_bad_input(
+fn unknown_queue_stays_pending_with_a_warning() {
+    let o = sluice(&[
+        "simulate",
+        "-f",
         "tests/fixtures/unknown-queue.yaml",
-        &["Job default/lost", "\"nowhere\""],
+        "-o",
+        "yaml",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("Job default/lost") && err.contains("\"nowhere\""),
+        "{err}"
     );
+    assert!(
+        err.contains("Workload default/stray") && err.contains("\"elsewhere\""),
+        "{err}"
+    );
+    let out = stdout(&o);
+    for (queue, name) in [("nowhere", "job-lost-"), ("elsewhere", "stray")] {
+        assert!(out.contains(name), "{out}");
+        assert!(
+            out.contains(&format!("message: LocalQueue {queue} doesn't exist")),
+            "{out}"
+        );
+    }
+    assert!(out.contains("reason: Inadmissible"), "{out}");
+    assert!(!out.contains("reason: QuotaReserved"), "{out}");
 }
 
 #[test]

@@ -1098,12 +1098,8 @@ impl EngineTask {
             Ok((w, _)) => status::resource_requests(&w),
             Err(_) => Vec::new(),
         };
-        // Kueue writes its detailed reasons only with UnadmittedWorkloadsObservability; otherwise "Pending".
-        let reason = if self.config.detailed_pending_reasons {
-            reason.to_string()
-        } else {
-            "Pending".to_string()
-        };
+        let reason = status::written_pending_reason(reason, self.config.detailed_pending_reasons)
+            .to_string();
         let now = now_ms();
         self.write_workload_status(key, |wl| {
             let before = wl.status.clone();

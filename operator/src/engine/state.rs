@@ -803,8 +803,11 @@ impl Engine {
             .insert(i);
         let holds_quota = self.wl(i).is_some_and(|w| w.adm.is_some());
         if let (Some(a), Some(n), false) = (admission, restore_cq, holds_quota) {
-            let creation = self.wl(i).map(|w| w.spec.creation_time).unwrap_or_default();
-            self.reserve(i, n, a, creation);
+            let reserved_at = self
+                .wl(i)
+                .map(|w| w.spec.quota_reserved_at.unwrap_or(w.spec.creation_time))
+                .unwrap_or_default();
+            self.reserve(i, n, a, reserved_at);
         }
         let (phase, active) = match self.wl(i) {
             Some(w) => (w.phase, w.spec.active),
@@ -822,9 +825,38 @@ impl Engine {
                     self.now,
                 );
             }
+            Phase::Admitted => self.drain_if_stopped(i),
             _ => {}
         }
         Ok(())
+    }
+
+    /// Kueue's workload controller re-checks every workload that holds quota: while its LocalQueue, then its
+    /// ClusterQueue, has `stopPolicy: HoldAndDrain`, it is evicted. This covers a workload the engine learns
+    /// of after its queue was stopped (a restart, the simulator's load order).
+    fn drain_if_stopped(&mut self, i: u32) {
+        let Some(w) = self.wl(i) else { return };
+        if w.phase != Phase::Admitted {
+            return;
+        }
+        let lq_drains = self
+            .lqs
+            .get(&(w.spec.namespace.clone(), w.spec.queue_name.clone()))
+            .and_then(|l| l.spec.as_ref())
+            .is_some_and(|s| s.stop_policy == StopPolicy::HoldAndDrain);
+        let cq_drains = w
+            .adm
+            .as_ref()
+            .and_then(|a| self.cq(a.cq))
+            .is_some_and(|c| c.spec.stop_policy == StopPolicy::HoldAndDrain);
+        let (reason, message) = if lq_drains {
+            ("LocalQueueStopped", "The LocalQueue is stopped")
+        } else if cq_drains {
+            ("ClusterQueueStopped", "The ClusterQueue is stopped")
+        } else {
+            return;
+        };
+        self.evict(i, reason, None, None, message.into(), self.now);
     }
 
     fn delete_workload(&mut self, key: &WorkloadKey) {

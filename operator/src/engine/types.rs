@@ -560,6 +560,9 @@ pub struct Workload {
     pub pod_sets: Vec<PodSet>,
     /// UID of the owning job (Kueue's `kueue.x-k8s.io/job-uid` label), shown in preemption messages.
     pub job_uid: Option<String>,
+    /// When its recorded admission reserved quota (the `QuotaReserved` condition's lastTransitionTime), for a
+    /// workload that arrives already admitted: preemption orders equal priorities by it.
+    pub quota_reserved_at: Option<Time>,
 }
 
 impl Workload {

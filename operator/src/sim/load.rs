@@ -273,21 +273,20 @@ impl ClusterObjects {
                 }
             }
         }
+        // Kueue accepts a workload whose LocalQueue does not exist: it stays pending (QuotaReserved=False,
+        // Inadmissible, "LocalQueue NAME doesn't exist") until the queue appears. The simulator does the same and
+        // says so, since in a manifest set it is most likely a typo.
         let check_queue = |origin: &Origin, what: String, ns: &str, queue: &str, field: &str| {
-            if self
+            if !self
                 .local_queues
                 .contains_key(&(ns.to_string(), queue.to_string()))
             {
-                Ok(())
-            } else {
-                Err(LoadError::new(
-                    origin,
-                    what,
-                    format!(
-                        "field `{field}`: LocalQueue {queue:?} is not defined in namespace {ns:?}"
-                    ),
-                ))
+                tracing::warn!(
+                    "{origin}: {what}: field `{field}`: LocalQueue {queue:?} is not defined in namespace {ns:?}; \
+                     it stays pending, as in Kueue"
+                );
             }
+            Ok::<(), LoadError>(())
         };
         for ((ns, name), wl) in &self.workloads {
             let what = || format!("Workload {ns}/{name}");

@@ -2,6 +2,7 @@
 //! time. It is a thin shell around the engine, as the controllers are: it turns objects into events and carries
 //! out the engine's decisions on Workloads and Jobs.
 
+pub mod generate;
 mod load;
 pub(crate) mod metrics;
 mod output;
@@ -118,6 +119,12 @@ pub struct Simulation {
     /// Gang placement figures and scheduled failures (topology-aware flavors).
     topo: topology::TopologyStats,
     failures: Vec<topology::Failure>,
+    /// Flavors and nodes as objects, to charge the nodes of workloads that arrive already admitted with a
+    /// topology assignment (as the operator does after a restart).
+    restore: Option<(
+        BTreeMap<String, api::ResourceFlavor>,
+        BTreeMap<String, k8s_openapi::api::core::v1::Node>,
+    )>,
 }
 
 /// The queue of future completions, when the simulation runs in virtual time.
@@ -322,6 +329,7 @@ impl Simulation {
             cycles: 0,
             topo,
             failures,
+            restore: None,
         };
         let order = sim.objects.submission_order.clone();
         let mut timings = Vec::with_capacity(order.len());
@@ -408,6 +416,11 @@ impl Simulation {
                 sw.workload.metadata.creation_timestamp = Some(status::k8s_time(arrival));
                 if let Some((wl, _)) = sw.ingested.as_mut() {
                     wl.creation_time = arrival;
+                    // Status times come from another clock than virtual time: a recorded reservation is no
+                    // later than the arrival.
+                    if sim.timed {
+                        wl.quota_reserved_at = wl.quota_reserved_at.map(|t| t.min(arrival));
+                    }
                 }
             }
         }
@@ -483,18 +496,78 @@ impl Simulation {
                 heap.push(Reverse((now + rt, SimEvent::Complete(key.clone(), sw.run))));
             }
         }
-        let decisions = self
+        let topology_assigned = admission.as_ref().is_some_and(|a| {
+            self.workloads
+                .get(key)
+                .and_then(|sw| sw.workload.status.as_ref())
+                .and_then(|s| s.admission.as_ref())
+                .is_some_and(|adm| {
+                    adm.pod_set_assignments
+                        .iter()
+                        .any(|p| p.topology_assignment.is_some())
+                })
+                && !a.pod_set_assignments.is_empty()
+        });
+        let restored = topology_assigned.then(|| wl.clone());
+        let mut decisions = self
             .engine
             .apply(Event::UpsertWorkload {
                 workload: wl,
                 admission,
             })
             .map_err(|e| SimError::Engine {
-                origin,
+                origin: origin.clone(),
                 message: e.to_string(),
             })?;
+        if let Some(w) = restored {
+            decisions.extend(self.restore_placement(key, &w, &origin)?);
+        }
         self.carry_out(decisions, now, recorder, completions);
         Ok(())
+    }
+
+    /// Charges the nodes an already-admitted workload's recorded topology assignment holds, as Kueue counts
+    /// every admitted assignment against node capacity.
+    fn restore_placement(
+        &mut self,
+        key: &WorkloadKey,
+        w: &engine::Workload,
+        origin: &str,
+    ) -> Result<Vec<Decision>, SimError> {
+        let (flavors, nodes) = self.restore.get_or_insert_with(|| {
+            (
+                self.objects
+                    .flavors
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.object.clone()))
+                    .collect(),
+                self.objects
+                    .nodes
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.object.clone()))
+                    .collect(),
+            )
+        });
+        let Some(sw) = self.workloads.get(key) else {
+            return Ok(Vec::new());
+        };
+        let pod_sets = crate::controller::tas::restored_placements(&sw.workload, w, flavors, nodes)
+            .map_err(|message| SimError::Engine {
+                origin: origin.to_string(),
+                message: format!("Workload {key}: {message}"),
+            })?;
+        if pod_sets.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.engine
+            .apply(Event::RestorePlacement {
+                workload: key.clone(),
+                pod_sets,
+            })
+            .map_err(|e| SimError::Engine {
+                origin: origin.to_string(),
+                message: e.to_string(),
+            })
     }
 
     /// Where a workload (or the Job that made it) was defined.
@@ -593,13 +666,8 @@ impl Simulation {
                     message,
                 } => {
                     if let Some(sw) = self.workloads.get_mut(&key) {
-                        // Kueue writes its detailed reasons only with the UnadmittedWorkloadsObservability gate
-                        // (off by default in v0.19); otherwise every waiting workload says "Pending".
-                        let written = if self.detailed_pending_reasons {
-                            reason.as_str()
-                        } else {
-                            "Pending"
-                        };
+                        let written =
+                            status::written_pending_reason(&reason, self.detailed_pending_reasons);
                         status::pending(&mut sw.workload, written, &message, &sw.requests, now);
                     }
                 }
@@ -703,7 +771,6 @@ impl Simulation {
         // A bound well above what a fixed point needs: every workload admitted or preempted a few times.
         let limit = 4 * self.workloads.len() as u64 + 64;
         self.evicted_now.clear();
-        let mut idle = 0;
         for cycle in 0..limit {
             let decisions = self.engine.schedule(now);
             self.cycles += 1;
@@ -717,13 +784,11 @@ impl Simulation {
                 tracing::warn!(at = now, cycles = cycle + 1, "scheduling did not settle");
                 break;
             }
-            if !acted {
-                idle += 1;
-                if !self.engine.has_work() || idle > self.objects.cluster_queues.len() + 2 {
-                    break;
-                }
-            } else {
-                idle = 0;
+            // Kueue pops every head in turn: a misfit goes to its queue's inadmissible list and the next
+            // workload is tried in the next cycle. So this is a fixed point only when no ClusterQueue has a head
+            // left that was not tried against the current state of its quota tree.
+            if !acted && !self.engine.has_work() {
+                break;
             }
         }
     }

@@ -128,6 +128,7 @@ pub fn wl(ns: &str, name: &str) -> WlB {
         active: true,
         pod_sets: Vec::new(),
         job_uid: None,
+        quota_reserved_at: None,
     })
 }
 
@@ -138,6 +139,11 @@ impl WlB {
     }
     pub fn prio(mut self, p: i32) -> Self {
         self.0.priority = p;
+        self
+    }
+    /// When its recorded admission reserved quota (QuotaReserved's lastTransitionTime in status).
+    pub fn reserved(mut self, t: Time) -> Self {
+        self.0.quota_reserved_at = Some(t);
         self
     }
     pub fn created(mut self, t: Time) -> Self {

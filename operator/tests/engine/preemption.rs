@@ -386,3 +386,72 @@ fn fair_sharing_tournament_prefers_lower_share() {
     env.assert_admitted("ns/b-new");
     env.assert_pending("ns/a-new", "WaitingForQuota");
 }
+
+/// Kueue orders preemption candidates of equal priority by their QuotaReserved condition's lastTransitionTime,
+/// newest first. A workload that arrives already admitted keeps the reservation time in its status, not its
+/// creation time: here the older workload reserved later, so it is the one preempted.
+#[test]
+fn restored_admissions_keep_their_reservation_time_for_victim_order() {
+    let mut env = within_cq(WithinCqPolicy::LowerPriority);
+    env.admitted(
+        wl("ns", "created-first-reserved-last")
+            .prio(-1)
+            .created(0)
+            .reserved(9_000)
+            .ps("main", 1, &[("cpu", cpu(5))]),
+        "cq",
+        &[("cpu", "default")],
+    );
+    env.admitted(
+        wl("ns", "created-last-reserved-first")
+            .prio(-1)
+            .created(5_000)
+            .reserved(6_000)
+            .ps("main", 1, &[("cpu", cpu(5))]),
+        "cq",
+        &[("cpu", "default")],
+    );
+    env.submit(
+        wl("ns", "high")
+            .created(10_000)
+            .ps("main", 1, &[("cpu", cpu(5))]),
+    );
+    let ds = env.schedule();
+    assert_eq!(
+        evictions(&ds)
+            .into_iter()
+            .map(|(w, _)| w)
+            .collect::<Vec<_>>(),
+        vec!["ns/created-first-reserved-last".to_string()],
+        "{ds:?}"
+    );
+}
+
+/// The reservation time comes from the QuotaReserved condition of the Workload's status.
+#[test]
+fn reservation_time_is_read_from_the_quota_reserved_condition() {
+    let wl: sluice_sdk::kueue::v1beta2::Workload = serde_yaml::from_str(
+        r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: w, namespace: ns, creationTimestamp: "2026-01-01T00:00:00Z"}
+spec:
+  queueName: main
+  podSets:
+  - name: main
+    count: 1
+    template: {spec: {containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]}}
+status:
+  conditions:
+  - {type: QuotaReserved, status: "True", reason: QuotaReserved, message: m, lastTransitionTime: "2026-01-01T00:05:00Z"}
+  admission:
+    clusterQueue: cq
+    podSetAssignments:
+    - {name: main, count: 1, flavors: {cpu: default}, resourceUsage: {cpu: "1"}}
+"#,
+    )
+    .expect("parses");
+    let (w, a) = sluice_operator::ingest::workload(&wl).expect("ingests");
+    assert!(a.is_some());
+    assert_eq!(w.quota_reserved_at, Some(w.creation_time + 5 * 60 * 1000));
+}

@@ -332,6 +332,7 @@ fn run(specs: Vec<CqSpec>, steps: Vec<Step>, fair: bool) -> Result<(), TestCaseE
                             ..Default::default()
                         }],
                         job_uid: None,
+                        quota_reserved_at: None,
                     },
                     admission: None,
                 })

@@ -417,3 +417,65 @@ fn local_queue_pending_workloads_follow_cluster_queue_order() {
             .is_empty()
     );
 }
+
+/// Kueue's workload controller evicts every admitted workload of a HoldAndDrain ClusterQueue on each reconcile,
+/// so one the engine learns of after the queue stopped (a restart, the simulator's load order) is drained too.
+#[test]
+fn cluster_queue_hold_and_drain_evicts_workloads_restored_after_it_stopped() {
+    let mut env = Env::new();
+    env.flavor("default").ns("ns", &[]);
+    env.cq_lq(
+        cq("cq")
+            .stop(StopPolicy::HoldAndDrain)
+            .group(&["cpu"], vec![fq("default", vec![rq("cpu", cpu(10))])]),
+        "ns",
+    );
+    let w = wl("ns", "running")
+        .ps("main", 1, &[("cpu", cpu(4))])
+        .build();
+    let a = admission_for(&w, "cq", &[("cpu", "default")]);
+    let ds = env.apply(Event::UpsertWorkload {
+        workload: w,
+        admission: Some(a),
+    });
+    assert!(
+        ds.iter().any(
+            |d| matches!(d, Decision::Evict { workload, reason, message, .. }
+            if workload.name == "running" && reason == "ClusterQueueStopped"
+                && message == "The ClusterQueue is stopped")
+        ),
+        "{ds:?}"
+    );
+    assert_eq!(env.state("ns/running"), WorkloadState::Evicting);
+}
+
+/// The LocalQueue is checked before the ClusterQueue, as in Kueue's workload controller.
+#[test]
+fn local_queue_hold_and_drain_evicts_workloads_restored_after_it_stopped() {
+    let mut env = Env::new();
+    env.flavor("default").ns("ns", &[]);
+    env.cq(cq("cq")
+        .stop(StopPolicy::HoldAndDrain)
+        .group(&["cpu"], vec![fq("default", vec![rq("cpu", cpu(10))])]));
+    env.apply(Event::UpsertLocalQueue(LocalQueue {
+        namespace: "ns".into(),
+        name: "main".into(),
+        cluster_queue: "cq".into(),
+        stop_policy: StopPolicy::HoldAndDrain,
+    }));
+    let w = wl("ns", "running")
+        .ps("main", 1, &[("cpu", cpu(4))])
+        .build();
+    let a = admission_for(&w, "cq", &[("cpu", "default")]);
+    let ds = env.apply(Event::UpsertWorkload {
+        workload: w,
+        admission: Some(a),
+    });
+    assert_eq!(evictions(&ds).len(), 1, "{ds:?}");
+    assert!(
+        ds.iter()
+            .any(|d| matches!(d, Decision::Evict { reason, message, .. }
+            if reason == "LocalQueueStopped" && message == "The LocalQueue is stopped")),
+        "{ds:?}"
+    );
+}

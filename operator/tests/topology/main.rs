@@ -10,3 +10,4 @@ mod placement;
 mod properties;
 mod publish;
 mod sim;
+mod trace;

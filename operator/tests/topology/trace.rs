@@ -1,0 +1,169 @@
+//! The production-trace-shaped case: a seeded trace of single-pod tasks on a topology-aware pool, run to a
+//! fixed point. Kueue tries every head in turn, so no workload is left untried however many misfits precede it.
+
+use sluice_operator::engine::{EngineConfig, WorkloadState};
+use sluice_operator::manifest::parse_documents;
+use sluice_operator::sim::Simulation;
+use sluice_operator::sim::generate::{TraceArgs, generate};
+
+fn trace(nodes: usize, tasks: usize, admitted: usize) -> Simulation {
+    let args = TraceArgs {
+        nodes,
+        tasks,
+        seed: 1,
+        admitted,
+        timed: false,
+    };
+    let docs = parse_documents("trace.yaml", &generate(&args)).expect("the trace parses");
+    Simulation::from_documents(&docs, EngineConfig::default()).expect("the trace loads")
+}
+
+fn untried(sim: &Simulation) -> usize {
+    sim.workloads
+        .keys()
+        .filter(|k| {
+            matches!(
+                sim.engine.workload_state(k),
+                Some(WorkloadState::Pending { reason, .. }) if reason == "PendingEvaluation"
+            )
+        })
+        .count()
+}
+
+fn admitted(sim: &Simulation) -> usize {
+    sim.workloads
+        .keys()
+        .filter(|k| {
+            matches!(
+                sim.engine.workload_state(k),
+                Some(WorkloadState::Admitted(_))
+            )
+        })
+        .count()
+}
+
+#[test]
+fn a_fixed_point_tries_every_head_behind_a_run_of_misfits() {
+    let mut sim = trace(60, 500, 0);
+    sim.run(None, |_, _| {}).expect("runs");
+    assert_eq!(untried(&sim), 0, "every workload was tried");
+    assert!(admitted(&sim) > 0);
+}
+
+#[test]
+fn the_generator_is_deterministic() {
+    let args = TraceArgs {
+        nodes: 10,
+        tasks: 50,
+        seed: 9,
+        admitted: 2,
+        timed: true,
+    };
+    assert_eq!(generate(&args), generate(&args));
+}
+
+/// Pods and requests booked on each node by every admitted workload's recorded topology assignment, restored
+/// ones included, against the node's allocatable: (node, resource, booked, allocatable) for each overbooking.
+fn overbooked(sim: &Simulation) -> Vec<(String, String, i64, i64)> {
+    use sluice_sdk::kueue::conversion::expand_topology_assignment;
+    use sluice_sdk::quantity::resource_value;
+    use std::collections::BTreeMap;
+    let mut booked: BTreeMap<(String, String), i64> = BTreeMap::new();
+    for sw in sim.workloads.values() {
+        if !matches!(
+            sim.engine
+                .workload_state(&sluice_operator::engine::WorkloadKey::new(
+                    sw.workload.metadata.namespace.clone().unwrap_or_default(),
+                    sw.workload.metadata.name.clone().unwrap_or_default(),
+                )),
+            Some(WorkloadState::Admitted(_) | WorkloadState::Evicting)
+        ) {
+            continue;
+        }
+        let Some(adm) = sw
+            .workload
+            .status
+            .as_ref()
+            .and_then(|s| s.admission.as_ref())
+        else {
+            continue;
+        };
+        for psa in &adm.pod_set_assignments {
+            let Some(ta) = &psa.topology_assignment else {
+                continue;
+            };
+            let ps = sw
+                .workload
+                .spec
+                .pod_sets
+                .iter()
+                .find(|p| p.name == psa.name)
+                .expect("pod set of the assignment");
+            let requests = ps
+                .template
+                .spec
+                .as_ref()
+                .and_then(|s| s.containers.first())
+                .and_then(|c| c.resources.as_ref())
+                .and_then(|r| r.requests.clone())
+                .unwrap_or_default();
+            for d in expand_topology_assignment(ta)
+                .expect("valid assignment")
+                .domains
+            {
+                let node = d.values.last().cloned().expect("hostname level");
+                for (r, q) in &requests {
+                    let v = resource_value(r, q).expect("quantity");
+                    *booked.entry((node.clone(), r.clone())).or_default() += v * i64::from(d.count);
+                }
+            }
+        }
+    }
+    let mut over = Vec::new();
+    for ((node, r), v) in booked {
+        let alloc = sim.objects.nodes[&node]
+            .object
+            .status
+            .as_ref()
+            .and_then(|s| s.allocatable.as_ref())
+            .and_then(|a| a.get(&r))
+            .map(|q| resource_value(&r, q).expect("quantity"))
+            .unwrap_or(0);
+        if v > alloc {
+            over.push((node, r, v, alloc));
+        }
+    }
+    over
+}
+
+#[test]
+fn restored_topology_assignments_hold_their_nodes() {
+    // The first 20 nodes are fully booked by workloads that arrive already admitted.
+    let mut sim = trace(40, 300, 20);
+    sim.run(None, |_, _| {}).expect("runs");
+    assert_eq!(overbooked(&sim), Vec::new());
+    assert_eq!(untried(&sim), 0);
+    sim.engine
+        .check_topology_invariants()
+        .expect("engine bookkeeping");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(12))]
+
+    /// Whatever the mix and however many nodes are already booked, no node is booked beyond its allocatable.
+    #[test]
+    fn no_node_is_booked_beyond_its_allocatable(
+        seed in 0u64..1000,
+        nodes in 2usize..24,
+        tasks in 0usize..160,
+        admitted in 0usize..24,
+    ) {
+        let args = TraceArgs { nodes, tasks, seed, admitted, timed: false };
+        let docs = parse_documents("trace.yaml", &generate(&args)).expect("the trace parses");
+        let mut sim = Simulation::from_documents(&docs, EngineConfig::default()).expect("the trace loads");
+        sim.run(None, |_, _| {}).expect("runs");
+        proptest::prop_assert_eq!(overbooked(&sim), Vec::new());
+        proptest::prop_assert_eq!(untried(&sim), 0);
+    }
+}
