@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use sluice_operator::engine::{EngineConfig, FairSharingConfig};
+use sluice_operator::engine::FairSharingConfig;
 use sluice_operator::manifest::{self, Document};
 use sluice_operator::sim::{self, OutputFormat, Simulation};
 
@@ -55,6 +55,10 @@ struct SimulateArgs {
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
     output: OutputFormat,
+    /// Kueue Configuration file to simulate under (fairSharing, waitForPodsReady, featureGates, ...), the file the
+    /// operator takes; a `Configuration` document among the manifests is read the same way.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Enable fair sharing (dominant resource share across the cohort), as Kueue's `fairSharing` config does.
     #[arg(long)]
     fair_sharing: bool,
@@ -341,17 +345,30 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         }
         docs
     };
+    let (in_manifests, docs) = sim::config::split_configuration(docs).map_err(bad_input)?;
+    let sim_config = match (&args.config, in_manifests) {
+        (Some(path), None) => sim::config::SimConfig::from_file(path).map_err(bad_input)?,
+        (None, Some(c)) => c,
+        (None, None) => sim::config::SimConfig::default(),
+        (Some(path), Some(_)) => {
+            return Err(bad_input(anyhow::anyhow!(
+                "--config {} and a Configuration document among the manifests: give one",
+                path.display()
+            )));
+        }
+    };
     let policies = sluice_operator::cli::policy::load_simulation_policies(&args.policies)
         .map_err(bad_input)?;
-    let fair_sharing = args.fair_sharing || policies.fairness.is_some();
-    let config = EngineConfig {
-        fair_sharing: fair_sharing.then(FairSharingConfig::default),
-        ..EngineConfig::default()
-    };
+    let mut config = sim_config.engine;
+    if (args.fair_sharing || policies.fairness.is_some()) && config.fair_sharing.is_none() {
+        config.fair_sharing = Some(FairSharingConfig::default());
+    }
     let mut simulation =
         Simulation::from_documents_with_fairness(&docs, config, policies.fairness.clone())
             .map_err(bad_input)?;
-    simulation.set_detailed_pending_reasons(args.detailed_pending_reasons);
+    simulation.set_detailed_pending_reasons(
+        args.detailed_pending_reasons || sim_config.detailed_pending_reasons,
+    );
     simulation.set_ignore_topology(args.ignore_topology);
     if let PlacementPolicyArg::Spread = args.placement_policy {
         simulation.set_placement_policy(Box::new(sluice_sdk::policy::builtin::Spread));

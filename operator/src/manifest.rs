@@ -238,3 +238,68 @@ mod tests {
         );
     }
 }
+
+/// Characters the API server draws a generated name's suffix from (no vowels, no look-alike digits).
+const NAME_SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+/// Length of the suffix the API server appends to `metadata.generateName`.
+const NAME_SUFFIX_LEN: usize = 5;
+/// The longest prefix kept, so that prefix and suffix fit a 63-character name, as the API server truncates.
+const MAX_GENERATED_PREFIX: usize = 63 - NAME_SUFFIX_LEN;
+
+/// Names the documents that have `metadata.generateName` and no `metadata.name`, as the API server does on
+/// `kubectl create` (the prefix, truncated to 58 characters, plus five characters from its alphabet). The suffix is
+/// derived from the document's content and its position among documents of the same kind, namespace and prefix, so
+/// the same input always gets the same names; it never repeats a name already in the input.
+pub fn with_generated_names(docs: &[Document]) -> std::borrow::Cow<'_, [Document]> {
+    use sha2::{Digest, Sha256};
+    let needs_name = |d: &Document| {
+        d.name().is_none_or(str::is_empty)
+            && d.value
+                .pointer("/metadata/generateName")
+                .and_then(Value::as_str)
+                .is_some_and(|p| !p.is_empty())
+    };
+    if !docs.iter().any(needs_name) {
+        return std::borrow::Cow::Borrowed(docs);
+    }
+    let key = |d: &Document, name: &str| {
+        (
+            d.kind().unwrap_or_default().to_string(),
+            d.namespace().unwrap_or_default().to_string(),
+            name.to_string(),
+        )
+    };
+    let mut taken: std::collections::BTreeSet<(String, String, String)> = docs
+        .iter()
+        .filter_map(|d| d.name().map(|n| key(d, n)))
+        .collect();
+    let mut out = docs.to_vec();
+    let mut ordinal: std::collections::BTreeMap<(String, String, String), u64> = Default::default();
+    for d in out.iter_mut().filter(|d| needs_name(d)) {
+        let prefix = d
+            .value
+            .pointer("/metadata/generateName")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let prefix: String = prefix.chars().take(MAX_GENERATED_PREFIX).collect();
+        let content = d.value.to_string();
+        let n = ordinal.entry(key(d, &prefix)).or_default();
+        let name = loop {
+            let digest = Sha256::digest(format!("{n}\n{content}").as_bytes());
+            *n += 1;
+            let suffix: String = digest
+                .iter()
+                .take(NAME_SUFFIX_LEN)
+                .map(|b| NAME_SUFFIX_ALPHABET[*b as usize % NAME_SUFFIX_ALPHABET.len()] as char)
+                .collect();
+            let name = format!("{prefix}{suffix}");
+            if taken.insert(key(d, &name)) {
+                break name;
+            }
+        };
+        if let Some(meta) = d.value.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("name".into(), Value::String(name));
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}

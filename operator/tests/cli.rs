@@ -422,3 +422,125 @@ fn detailed_pending_reasons_follow_kueues_feature_gate() {
         "WaitingForQuota"
     );
 }
+
+/// Kueue's sample Job has only `generateName` (it is made with `kubectl create -f`): the simulator names it as
+/// the API server would (prefix plus five characters), the same way on every run, and twice the same document
+/// makes two Jobs.
+#[test]
+fn generate_name_is_named_as_the_api_server_would() {
+    let args = [
+        "simulate",
+        "-f",
+        "tests/cluster/samples/cluster-queue.yaml",
+        "-f",
+        "tests/cluster/samples/job.yaml",
+        "-f",
+        "tests/cluster/samples/job.yaml",
+        "-o",
+        "json",
+    ];
+    let o = sluice(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let list: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON list");
+    let jobs: Vec<String> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|i| i["kind"] == "Job")
+        .map(|i| i["metadata"]["name"].as_str().expect("named").to_string())
+        .collect();
+    assert_eq!(jobs.len(), 2, "{jobs:?}");
+    assert_ne!(jobs[0], jobs[1]);
+    for name in &jobs {
+        let suffix = name.strip_prefix("sample-job-").expect("the prefix");
+        assert_eq!(suffix.len(), 5, "{name}");
+        assert!(
+            suffix
+                .chars()
+                .all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c)),
+            "{name}"
+        );
+    }
+    assert_eq!(sluice(&args).stdout, o.stdout, "deterministic");
+}
+
+/// `simulate --config` takes the operator's Kueue Configuration: fair sharing turns on, the gates apply (the
+/// detailed pending reasons show), and the same file as a document among the manifests does the same.
+#[test]
+fn simulate_takes_kueues_configuration() {
+    let with_flag = sluice(&[
+        "simulate",
+        "--config",
+        "tests/fixtures/config/kueue-fair-sharing.yaml",
+        "-f",
+        "tests/fixtures/two-teams.yaml",
+        "-o",
+        "yaml",
+    ]);
+    assert_eq!(with_flag.status.code(), Some(0), "{}", stderr(&with_flag));
+    let out = stdout(&with_flag);
+    assert!(
+        out.contains("fairSharing:"),
+        "fair sharing status written: {out}"
+    );
+    let as_document = sluice(&[
+        "simulate",
+        "-f",
+        "tests/fixtures/config/kueue-fair-sharing.yaml",
+        "-f",
+        "tests/fixtures/two-teams.yaml",
+        "-o",
+        "yaml",
+    ]);
+    assert_eq!(
+        as_document.status.code(),
+        Some(0),
+        "{}",
+        stderr(&as_document)
+    );
+    assert_eq!(stdout(&as_document), out);
+    let plain = sluice(&[
+        "simulate",
+        "-f",
+        "tests/fixtures/two-teams.yaml",
+        "-o",
+        "yaml",
+    ]);
+    assert!(!stdout(&plain).contains("fairSharing:"));
+}
+
+/// A typo, a feature not simulated and an unknown gate are each an error naming the field (exit 2).
+#[test]
+fn simulate_config_refuses_what_it_cannot_honour() {
+    for (file, needles) in [
+        (
+            "typo.yaml",
+            &["typo.yaml", "unknown field `fairSharingg`"][..],
+        ),
+        (
+            "afs.yaml",
+            &["afs.yaml", "field `admissionFairSharing`", "not simulated"][..],
+        ),
+        (
+            "gate.yaml",
+            &[
+                "featureGates.PrioritisePreemptorWorkloads",
+                "unknown feature gate",
+            ][..],
+        ),
+    ] {
+        let path = format!("tests/fixtures/config/{file}");
+        let o = sluice(&[
+            "simulate",
+            "--config",
+            &path,
+            "-f",
+            "tests/fixtures/two-teams.yaml",
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{file}: {}", stderr(&o));
+        let err = stderr(&o);
+        for n in needles {
+            assert!(err.contains(n), "{file}: {n:?} in {err}");
+        }
+    }
+}

@@ -50,7 +50,7 @@ pub async fn run_operator_command(args: OperatorArgs) -> Result<(), ControllerEr
         Some(p) => OperatorConfig::from_file(p)?,
         None => OperatorConfig::default(),
     };
-    config.detailed_pending_reasons = args.detailed_pending_reasons;
+    config.detailed_pending_reasons |= args.detailed_pending_reasons;
     if args.policy_deadline_ms == 0 || args.policy_degrade_after == 0 {
         return Err(ControllerError::Usage(
             "--policy-deadline-ms and --policy-degrade-after must be at least 1".to_string(),

@@ -71,9 +71,9 @@ pub struct WaitForPodsReadyFile {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FairSharingFile {
-    /// Whether fair sharing is on.
+    /// Whether fair sharing is on (v1beta1; in v1beta2 the field's presence turns it on).
     #[serde(default)]
-    pub enable: bool,
+    pub enable: Option<bool>,
     /// Preemption strategies in order.
     #[serde(default)]
     pub preemption_strategies: Vec<String>,
@@ -88,10 +88,161 @@ pub struct IntegrationsFile {
     pub frameworks: Vec<String>,
 }
 
+/// Kueue v0.19 feature gates and their defaults (pkg/features), to tell a known gate from a typo.
+pub const KUEUE_FEATURE_GATES: &[(&str, bool)] = &[
+    ("AdmissionFairSharing", true),
+    ("AdmissionGatedBy", true),
+    ("AssignQueueLabelsForPods", true),
+    ("CleanupProvisioningRequestsOnEviction", true),
+    ("ConcurrentAdmission", false),
+    ("CustomMetricLabels", false),
+    ("DeferRayServiceFinalizationForRedisCleanup", true),
+    ("DisableWaitForPodsReady", false),
+    ("ElasticJobsViaWorkloadSlices", true),
+    ("ElasticJobsViaWorkloadSlicesWithTAS", false),
+    ("FailureRecoveryPolicy", false),
+    ("FairSharingPreemptWithinNominal", true),
+    ("FairSharingPrioritizeNonBorrowing", true),
+    ("FastQuotaReleaseInPodIntegration", false),
+    ("FinishOrphanedWorkloads", true),
+    ("FlavorFungibility", true),
+    ("FlavorFungibilityPreserveScanProgress", true),
+    ("HierarchicalCohorts", true),
+    ("KueueDRAIntegration", true),
+    ("KueueDRAIntegrationConsumableCapacity", false),
+    ("KueueDRAIntegrationExtendedResource", true),
+    ("KueueDRAIntegrationPartitionableDevices", true),
+    ("KueueDRARejectWorkloadsWhenDRADisabled", true),
+    ("LWSImmutableGroupSize", true),
+    ("LocalQueueMetrics", true),
+    ("ManagedJobsNamespaceSelectorAlwaysRespected", true),
+    ("MetricForWorkloadCreationLatency", true),
+    ("MetricsForCohorts", true),
+    ("MultiKueue", true),
+    ("MultiKueueAdaptersForCustomJobs", true),
+    ("MultiKueueAllowInsecureKubeconfigs", true),
+    ("MultiKueueClusterProfile", false),
+    ("MultiKueueIncrementalDispatcherConfig", true),
+    ("MultiKueueIncrementalDispatcherRespectConfigOrder", true),
+    ("MultiKueueKubeConfigPathValidation", false),
+    ("MultiKueueManagerQuotaAutomation", false),
+    ("MultiKueueOrchestratedPreemption", false),
+    ("MultiKueueRedoAdmissionOnEvictionInWorker", true),
+    ("MultiKueueRemoteSpecSync", true),
+    ("MultiKueueWaitForWorkloadAdmitted", true),
+    ("ObjectRetentionPolicies", true),
+    ("PartialAdmission", true),
+    ("PodIntegrationValidateGroupOwner", true),
+    ("PrioritizePreemptorWorkloads", false),
+    ("PriorityBoost", false),
+    ("PrioritySortingWithinCohort", true),
+    ("PropagateBatchJobLabelsToWorkload", true),
+    ("QuotaCheckStrategy", true),
+    ("ReclaimablePods", true),
+    ("RecomputeAssignmentUponPreemptionTargetsOverlap", false),
+    ("RejectUpdatesToCQWithInvalidOnFlavors", false),
+    ("RemoveFinalizersWithStrictPatch", true),
+    ("SchedulerLibraryIntegration", false),
+    ("SchedulerLongRequeueInterval", false),
+    ("SchedulerTimestampPreemptionBuffer", false),
+    ("SchedulingEquivalenceHashing", true),
+    ("ShortWorkloadNames", false),
+    ("SkipAncestorCheckForDeletedWorkloads", true),
+    ("SkipFinalizersForPodsSuspendedByParent", true),
+    ("SkipReassignmentForPodOwnedWorkloads", true),
+    ("SparkApplicationIntegration", false),
+    ("TASAssignmentsEncodingByHostnamePrefix", true),
+    ("TASBalancedPlacement", false),
+    ("TASCacheNodeMatchResults", true),
+    ("TASCacheTopologyTree", false),
+    ("TASCachingRemainingResources", true),
+    ("TASFailedNodeReplacement", true),
+    ("TASFailedNodeReplacementFailFast", true),
+    ("TASHandleOverlappingFlavors", true),
+    ("TASMultiLayerTopology", true),
+    ("TASProfileMixed", true),
+    ("TASRecomputeAssignmentWithinSchedulingCycle", true),
+    ("TASReplaceNodeDueToNotReadyOverFixedTime", false),
+    ("TASReplaceNodeOnNodeTaints", true),
+    ("TASReplaceNodeOnPodTermination", true),
+    ("TASRespectNodeAffinityPreferred", false),
+    ("TASValidateWorkloadSliceSize", true),
+    ("TLSOptions", true),
+    ("TopologyAwareScheduling", true),
+    ("UnadmittedWorkloadsExplicitStatus", false),
+    ("UnadmittedWorkloadsObservability", false),
+    ("ValidateRayAndSparkJobUpdates", true),
+    ("VectorizedResourceRequests", true),
+    ("VisibilityOnDemand", true),
+    ("WorkloadIdentifierAnnotations", true),
+    ("WorkloadPriorityClassDefaulting", false),
+    ("WorkloadRequestUseMergePatch", false),
+    ("WorkloadValidateResourcesAreNonNegative", true),
+    ("WorkloadValidationForPodSetMetadata", true),
+];
+
+/// The feature gates that change what Sluice does; every other known gate is accepted at Kueue's default only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FeatureGates {
+    /// PartialAdmission (on by default).
+    pub partial_admission: bool,
+    /// PrioritizePreemptorWorkloads (off by default).
+    pub prioritize_preemptor_workloads: bool,
+    /// UnadmittedWorkloadsObservability: Kueue's detailed pending reasons (off by default).
+    pub unadmitted_workloads_observability: bool,
+}
+
+impl Default for FeatureGates {
+    fn default() -> Self {
+        Self {
+            partial_admission: true,
+            prioritize_preemptor_workloads: false,
+            unadmitted_workloads_observability: false,
+        }
+    }
+}
+
+impl FeatureGates {
+    /// Reads `featureGates`: an unknown gate, or a known one set away from Kueue's default that Sluice does not
+    /// implement, is an error naming it.
+    pub fn parse(
+        origin: &str,
+        gates: &std::collections::BTreeMap<String, bool>,
+    ) -> Result<Self, ConfigError> {
+        let mut out = Self::default();
+        for (name, &on) in gates {
+            let invalid = |message: String| ConfigError::Invalid {
+                path: origin.to_string(),
+                message: format!("featureGates.{name}: {message}"),
+            };
+            let Some(&(_, default)) = KUEUE_FEATURE_GATES.iter().find(|(n, _)| n == name) else {
+                return Err(invalid(
+                    "unknown feature gate (not one of Kueue v0.19's)".into(),
+                ));
+            };
+            match name.as_str() {
+                "PartialAdmission" => out.partial_admission = on,
+                "PrioritizePreemptorWorkloads" => out.prioritize_preemptor_workloads = on,
+                "UnadmittedWorkloadsObservability" => out.unadmitted_workloads_observability = on,
+                _ if on == default => {}
+                _ => {
+                    return Err(invalid(format!(
+                        "{on} is not supported: Sluice behaves as Kueue's default ({default})"
+                    )));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// The configuration file (a Kueue Configuration; unknown top-level fields are ignored so Kueue's files load).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigFile {
+    /// apiVersion: v1beta1 and v1beta2 differ in how fair sharing is turned on and in defaults.
+    #[serde(default)]
+    pub api_version: Option<String>,
     /// fairSharing.
     #[serde(default)]
     pub fair_sharing: Option<FairSharingFile>,
@@ -104,6 +255,9 @@ pub struct ConfigFile {
     /// integrations.
     #[serde(default)]
     pub integrations: Option<IntegrationsFile>,
+    /// featureGates.
+    #[serde(default)]
+    pub feature_gates: std::collections::BTreeMap<String, bool>,
 }
 
 /// waitForPodsReady as the controllers use it.
@@ -222,7 +376,25 @@ impl OperatorConfig {
         };
         let file: ConfigFile = serde_yaml::from_str(text).map_err(|e| invalid(e.to_string()))?;
         let mut out = Self::default();
-        if let Some(fs) = file.fair_sharing.filter(|f| f.enable) {
+        let gates = FeatureGates::parse(origin, &file.feature_gates)?;
+        out.engine.partial_admission = gates.partial_admission;
+        out.engine.prioritize_preemptor_workloads = gates.prioritize_preemptor_workloads;
+        out.detailed_pending_reasons = gates.unadmitted_workloads_observability;
+        // Kueue's v1beta2 has no `enable`: fair sharing and waitForPodsReady are on when present, and
+        // waitForPodsReady's timeout defaults to 30 minutes (5 in v1beta1).
+        let v1beta2 = file
+            .api_version
+            .as_deref()
+            .is_some_and(|v| v.ends_with("/v1beta2"));
+        if !v1beta2 {
+            out.wait_for_pods_ready = Some(WaitForPodsReady::default());
+        } else {
+            out.wait_for_pods_ready = Some(WaitForPodsReady {
+                timeout: Duration::from_secs(30 * 60),
+                ..WaitForPodsReady::default()
+            });
+        }
+        if let Some(fs) = file.fair_sharing.filter(|f| f.enable.unwrap_or(v1beta2)) {
             let mut cfg = FairSharingConfig::default();
             if !fs.preemption_strategies.is_empty() {
                 cfg.preemption_strategies = fs
@@ -246,7 +418,7 @@ impl OperatorConfig {
             if w.enable == Some(false) {
                 out.wait_for_pods_ready = None;
             } else {
-                let mut cfg = WaitForPodsReady::default();
+                let mut cfg = out.wait_for_pods_ready.clone().unwrap_or_default();
                 if let Some(t) = &w.timeout {
                     let ms = crate::sim::parse_duration(t)
                         .map_err(|e| invalid(format!("waitForPodsReady.timeout: {e}")))?;

@@ -590,14 +590,18 @@ impl Engine {
             }
         }
         cands.first()?;
-        // A workload whose preemptions were issued goes first (Kueue's
-        // PrioritizePreemptorWorkloads): else a requeued victim with a lower share can take
-        // the quota it freed back, and be preempted for it again, forever.
-        let preempting: Vec<usize> = cands
-            .iter()
-            .copied()
-            .filter(|c| preemptors.contains(c))
-            .collect();
+        // With Kueue's PrioritizePreemptorWorkloads gate a workload whose preemptions were
+        // issued goes first, so a requeued victim with a lower share cannot take the quota it
+        // freed back (and be preempted for it again).
+        let preempting: Vec<usize> = if self.config.prioritize_preemptor_workloads {
+            cands
+                .iter()
+                .copied()
+                .filter(|c| preemptors.contains(c))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let pool = if preempting.is_empty() {
             cands
         } else {

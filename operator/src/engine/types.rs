@@ -19,6 +19,9 @@ pub struct EngineConfig {
     pub fair_sharing: Option<FairSharingConfig>,
     /// Kueue's PartialAdmission feature gate (on by default).
     pub partial_admission: bool,
+    /// Kueue's PrioritizePreemptorWorkloads feature gate (alpha, off by default): a workload whose preemptions
+    /// were issued goes first in the fair-sharing order.
+    pub prioritize_preemptor_workloads: bool,
 }
 
 impl Default for EngineConfig {
@@ -26,6 +29,7 @@ impl Default for EngineConfig {
         Self {
             fair_sharing: None,
             partial_admission: true,
+            prioritize_preemptor_workloads: false,
         }
     }
 }

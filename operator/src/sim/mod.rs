@@ -2,6 +2,7 @@
 //! time. It is a thin shell around the engine, as the controllers are: it turns objects into events and carries
 //! out the engine's decisions on Workloads and Jobs.
 
+pub mod config;
 pub mod generate;
 mod load;
 pub(crate) mod metrics;
@@ -182,7 +183,9 @@ impl Simulation {
         config: EngineConfig,
         fairness: Option<std::sync::Arc<dyn crate::engine::FairnessPolicy>>,
     ) -> Result<Self, SimError> {
-        let objects = ClusterObjects::from_documents(docs)?;
+        // Kueue's samples create Jobs with generateName (`kubectl create -f`): name them as the API server would.
+        let docs = crate::manifest::with_generated_names(docs);
+        let objects = ClusterObjects::from_documents(&docs)?;
         let fair_sharing = config.fair_sharing.is_some();
         let mut engine = match fairness {
             Some(f) => Engine::with_fairness_policy(config, f),
@@ -781,7 +784,12 @@ impl Simulation {
                 .any(|n| *n > MAX_EVICTIONS_PER_INSTANT);
             if cycling || cycle + 1 == limit {
                 recorder.unsettled(now);
-                tracing::warn!(at = now, cycles = cycle + 1, "scheduling did not settle");
+                // The report lists every such instant; the log says it as virtual time from the start.
+                tracing::debug!(
+                    at = %format_duration(now - SIM_EPOCH),
+                    cycles = cycle + 1,
+                    "scheduling did not settle"
+                );
                 break;
             }
             // Kueue pops every head in turn: a misfit goes to its queue's inadmissible list and the next
@@ -930,7 +938,7 @@ impl Simulation {
                 gpus,
             }
         };
-        tracing::info!(node = %f.node, gpus = ?f.gpus, at = now, "injecting failure");
+        tracing::info!(node = %f.node, gpus = ?f.gpus, at = %format_duration(now - SIM_EPOCH), "injecting failure");
         match self.engine.apply(event) {
             Ok(decisions) => {
                 self.carry_out(decisions, now, recorder, completions);

@@ -252,6 +252,7 @@ impl Env {
         Self::with_config(EngineConfig {
             fair_sharing: Some(FairSharingConfig::default()),
             partial_admission: true,
+            ..EngineConfig::default()
         })
     }
     pub fn apply(&mut self, e: Event) -> Vec<Decision> {

@@ -18,6 +18,7 @@ fn run_case(
     let mut env = Env::with_config(EngineConfig {
         fair_sharing: Some(fs),
         partial_admission: true,
+        ..EngineConfig::default()
     });
     env.flavor("default").ns("ns", &[]);
     for q in ["a", "b", "c"] {

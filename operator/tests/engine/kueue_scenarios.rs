@@ -298,6 +298,7 @@ fn s10c_partial_admission_disabled_exceeds_max_quota() {
     let mut env = Env::with_config(EngineConfig {
         fair_sharing: None,
         partial_admission: false,
+        ..EngineConfig::default()
     });
     kueue_fixture(&mut env);
     env.submit(

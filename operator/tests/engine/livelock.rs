@@ -83,8 +83,12 @@ fn preemptor_keeps_the_quota_it_freed() {
 /// `a` (nominal 4) borrows 2 GPUs for `a/low`; `b` (nominal 4, never reclaims) holds 2.
 /// `a/high` preempts `a/low` within its ClusterQueue; before the eviction completes `b/small`
 /// arrives, and would fit without borrowing in the quota that `a/high` freed.
-fn stealing_env() -> Env {
-    let mut env = Env::fair();
+fn stealing_env(prioritize_preemptors: bool) -> Env {
+    let mut env = Env::with_config(EngineConfig {
+        fair_sharing: Some(FairSharingConfig::default()),
+        prioritize_preemptor_workloads: prioritize_preemptors,
+        ..EngineConfig::default()
+    });
     env.flavor("f").ns("a", &[]).ns("b", &[]);
     env.cq_lq(
         cq("a")
@@ -118,9 +122,10 @@ fn stealing_env() -> Env {
     env
 }
 
+/// With Kueue's PrioritizePreemptorWorkloads gate on, the preemptor goes first in the fair-sharing order.
 #[test]
 fn requeued_competitor_does_not_take_the_preemptors_quota() {
-    let mut env = stealing_env();
+    let mut env = stealing_env(true);
     env.submit(
         wl("a", "high")
             .queue("main")
@@ -147,4 +152,32 @@ fn requeued_competitor_does_not_take_the_preemptors_quota() {
         env.state("b/small"),
         WorkloadState::Pending { .. }
     ));
+}
+
+/// Kueue's default (PrioritizePreemptorWorkloads off): the fair-sharing order alone decides, so the competitor
+/// with the lower share goes first and takes the freed quota.
+#[test]
+fn without_the_gate_the_fair_sharing_order_alone_decides() {
+    let mut env = stealing_env(false);
+    env.submit(
+        wl("a", "high")
+            .queue("main")
+            .prio(10)
+            .created(30)
+            .ps("main", 6, &[(GPU, 1)]),
+    );
+    let ds = env.schedule();
+    assert_eq!(
+        evictions(&ds),
+        vec![("a/low".to_string(), Some("InClusterQueue".to_string()))]
+    );
+    env.submit(
+        wl("b", "small")
+            .queue("main")
+            .created(20)
+            .ps("main", 2, &[(GPU, 1)]),
+    );
+    env.complete_evictions(&ds);
+    let ds = env.schedule();
+    assert_eq!(admits(&ds), vec!["b/small".to_string()], "{ds:?}");
 }
