@@ -214,6 +214,26 @@ fn wrongly_typed_field_names_its_path() {
 }
 
 #[test]
+fn unknown_fields_are_refused_as_kubectl_refuses_them() {
+    assert_bad_input(
+        "tests/fixtures/unknown-field.yaml",
+        &[
+            "unknown-field.yaml (document 2)",
+            "ClusterQueue cluster-queue",
+            r#"strict decoding error: unknown field "spec.resourceGroupz""#,
+        ],
+    );
+    assert_bad_input(
+        "tests/fixtures/unknown-field-job.yaml",
+        &[
+            "unknown-field-job.yaml (document 1)",
+            "Job default/train",
+            r#"strict decoding error: unknown field "spec.template.spec.containerz""#,
+        ],
+    );
+}
+
+#[test]
 fn errors_are_printed_once() {
     let o = sluice(&["simulate", "-f", "tests/fixtures/bad-quantity.yaml"]);
     assert_eq!(
