@@ -193,10 +193,25 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("error: {:#}", f.error);
+            eprintln!("error: {}", message(&f.error));
             ExitCode::from(f.code)
         }
     }
+}
+
+/// The error and its causes as "error: cause: cause", each cause once. Sluice's errors either carry their
+/// cause in their message or chain it, never both, but some libraries' errors do both: a cause whose text is
+/// already in the message is not repeated.
+fn message(error: &anyhow::Error) -> String {
+    let mut out = error.to_string();
+    for cause in error.chain().skip(1) {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
 }
 
 fn operator(args: sluice_operator::controller::OperatorArgs) -> Result<(), Failure> {

@@ -70,12 +70,12 @@ impl Document {
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
     /// The file or directory could not be read.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The path.
         path: String,
-        /// The underlying error.
-        source: std::io::Error,
+        /// The underlying error (in the message, so not a `source`).
+        error: std::io::Error,
     },
     /// A document is not valid YAML/JSON.
     #[error("{origin}: not valid YAML or JSON: {message}")]
@@ -153,9 +153,9 @@ fn push_object(out: &mut Vec<Document>, origin: Origin, value: Value) -> Result<
 
 /// Reads a file, or every `.yaml`/`.yml`/`.json` file under a directory (recursively, in name order).
 pub fn read_path(path: &Path) -> Result<Vec<Document>, ManifestError> {
-    let io = |source| ManifestError::Io {
+    let io = |error| ManifestError::Io {
         path: path.display().to_string(),
-        source,
+        error,
     };
     let meta = std::fs::metadata(path).map_err(io)?;
     if meta.is_dir() {

@@ -239,6 +239,26 @@ fn wrongly_typed_field_names_its_path() {
 }
 
 #[test]
+fn unknown_fields_are_refused_as_kubectl_refuses_them() {
+    assert_bad_input(
+        "tests/fixtures/unknown-field.yaml",
+        &[
+            "unknown-field.yaml (document 2)",
+            "ClusterQueue cluster-queue",
+            r#"strict decoding error: unknown field "spec.resourceGroupz""#,
+        ],
+    );
+    assert_bad_input(
+        "tests/fixtures/unknown-field-job.yaml",
+        &[
+            "unknown-field-job.yaml (document 1)",
+            "Job default/train",
+            r#"strict decoding error: unknown field "spec.template.spec.containerz""#,
+        ],
+    );
+}
+
+#[test]
 fn errors_are_printed_once() {
     let o = sluice(&["simulate", "-f", "tests/fixtures/bad-quantity.yaml"]);
     assert_eq!(
@@ -247,6 +267,63 @@ fn errors_are_printed_once() {
         "{}",
         stderr(&o)
     );
+}
+
+/// How often `needle` occurs in `text`, for "each cause is printed once".
+fn count(text: &str, needle: &str) -> usize {
+    text.matches(needle).count()
+}
+
+#[test]
+fn missing_file_cause_is_printed_once() {
+    let o = sluice(&["simulate", "-f", "tests/fixtures/does-not-exist.yaml"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(count(&err, "No such file or directory"), 1, "{err}");
+    assert_eq!(count(&err, "does-not-exist.yaml"), 1, "{err}");
+
+    let o = sluice(&["policy", "test", "missing.wasm", "missing-cases.yaml"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(count(&err, "No such file or directory"), 1, "{err}");
+    assert!(err.contains("missing.wasm"), "{err}");
+
+    // A shipped module's name with a missing case file: the case file is what is missing.
+    let o = sluice(&["policy", "test", "spread", "missing-cases.yaml"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(count(&err, "No such file or directory"), 1, "{err}");
+    assert!(err.contains("missing-cases.yaml"), "{err}");
+}
+
+#[test]
+fn missing_kubeconfig_cause_is_printed_once() {
+    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["list", "clusterqueues"])
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .output()
+        .expect("the sluice binary runs");
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert_eq!(count(&err, "/nonexistent/kubeconfig"), 1, "{err}");
+    assert_eq!(count(&err, "No such file or directory"), 1, "{err}");
+    assert_eq!(count(&err.to_lowercase(), "infer"), 0, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn policy_test_runs_a_shipped_module_by_name() {
+    // As the README says: `sluice policy test FILE.wasm|NAME CASES.yaml`.
+    let o = sluice(&[
+        "policy",
+        "test",
+        "spread",
+        "../policies-wasm/spread/cases.yaml",
+    ]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains(" passed, 0 failed"), "{}", stdout(&o));
 }
 
 #[test]

@@ -126,3 +126,16 @@ fn every_object_survives_both_encodings() {
         assert_eq!(back, obj, "{} {}", obj.kind(), obj.name());
     }
 }
+
+/// The fixture is written as users write manifests: every field is one of Kueue's (`kubectl apply`'s strict
+/// field validation would take it).
+#[test]
+fn setup_has_no_unknown_fields() {
+    let text = include_str!("fixtures/setup.yaml");
+    for doc in serde_yaml::Deserializer::from_str(text) {
+        let value = serde_json::Value::deserialize(doc).unwrap_or_default();
+        if let Err(e) = sluice_sdk::kueue::decode::decode_strict(value) {
+            panic!("{e}");
+        }
+    }
+}

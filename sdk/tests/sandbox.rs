@@ -114,7 +114,7 @@ fn forbidden_import_is_refused_at_load_naming_it() {
         matches!(
             err,
             sluice_sdk::harness::HarnessError::Load {
-                source: LoadError::ForbiddenImport(_),
+                error: LoadError::ForbiddenImport(_),
                 ..
             }
         ),
@@ -131,7 +131,7 @@ fn precompiled_native_code_is_refused() {
         matches!(
             err,
             sluice_sdk::harness::HarnessError::Load {
-                source: LoadError::Precompiled,
+                error: LoadError::Precompiled,
                 ..
             }
         ),

@@ -63,14 +63,14 @@ pub enum PublishError {
         message: String,
     },
     /// The API server refused or could not be reached.
-    #[error("node {node}: {what}: {source}{hint}")]
+    #[error("node {node}: {what}: {error}{hint}")]
     Api {
         /// Node.
         node: String,
         /// Which write.
         what: &'static str,
         /// The client's error.
-        source: kube::Error,
+        error: kube::Error,
         /// What usually causes it.
         hint: &'static str,
     },
@@ -173,7 +173,7 @@ impl Publisher {
                 Err(PublishError::Api {
                     node: self.node.clone(),
                     what,
-                    source,
+                    error: source,
                     hint,
                 })
             }

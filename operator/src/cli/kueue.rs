@@ -19,7 +19,7 @@ use crate::sim::{GPU_RESOURCE, OutputFormat};
 pub enum CliError {
     /// The API server refused or could not be reached.
     #[error("{0}")]
-    Kube(#[from] kube::Error),
+    Kube(kube::Error),
     /// No usable kubeconfig.
     #[error("kubeconfig: {0}")]
     Config(String),
@@ -35,13 +35,53 @@ pub enum CliError {
     },
     /// Output could not be encoded.
     #[error("encoding output: {0}")]
-    Json(#[from] serde_json::Error),
+    Json(serde_json::Error),
     /// Output could not be encoded.
     #[error("encoding output: {0}")]
-    Yaml(#[from] serde_yaml::Error),
+    Yaml(serde_yaml::Error),
     /// The async runtime could not start.
     #[error("starting the runtime: {0}")]
-    Runtime(#[from] std::io::Error),
+    Runtime(std::io::Error),
+}
+
+// Each variant's message already carries its cause's text, so the causes are not also chained as `source`s
+// (a chain printer such as anyhow's `{:#}` would print them twice).
+impl From<kube::Error> for CliError {
+    fn from(e: kube::Error) -> Self {
+        Self::Kube(e)
+    }
+}
+
+impl From<serde_json::Error> for CliError {
+    fn from(e: serde_json::Error) -> Self {
+        Self::Json(e)
+    }
+}
+
+impl From<serde_yaml::Error> for CliError {
+    fn from(e: serde_yaml::Error) -> Self {
+        Self::Yaml(e)
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(e: std::io::Error) -> Self {
+        Self::Runtime(e)
+    }
+}
+
+/// Why no client could be made: the kubeconfig's error alone when not running in a pod (the in-cluster
+/// attempt cannot apply there), and kube's words for both attempts otherwise.
+fn config_error(e: kube::Error) -> CliError {
+    use std::error::Error as _;
+    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+    match &e {
+        kube::Error::InferConfig(infer) => match infer.source() {
+            Some(kubeconfig) if !in_cluster => CliError::Config(kubeconfig.to_string()),
+            _ => CliError::Config(infer.to_string()),
+        },
+        _ => CliError::Config(e.to_string()),
+    }
 }
 
 /// Renders a header and rows as aligned columns.
@@ -359,9 +399,7 @@ where
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let client = kube::Client::try_default()
-            .await
-            .map_err(|e| CliError::Config(e.to_string()))?;
+        let client = kube::Client::try_default().await.map_err(config_error)?;
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);

@@ -24,12 +24,12 @@ use crate::policy::{LoadedModule, PolicyRegistry, RegistryError, embedded};
 #[derive(Debug, Error)]
 pub enum PolicyCliError {
     /// A file could not be read.
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}: {error}")]
     Read {
         /// Path.
         path: String,
-        /// Error.
-        source: std::io::Error,
+        /// Error (in the message, so not a `source`).
+        error: std::io::Error,
     },
     /// Bad input (flag, module, case file).
     #[error("{0}")]
@@ -44,10 +44,16 @@ pub enum PolicyCliError {
     },
     /// Writing the output failed.
     #[error("writing output: {0}")]
-    Output(#[from] std::io::Error),
+    Output(std::io::Error),
     /// Talking to the cluster failed (`ls`, `inspect`).
     #[error(transparent)]
     Cluster(#[from] CliError),
+}
+
+impl From<std::io::Error> for PolicyCliError {
+    fn from(e: std::io::Error) -> Self {
+        Self::Output(e)
+    }
 }
 
 impl From<RegistryError> for PolicyCliError {
@@ -128,7 +134,7 @@ pub struct PushArgs {
 /// `sluice policy test`.
 #[derive(Args, Debug)]
 pub struct TestArgs {
-    /// The compiled component.
+    /// The compiled component, or a shipped module's name (topology-pack, spread, fair-credits, drs).
     pub file: PathBuf,
     /// The case file (YAML).
     pub cases: PathBuf,
@@ -175,9 +181,9 @@ pub fn run(args: &PolicyArgs, out: &mut impl Write) -> Result<(), PolicyCliError
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, PolicyCliError> {
-    std::fs::read(path).map_err(|source| PolicyCliError::Read {
+    std::fs::read(path).map_err(|error| PolicyCliError::Read {
         path: path.display().to_string(),
-        source,
+        error,
     })
 }
 
@@ -218,7 +224,7 @@ fn push(a: &PushArgs, out: &mut impl Write) -> Result<(), PolicyCliError> {
 }
 
 fn test(a: &TestArgs, out: &mut impl Write) -> Result<(), PolicyCliError> {
-    let bytes = read(&a.file)?;
+    let bytes = module_bytes(&a.file)?;
     let text = String::from_utf8(read(&a.cases)?)
         .map_err(|_| PolicyCliError::Invalid(format!("{}: not UTF-8", a.cases.display())))?;
     let file = harness::cases::parse(&text)
@@ -250,10 +256,12 @@ fn test(a: &TestArgs, out: &mut impl Write) -> Result<(), PolicyCliError> {
     Ok(())
 }
 
-fn module_bytes(file: &str) -> Result<Vec<u8>, PolicyCliError> {
-    match embedded::by_name(file) {
-        Some((_, b)) if !Path::new(file).exists() => Ok(b.to_vec()),
-        _ => read(Path::new(file)),
+/// The bytes of `file`, or of the shipped module of that name when no such file exists.
+fn module_bytes(file: impl AsRef<Path>) -> Result<Vec<u8>, PolicyCliError> {
+    let file = file.as_ref();
+    match file.to_str().and_then(embedded::by_name) {
+        Some((_, b)) if !file.exists() => Ok(b.to_vec()),
+        _ => read(file),
     }
 }
 

@@ -91,8 +91,8 @@ pub async fn run_operator_command(args: OperatorArgs) -> Result<(), ControllerEr
     tokio::select! {
         r = operator.run() => r,
         r = elect => r,
-        r = metrics_server => r.map_err(|source| ControllerError::Io { what: format!("serving metrics on {}", args.metrics_listen), source }),
-        r = visibility_server => r.map_err(|source| ControllerError::Io { what: format!("serving visibility on {}", args.visibility_listen), source }),
+        r = metrics_server => r.map_err(|error| ControllerError::Io { what: format!("serving metrics on {}", args.metrics_listen), error }),
+        r = visibility_server => r.map_err(|error| ControllerError::Io { what: format!("serving visibility on {}", args.visibility_listen), error }),
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
 }

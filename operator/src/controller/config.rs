@@ -11,12 +11,12 @@ use crate::engine::{EngineConfig, FairSharingConfig, FairSharingStrategy};
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}: {error}")]
     Read {
         /// File.
         path: String,
         /// Cause.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A field is malformed.
     #[error("{path}: {message}")]
@@ -361,9 +361,9 @@ impl OperatorConfig {
     /// Reads a Kueue Configuration file (YAML).
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
         let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
             path: p.clone(),
-            source,
+            error,
         })?;
         Self::from_yaml(&p, &text)
     }

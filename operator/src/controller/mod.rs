@@ -52,18 +52,25 @@ pub enum ControllerError {
     Config(#[from] ConfigError),
     /// No Kubernetes client could be built.
     #[error("Kubernetes client: {0}")]
-    Client(#[from] kube::Error),
+    Client(kube::Error),
     /// A listener could not be bound.
-    #[error("{what}: {source}")]
+    #[error("{what}: {error}")]
     Io {
         /// What was being done.
         what: String,
         /// Cause.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A bad command-line value.
     #[error("{0}")]
     Usage(String),
+}
+
+// kube's errors print their causes in their own message, so the cause is not also chained as a `source`.
+impl From<kube::Error> for ControllerError {
+    fn from(e: kube::Error) -> Self {
+        Self::Client(e)
+    }
 }
 
 /// One operator instance: watchers and the engine task over one client.

@@ -30,12 +30,12 @@ pub enum WriteError {
         message: String,
     },
     /// The API server refused the write.
-    #[error("{object}: API server refused the write: {source}")]
+    #[error("{object}: API server refused the write: {error}")]
     Api {
         /// The object.
         object: String,
         /// The API error.
-        source: Box<kube::Error>,
+        error: Box<kube::Error>,
     },
 }
 
@@ -214,7 +214,7 @@ impl Writer {
                 Err(e) => {
                     return Err(WriteError::Api {
                         object,
-                        source: Box::new(e),
+                        error: Box::new(e),
                     });
                 }
             }
@@ -240,7 +240,7 @@ impl Writer {
                 Err(e) => {
                     return Err(WriteError::Api {
                         object: obj.name_any(),
-                        source: Box::new(e),
+                        error: Box::new(e),
                     });
                 }
             }
@@ -265,7 +265,7 @@ impl Writer {
                 Err(e) => {
                     return Err(WriteError::Api {
                         object: name.to_string(),
-                        source: Box::new(e),
+                        error: Box::new(e),
                     });
                 }
             }

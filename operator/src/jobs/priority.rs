@@ -38,8 +38,10 @@ impl PriorityClasses {
     /// Adds or replaces a scheduling.k8s.io PriorityClass.
     pub fn upsert_pod_class(&mut self, pc: &PriorityClass) {
         if let Some(name) = &pc.metadata.name {
-            self.pod
-                .insert(name.clone(), (pc.value, pc.global_default.unwrap_or(false)));
+            self.pod.insert(
+                name.clone(),
+                (pc.value.unwrap_or(0), pc.global_default.unwrap_or(false)),
+            );
         }
     }
 
@@ -113,7 +115,7 @@ mod tests {
                 name: Some(name.into()),
                 ..Default::default()
             },
-            value,
+            value: Some(value),
             global_default: Some(global),
             ..Default::default()
         }

@@ -21,12 +21,12 @@ use super::placement::GuardedPlacement;
 #[derive(Debug, Error, PartialEq)]
 pub enum RegistryError {
     /// The host refused the module.
-    #[error("PolicyModule {name}: {source}")]
+    #[error("PolicyModule {name}: {error}")]
     Load {
         /// Module name.
         name: String,
         /// Why.
-        source: LoadError,
+        error: LoadError,
     },
     /// The PolicyModule object is invalid.
     #[error("{0}")]
@@ -127,9 +127,9 @@ impl PolicyRegistry {
         {
             return Ok(e.module.clone());
         }
-        let err = |source| RegistryError::Load {
+        let err = |error| RegistryError::Load {
             name: name.to_string(),
-            source,
+            error,
         };
         let health = Arc::new(ModuleHealth::new(self.degrade_after));
         let module = match kind {

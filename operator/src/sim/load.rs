@@ -6,7 +6,9 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde::de::DeserializeOwned;
-use sluice_sdk::kueue::decode::{KueueObject, decode};
+use sluice_sdk::kueue::decode::{
+    DecodeError, KueueObject, StrictError, decode_strict, deserialize_strict,
+};
 use sluice_sdk::kueue::v1beta2 as api;
 use sluice_sdk::kueue::validation::validate;
 use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
@@ -80,15 +82,42 @@ pub struct ClusterObjects {
     pub submission_order: Vec<(&'static str, String, String)>,
 }
 
+/// Decodes a document as `T`, refusing fields that `T` (Kubernetes 1.36's schema of the kind) does not have,
+/// as `kubectl apply` does.
 fn typed<T: DeserializeOwned>(doc: &Document) -> Result<T, LoadError> {
-    serde_path_to_error::deserialize(doc.value.clone()).map_err(|e| {
-        let path = e.path().to_string();
-        LoadError::new(
-            &doc.origin,
-            doc.describe(),
-            format!("field `{path}`: {}", e.into_inner()),
-        )
-    })
+    deserialize_strict(doc.value.clone()).map_err(|e| strict_error(doc, e))
+}
+
+fn strict_error(doc: &Document, e: StrictError) -> LoadError {
+    LoadError::new(&doc.origin, doc.describe(), e.to_string())
+}
+
+/// A NodeGpuTopology: its spec flattens the GPU report into itself, which hides that part's unknown fields
+/// from the strict decode of the whole object, so that part is checked on its own.
+fn node_gpu_topology(doc: &Document) -> Result<NodeGpuTopology, LoadError> {
+    let object: NodeGpuTopology = typed(doc)?;
+    if let Some(serde_json::Value::Object(spec)) = doc.value.get("spec") {
+        let mut gpus = spec.clone();
+        gpus.remove("nodeName");
+        // Paths in the flattened part are relative to `spec`.
+        let in_spec = |path: String| format!("spec.{path}");
+        deserialize_strict::<sluice_sdk::topology::NodeGpus>(serde_json::Value::Object(gpus))
+            .map_err(|e| {
+                strict_error(
+                    doc,
+                    match e {
+                        StrictError::Invalid { path, message } => StrictError::Invalid {
+                            path: in_spec(path),
+                            message,
+                        },
+                        StrictError::UnknownFields { fields } => StrictError::UnknownFields {
+                            fields: fields.into_iter().map(in_spec).collect(),
+                        },
+                    },
+                )
+            })?;
+    }
+    Ok(object)
 }
 
 fn insert<K: Ord + std::fmt::Debug, T>(
@@ -146,8 +175,13 @@ impl ClusterObjects {
         let ns = || doc.namespace().unwrap_or("default").to_string();
         let api_version = doc.api_version().unwrap_or_default();
         if api_version.starts_with("kueue.x-k8s.io/") {
-            let obj = decode(doc.value.clone())
-                .map_err(|e| LoadError::new(&doc.origin, &what, e.to_string()))?;
+            let obj = decode_strict(doc.value.clone()).map_err(|e| match e {
+                // The document and object are named already.
+                DecodeError::Unknown { error, .. } => {
+                    LoadError::new(&doc.origin, &what, error.to_string())
+                }
+                e => LoadError::new(&doc.origin, &what, e.to_string()),
+            })?;
             // Kinds the engine does not take are validated here; the others when they are ingested.
             if matches!(
                 obj,
@@ -184,9 +218,13 @@ impl ClusterObjects {
         match (api_version, doc.kind().unwrap_or_default()) {
             ("v1", "Namespace") => insert(&mut self.namespaces, name, o, what, typed(doc)?),
             ("v1", "Node") => insert(&mut self.nodes, name, o, what, typed(doc)?),
-            ("sluice.dev/v1alpha1", "NodeGpuTopology") => {
-                insert(&mut self.node_gpu_topologies, name, o, what, typed(doc)?)
-            }
+            ("sluice.dev/v1alpha1", "NodeGpuTopology") => insert(
+                &mut self.node_gpu_topologies,
+                name,
+                o,
+                what,
+                node_gpu_topology(doc)?,
+            ),
             ("scheduling.k8s.io/v1", "PriorityClass") => {
                 insert(&mut self.priority_classes, name, o, what, typed(doc)?)
             }
@@ -365,5 +403,131 @@ impl ClusterObjects {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{parse_documents, read_path};
+
+    fn load_one(file: &str, text: &str) -> Result<(), LoadError> {
+        for doc in parse_documents(file, text).map_err(|e| LoadError {
+            origin: file.into(),
+            object: String::new(),
+            message: e.to_string(),
+        })? {
+            ClusterObjects::default().add(&doc)?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_naming_document_object_and_field() {
+        let cq = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: f}\n---\n\
+                  apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: cq}\n\
+                  spec:\n  resourceGroupz: []\n";
+        let e = load_one("cq.yaml", cq).err().map(|e| e.to_string());
+        assert_eq!(
+            e.as_deref(),
+            Some(
+                r#"cq.yaml (document 2): ClusterQueue cq: strict decoding error: unknown field "spec.resourceGroupz""#
+            )
+        );
+
+        let job = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, namespace: ns}\nspec:\n  template:\n    \
+                   spec:\n      nodeSelectorr: {a: b}\n      containers: [{name: c, image: i, resourcez: {}}]\n";
+        let e = load_one("job.yaml", job).err().map(|e| e.to_string());
+        assert_eq!(
+            e.as_deref(),
+            Some(
+                r#"job.yaml (document 1): Job ns/j: strict decoding error: unknown field "spec.template.spec.containers[0].resourcez", unknown field "spec.template.spec.nodeSelectorr""#
+            )
+        );
+
+        let node =
+            "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus:\n  capacityy: {cpu: '8'}\n";
+        let e = load_one("nodes.yaml", node).err().map(|e| e.to_string());
+        assert_eq!(
+            e.as_deref(),
+            Some(
+                r#"nodes.yaml (document 1): Node n1: strict decoding error: unknown field "status.capacityy""#
+            )
+        );
+
+        // The flattened GPU report of a NodeGpuTopology is checked too, with its path under `spec`.
+        let ngt = "apiVersion: sluice.dev/v1alpha1\nkind: NodeGpuTopology\nmetadata: {name: n1}\n\
+                   spec:\n  nodeName: n1\n  gpus: [{index: 0, uuid: u, model: m, memoryMib: 1, healthy: true}]\n";
+        let e = load_one("ngt.yaml", ngt).err().map(|e| e.to_string());
+        assert_eq!(
+            e.as_deref(),
+            Some(
+                r#"ngt.yaml (document 1): NodeGpuTopology n1: strict decoding error: unknown field "spec.gpus[0].healthy""#
+            )
+        );
+        let ngt_top = "apiVersion: sluice.dev/v1alpha1\nkind: NodeGpuTopology\nmetadata: {name: n1}\n\
+                       spec: {nodeName: n1}\nstatuss: {}\n";
+        let e = load_one("ngt.yaml", ngt_top).err().map(|e| e.to_string());
+        assert!(
+            e.as_deref()
+                .is_some_and(|e| e.ends_with(r#"unknown field "statuss""#)),
+            "{e:?}"
+        );
+    }
+
+    /// Every manifest the repository ships or tests with is what `kubectl apply` would take: no unknown
+    /// fields (Kueue's samples, the examples, the fixtures, the bundled example).
+    #[test]
+    fn repository_manifests_have_no_unknown_fields() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut docs = Vec::new();
+        for dir in [
+            "examples/gpu-cluster",
+            "tests/fixtures",
+            "tests/cluster/samples",
+        ] {
+            let mut files: Vec<_> = std::fs::read_dir(root.join(dir))
+                .unwrap_or_else(|e| panic!("{dir}: {e}"))
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .collect();
+            files.sort();
+            for file in files {
+                let name = file.display().to_string();
+                // Fixtures whose point is a bad document, and the agent's fake NVML data (not manifests).
+                if !name.ends_with(".yaml")
+                    || [
+                        "bad-field",
+                        "bad-quantity",
+                        "unknown-field",
+                        "unknown-kind",
+                        "agent-",
+                    ]
+                    .iter()
+                    .any(|bad| name.contains(bad))
+                {
+                    continue;
+                }
+                docs.extend(read_path(&file).unwrap_or_else(|e| panic!("{e}")));
+            }
+        }
+        docs.extend(crate::sim::bundled_example().unwrap_or_else(|e| panic!("{e}")));
+        let mut checked = 0;
+        for mut doc in docs {
+            if doc.kind() == Some("Pod") {
+                let pod = deserialize_strict::<k8s_openapi::api::core::v1::Pod>(doc.value.clone());
+                assert!(pod.is_ok(), "{}: {pod:?}", doc.origin);
+                checked += 1;
+                continue;
+            }
+            // Kueue's sample Jobs are created with generateName.
+            if doc.name().is_none() {
+                doc.value["metadata"]["name"] = "generated".into();
+            }
+            if let Err(e) = ClusterObjects::default().add(&doc) {
+                panic!("{e}");
+            }
+            checked += 1;
+        }
+        assert!(checked > 200, "{checked} documents checked");
     }
 }

@@ -34,20 +34,20 @@ use crate::policy::placement::{NodeBatch, NodeScores};
 #[derive(Debug, thiserror::Error)]
 pub enum HarnessError {
     /// The module file could not be read.
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}: {error}")]
     Read {
         /// File path.
         path: String,
         /// I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The host refused the module.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Load {
         /// File path (or "bytes").
         path: String,
         /// Why.
-        source: LoadError,
+        error: LoadError,
     },
 }
 
@@ -88,9 +88,9 @@ impl Harness {
         let name = format!("sha256:{}", &crate::host::sha256_hex(bytes)[..12]);
         self.host
             .load_placement(&name, bytes, config, self.limits)
-            .map_err(|source| HarnessError::Load {
+            .map_err(|error| HarnessError::Load {
                 path: "bytes".into(),
-                source,
+                error,
             })
     }
 
@@ -103,7 +103,7 @@ impl Harness {
         let (name, bytes) = read(path.as_ref())?;
         self.host
             .load_placement(&name, &bytes, config, self.limits)
-            .map_err(|source| HarnessError::Load { path: name, source })
+            .map_err(|error| HarnessError::Load { path: name, error })
     }
 
     /// Loads a fairness module from bytes.
@@ -111,9 +111,9 @@ impl Harness {
         let name = format!("sha256:{}", &crate::host::sha256_hex(bytes)[..12]);
         self.host
             .load_fairness(&name, bytes, config, self.limits)
-            .map_err(|source| HarnessError::Load {
+            .map_err(|error| HarnessError::Load {
                 path: "bytes".into(),
-                source,
+                error,
             })
     }
 
@@ -126,15 +126,15 @@ impl Harness {
         let (name, bytes) = read(path.as_ref())?;
         self.host
             .load_fairness(&name, &bytes, config, self.limits)
-            .map_err(|source| HarnessError::Load { path: name, source })
+            .map_err(|error| HarnessError::Load { path: name, error })
     }
 }
 
 fn read(path: &Path) -> Result<(String, Vec<u8>), HarnessError> {
     let name = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|source| HarnessError::Read {
+    let bytes = std::fs::read(path).map_err(|error| HarnessError::Read {
         path: name.clone(),
-        source,
+        error,
     })?;
     Ok((name, bytes))
 }

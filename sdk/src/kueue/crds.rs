@@ -333,6 +333,23 @@ mod tests {
         assert_eq!(wl["podSets"]["items"]["properties"]["count"]["default"], 1);
     }
 
+    /// Kueue v0.19 is built against Kubernetes 1.36: a Workload's pod templates carry 1.36's PodSpec, whose
+    /// `schedulingGroup` (new in 1.36) the API server would otherwise prune from users' objects.
+    #[test]
+    fn workload_pod_templates_are_kubernetes_1_36() {
+        let json = serde_json::to_value(crds()).unwrap_or_default();
+        for version in [0, 1] {
+            let wl = &json[7]["spec"]["versions"][version]["schema"]["openAPIV3Schema"]["properties"]
+                ["spec"]["properties"];
+            let pod_spec = &wl["podSets"]["items"]["properties"]["template"]["properties"]["spec"]
+                ["properties"];
+            assert!(
+                pod_spec.get("schedulingGroup").is_some(),
+                "version {version}: podSets[].template.spec has no schedulingGroup"
+            );
+        }
+    }
+
     #[test]
     fn yaml_parses_back() {
         let yaml = crds_yaml();

@@ -74,9 +74,91 @@ pub enum DecodeError {
         /// What serde reported.
         message: String,
     },
+    /// Fields the kind's schema does not have (only from [`decode_strict`]).
+    #[error("{kind} {name:?}: {error}")]
+    Unknown {
+        /// Kind.
+        kind: String,
+        /// metadata.name if readable.
+        name: String,
+        /// The unknown fields.
+        error: StrictError,
+    },
     /// Conversion from v1beta1 failed.
     #[error(transparent)]
     Conversion(#[from] ConversionError),
+}
+
+/// Why [`deserialize_strict`] refused a value.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum StrictError {
+    /// A field has the wrong type or value.
+    #[error("field `{path}`: {message}")]
+    Invalid {
+        /// JSON path of the field, e.g. `spec.podSets[0].count`.
+        path: String,
+        /// What serde reported.
+        message: String,
+    },
+    /// Fields that the type does not have, worded as kubectl's strict field validation words them.
+    #[error("strict decoding error: {}", unknown_fields(.fields))]
+    UnknownFields {
+        /// JSON paths of the unknown fields, e.g. `spec.resourceGroupz`, in document order.
+        fields: Vec<String>,
+    },
+}
+
+fn unknown_fields(fields: &[String]) -> String {
+    fields
+        .iter()
+        .map(|f| format!("unknown field {f:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Deserializes `value` as `T`, refusing fields that `T` does not have, as `kubectl apply` does by default
+/// (strict field validation). The types are the schema: every key a type's `Deserialize` skips is reported,
+/// while parts typed as free-form JSON (`serde_json::Value`, `RawExtension`) accept anything, as
+/// `x-kubernetes-preserve-unknown-fields` does. A type with `#[serde(flatten)]` cannot report what its
+/// flattened part skips; check such a part on its own.
+pub fn deserialize_strict<T: DeserializeOwned>(value: Value) -> Result<T, StrictError> {
+    let mut unknown = Vec::new();
+    let mut track = serde_path_to_error::Track::new();
+    let result = serde_ignored::deserialize(
+        serde_path_to_error::Deserializer::new(value, &mut track),
+        |path| {
+            // TypeMeta: some types (kube's derived roots) leave apiVersion and kind to the decoder.
+            let field = field_path(&path);
+            if !matches!(field.as_str(), "apiVersion" | "kind") {
+                unknown.push(field);
+            }
+        },
+    );
+    match result {
+        // A typo'd required field also fails as missing: the unknown field is the better clue.
+        _ if !unknown.is_empty() => Err(StrictError::UnknownFields { fields: unknown }),
+        Ok(v) => Ok(v),
+        Err(e) => Err(StrictError::Invalid {
+            path: track.path().to_string(),
+            message: e.to_string(),
+        }),
+    }
+}
+
+/// `spec.containers[0].imagez`, as the API server names fields.
+fn field_path(path: &serde_ignored::Path<'_>) -> String {
+    use serde_ignored::Path;
+    match path {
+        Path::Root => String::new(),
+        Path::Seq { parent, index } => format!("{}[{index}]", field_path(parent)),
+        Path::Map { parent, key } => match field_path(parent) {
+            p if p.is_empty() => key.clone(),
+            p => format!("{p}.{key}"),
+        },
+        Path::Some { parent }
+        | Path::NewtypeStruct { parent }
+        | Path::NewtypeVariant { parent } => field_path(parent),
+    }
 }
 
 /// Kinds whose `spec` Kueue may omit; decoding fills in an empty one.
@@ -90,8 +172,20 @@ const SPEC_KINDS: [&str; 7] = [
     "AdmissionCheck",
 ];
 
-/// Decodes a Kueue document of either version into its v1beta2 form.
-pub fn decode(mut doc: Value) -> Result<KueueObject, DecodeError> {
+/// Decodes a Kueue document of either version into its v1beta2 form. Fields the types do not know are
+/// dropped, as the API server prunes them (what the webhook and the operator see has been pruned already).
+pub fn decode(doc: Value) -> Result<KueueObject, DecodeError> {
+    decode_with(doc, false)
+}
+
+/// Decodes like [`decode`], but refuses fields that the kind's schema (the version's full CRD schema) does not
+/// have, with [`DecodeError::Unknown`], as `kubectl apply` does: for manifests read from files, where a typo
+/// would otherwise silently change what the object means.
+pub fn decode_strict(doc: Value) -> Result<KueueObject, DecodeError> {
+    decode_with(doc, true)
+}
+
+fn decode_with(mut doc: Value, strict: bool) -> Result<KueueObject, DecodeError> {
     let name = doc
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -134,6 +228,7 @@ pub fn decode(mut doc: Value) -> Result<KueueObject, DecodeError> {
     let ctx = Ctx {
         kind: &kind,
         name: &name,
+        strict,
     };
     match api_version.as_str() {
         v1beta2::API_VERSION => ctx.v1beta2(doc),
@@ -149,10 +244,26 @@ pub fn decode(mut doc: Value) -> Result<KueueObject, DecodeError> {
 struct Ctx<'a> {
     kind: &'a str,
     name: &'a str,
+    strict: bool,
 }
 
 impl Ctx<'_> {
     fn parse<T: DeserializeOwned>(&self, doc: Value) -> Result<T, DecodeError> {
+        if self.strict {
+            return deserialize_strict(doc).map_err(|e| match e {
+                StrictError::Invalid { path, message } => DecodeError::Field {
+                    kind: self.kind.to_owned(),
+                    name: self.name.to_owned(),
+                    path,
+                    message,
+                },
+                error @ StrictError::UnknownFields { .. } => DecodeError::Unknown {
+                    kind: self.kind.to_owned(),
+                    name: self.name.to_owned(),
+                    error,
+                },
+            });
+        }
         serde_path_to_error::deserialize(doc).map_err(|e| DecodeError::Field {
             kind: self.kind.to_owned(),
             name: self.name.to_owned(),
@@ -346,6 +457,66 @@ mod tests {
             })
         ));
         assert!(decode(json!([1])).is_err());
+    }
+
+    #[test]
+    fn strict_decode_refuses_unknown_fields_naming_them() {
+        let cq = json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+            "spec": {"resourceGroupz": [], "cohortName": "eng"}
+        });
+        // The default decode prunes, as the API server does.
+        assert!(decode(cq.clone()).is_ok());
+        let e = decode_strict(cq);
+        let Err(e) = e else { panic!("{e:?}") };
+        assert!(matches!(e, DecodeError::Unknown { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            r#"ClusterQueue "cq": strict decoding error: unknown field "spec.resourceGroupz""#
+        );
+
+        // Deep in a Workload's pod template (k8s-openapi's PodSpec), and in v1beta1 too.
+        let wl = json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
+            "metadata": {"name": "w", "namespace": "ns", "labelz": {}},
+            "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+                "containers": [{"name": "c", "image": "i", "resourcez": {}}], "nodeSelectorr": {}}}}]}
+        });
+        let e = decode_strict(wl)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert_eq!(
+            e,
+            r#"Workload "w": strict decoding error: unknown field "metadata.labelz", unknown field "spec.podSets[0].template.spec.containers[0].resourcez", unknown field "spec.podSets[0].template.spec.nodeSelectorr""#
+        );
+
+        // Type errors keep their own message.
+        let e = decode_strict(json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "lq"},
+            "spec": {"clusterQueue": 3}
+        }));
+        assert!(
+            matches!(e, Err(DecodeError::Field { ref path, .. }) if path == "spec.clusterQueue"),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn strict_decode_accepts_every_known_field() {
+        // Kubernetes 1.36's PodSpec field, status, and a full v1beta2 Workload round trip.
+        let wl = json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": "w", "namespace": "ns", "labels": {"a": "b"}, "creationTimestamp": null},
+            "spec": {"queueName": "q", "active": true, "podSets": [{"name": "main", "count": 2,
+                "template": {"metadata": {"annotations": {"x": "y"}}, "spec": {"schedulingGroup": {"podGroupName": "g"},
+                    "containers": [{"name": "c", "image": "i", "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}}]}
+        });
+        let obj = decode_strict(wl);
+        assert!(obj.is_ok(), "{obj:?}");
+        let encoded = obj.ok().and_then(|o| o.encode().ok()).unwrap_or_default();
+        let again = decode_strict(encoded);
+        assert!(again.is_ok(), "{again:?}");
     }
 
     #[test]
