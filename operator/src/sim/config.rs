@@ -73,9 +73,9 @@ impl SimConfig {
     /// Reads a Configuration file.
     pub fn from_file(path: &std::path::Path) -> Result<Self, ConfigError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
             path: origin.clone(),
-            source,
+            error,
         })?;
         let value: Value = serde_yaml::from_str(&text).map_err(|e| ConfigError::Invalid {
             path: origin.clone(),
