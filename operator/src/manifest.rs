@@ -189,56 +189,6 @@ fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn multi_document_yaml_with_list_and_empty_docs() {
-        let text = "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\n---\n\
-                    apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Namespace, metadata: {name: b}}\n";
-        let docs = parse_documents("x.yaml", text).unwrap();
-        assert_eq!(docs.len(), 2);
-        assert_eq!(docs[1].name(), Some("b"));
-        assert_eq!(docs[1].origin.document, 3);
-    }
-
-    #[test]
-    fn json_document_parses() {
-        let docs = parse_documents(
-            "x.json",
-            r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"n"}}"#,
-        )
-        .unwrap();
-        assert_eq!(docs[0].describe(), "Namespace n");
-    }
-
-    #[test]
-    fn missing_kind_names_document_and_field() {
-        let err = parse_documents(
-            "x.yaml",
-            "apiVersion: v1\n---\napiVersion: v1\nmetadata: {}\n",
-        )
-        .unwrap_err();
-        let msg = err.to_string();
-        assert!(msg.contains("x.yaml (document 1)"), "{msg}");
-        assert!(msg.contains("`kind`"), "{msg}");
-    }
-
-    #[test]
-    fn syntax_error_names_document() {
-        let err = parse_documents(
-            "bad.yaml",
-            "apiVersion: v1\nkind: A\n---\nkind: [unclosed\n",
-        )
-        .unwrap_err();
-        assert!(
-            err.to_string().starts_with("bad.yaml (document 2)"),
-            "{err}"
-        );
-    }
-}
-
 /// Characters the API server draws a generated name's suffix from (no vowels, no look-alike digits).
 const NAME_SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 /// Length of the suffix the API server appends to `metadata.generateName`.
@@ -302,4 +252,54 @@ pub fn with_generated_names(docs: &[Document]) -> std::borrow::Cow<'_, [Document
         }
     }
     std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multi_document_yaml_with_list_and_empty_docs() {
+        let text = "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\n---\n\
+                    apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Namespace, metadata: {name: b}}\n";
+        let docs = parse_documents("x.yaml", text).unwrap();
+        assert_eq!(docs.len(), 2);
+        assert_eq!(docs[1].name(), Some("b"));
+        assert_eq!(docs[1].origin.document, 3);
+    }
+
+    #[test]
+    fn json_document_parses() {
+        let docs = parse_documents(
+            "x.json",
+            r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"n"}}"#,
+        )
+        .unwrap();
+        assert_eq!(docs[0].describe(), "Namespace n");
+    }
+
+    #[test]
+    fn missing_kind_names_document_and_field() {
+        let err = parse_documents(
+            "x.yaml",
+            "apiVersion: v1\n---\napiVersion: v1\nmetadata: {}\n",
+        )
+        .unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("x.yaml (document 1)"), "{msg}");
+        assert!(msg.contains("`kind`"), "{msg}");
+    }
+
+    #[test]
+    fn syntax_error_names_document() {
+        let err = parse_documents(
+            "bad.yaml",
+            "apiVersion: v1\nkind: A\n---\nkind: [unclosed\n",
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().starts_with("bad.yaml (document 2)"),
+            "{err}"
+        );
+    }
 }
