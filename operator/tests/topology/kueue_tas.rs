@@ -1,0 +1,160 @@
+//! Kueue v0.19 TAS fidelity: flavor matching (`checkPodSetAndFlavorMatchForTAS`), the Mixed
+//! profile's algorithms and domain ordering, and the "doesn't fit" message with node exclusions.
+
+use std::collections::BTreeMap;
+
+use crate::common::*;
+use sluice_operator::engine::*;
+
+const GPU: &str = "nvidia.com/gpu";
+const BLOCK: &str = "cloud.com/block";
+const RACK: &str = "cloud.com/rack";
+const HOST: &str = "kubernetes.io/hostname";
+
+fn node(name: &str, block: &str, rack: &str, gpus: i64) -> Node {
+    Node {
+        name: name.into(),
+        labels: [(BLOCK, block), (RACK, rack), (HOST, name), ("pool", "gpu")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        allocatable: [("cpu".to_string(), cpu(64)), (GPU.to_string(), gpus)].into(),
+        ready: true,
+        ..Node::default()
+    }
+}
+
+/// Topology block/rack/hostname, TAS flavor `tas`, non-TAS flavor `plain`, and the nodes given.
+fn base(nodes: &[(&str, &str, &str, i64)]) -> Env {
+    let mut env = Env::new();
+    env.apply(Event::UpsertTopology(TopologyLevels {
+        name: "default".into(),
+        levels: vec![BLOCK.into(), RACK.into(), HOST.into()],
+    }));
+    env.flavor_obj(Flavor {
+        name: "tas".into(),
+        node_labels: [("pool".to_string(), "gpu".to_string())].into(),
+        topology_name: Some("default".into()),
+        ..Flavor::default()
+    });
+    env.flavor("plain");
+    for &(n, b, r, g) in nodes {
+        env.apply(Event::UpsertNode(node(n, b, r, g)));
+    }
+    env
+}
+
+fn quota(flavors: &[&str]) -> CqB {
+    cq("cq").group(
+        &["cpu", GPU],
+        flavors
+            .iter()
+            .map(|f| fq(f, vec![rq("cpu", cpu(1000)), rq(GPU, 1000)]))
+            .collect(),
+    )
+}
+
+fn six_nodes() -> Vec<(&'static str, &'static str, &'static str, i64)> {
+    vec![
+        ("x1", "b1", "r1", 8),
+        ("x2", "b1", "r1", 8),
+        ("x3", "b1", "r2", 8),
+        ("x4", "b2", "r3", 8),
+        ("x5", "b2", "r3", 8),
+        ("x6", "b2", "r3", 8),
+    ]
+}
+
+fn gang(name: &str, pods: i32, gpus: i64, mode: TopologyMode, level: Option<&str>) -> WlB {
+    let mut w = wl("ns", name)
+        .queue("main")
+        .ps("main", pods, &[("cpu", cpu(1)), (GPU, gpus)]);
+    w.0.pod_sets[0].topology = Some(PodSetTopology {
+        mode,
+        level: level.map(Into::into),
+        ..PodSetTopology::default()
+    });
+    w
+}
+
+fn plain(name: &str, pods: i32, gpus: i64) -> WlB {
+    wl("ns", name)
+        .queue("main")
+        .ps("main", pods, &[("cpu", cpu(1)), (GPU, gpus)])
+}
+
+fn per_node(env: &Env, key: &str) -> BTreeMap<String, i32> {
+    let p = env
+        .engine
+        .placement(&key_of(key))
+        .unwrap_or_else(|| panic!("{key} has no placement"));
+    p[0].nodes
+        .iter()
+        .map(|n| (n.node.clone(), n.pods))
+        .collect()
+}
+
+fn schedule(env: &mut Env) -> Vec<Decision> {
+    let out = env.schedule();
+    env.engine
+        .check_topology_invariants()
+        .expect("TAS invariants");
+    out
+}
+
+// ---- item 10: flavor matching ----
+
+#[test]
+fn a_pod_set_without_topology_skips_a_tas_flavor_in_a_mixed_cluster_queue() {
+    // checkPodSetAndFlavorMatchForTAS: no request and the CQ is not TAS-only, so the TAS flavor
+    // "supports only TopologyAwareScheduling".
+    let mut env = base(&six_nodes());
+    env.cq_lq(quota(&["tas", "plain"]), "ns");
+    env.submit(plain("a", 2, 8));
+    schedule(&mut env);
+    env.assert_admitted_on("ns/a", GPU, "plain", 16);
+    assert!(env.engine.placement(&key_of("ns/a")).is_none());
+}
+
+#[test]
+fn a_pod_set_asking_for_a_topology_skips_a_non_tas_flavor() {
+    let mut env = base(&six_nodes());
+    env.cq_lq(quota(&["plain", "tas"]), "ns");
+    env.submit(gang("a", 2, 8, TopologyMode::Required, Some(RACK)));
+    schedule(&mut env);
+    env.assert_admitted_on("ns/a", GPU, "tas", 16);
+    assert_eq!(per_node(&env, "ns/a").len(), 2);
+}
+
+#[test]
+fn tas_is_implied_in_a_tas_only_cluster_queue() {
+    let mut env = base(&six_nodes());
+    env.cq_lq(quota(&["tas"]), "ns");
+    env.submit(plain("a", 1, 8));
+    schedule(&mut env);
+    env.assert_admitted_on("ns/a", GPU, "tas", 8);
+    assert_eq!(per_node(&env, "ns/a").len(), 1);
+}
+
+#[test]
+fn only_flavors_mismatching_tas_give_no_matching_flavor_with_kueue_messages() {
+    let mut env = base(&six_nodes());
+    env.cq_lq(quota(&["plain", "tas"]), "ns");
+    env.submit(gang(
+        "a",
+        1,
+        8,
+        TopologyMode::Required,
+        Some("cloud.com/zone"),
+    ));
+    schedule(&mut env);
+    let msg = env.assert_pending("ns/a", "NoMatchingFlavor");
+    assert!(
+        msg.contains("Flavor \"plain\" does not support TopologyAwareScheduling"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("Flavor \"tas\" does not contain the requested level"),
+        "{msg}"
+    );
+}
