@@ -158,3 +158,107 @@ fn only_flavors_mismatching_tas_give_no_matching_flavor_with_kueue_messages() {
         "{msg}"
     );
 }
+
+// ---- item 11: algorithms and ordering ----
+
+/// Pods of 2 GPUs fit x1: 4, x2: 2, x3: 4, x4: 1, x5: 4, x6: 4.
+fn uneven() -> Env {
+    let mut env = base(&[
+        ("x1", "b1", "r1", 8),
+        ("x2", "b1", "r1", 4),
+        ("x3", "b1", "r2", 8),
+        ("x4", "b2", "r3", 2),
+        ("x5", "b2", "r3", 8),
+        ("x6", "b2", "r3", 8),
+    ]);
+    env.cq_lq(quota(&["tas"]), "ns");
+    env
+}
+
+#[test]
+fn unconstrained_pod_sets_fill_the_least_free_domains_first() {
+    // Mixed profile: unconstrained -> LeastFreeCapacity at the lowest level, ascending by
+    // capacity, never climbing to a rack or block.
+    let mut env = uneven();
+    env.submit(gang("a", 7, 2, TopologyMode::Unconstrained, None));
+    schedule(&mut env);
+    assert_eq!(
+        per_node(&env, "ns/a"),
+        [("x1".into(), 4), ("x2".into(), 2), ("x4".into(), 1)].into()
+    );
+}
+
+#[test]
+fn implied_tas_pod_sets_fill_the_least_free_domains_first() {
+    let mut env = uneven();
+    env.submit(plain("a", 7, 2));
+    schedule(&mut env);
+    assert_eq!(
+        per_node(&env, "ns/a"),
+        [("x1".into(), 4), ("x2".into(), 2), ("x4".into(), 1)].into()
+    );
+}
+
+#[test]
+fn preferred_pod_sets_keep_best_fit() {
+    // BestFit for the rest: 7 pods prefer a rack; r3 (x4, x5, x6) holds 9, the only rack that fits.
+    let mut env = uneven();
+    env.submit(gang("a", 7, 2, TopologyMode::Preferred, Some(RACK)));
+    schedule(&mut env);
+    let nodes = per_node(&env, "ns/a");
+    assert!(
+        nodes
+            .keys()
+            .all(|n| ["x4", "x5", "x6"].contains(&n.as_str())),
+        "{nodes:?}"
+    );
+    // Descending by capacity, best fit for the last: x5 (4), then x6 (3 of 4).
+    assert_eq!(nodes, [("x5".into(), 4), ("x6".into(), 3)].into());
+}
+
+#[test]
+fn equal_domains_are_chosen_by_level_values() {
+    // Nodes arrive rack rb first; Kueue orders equal domains by their level values (ra < rb).
+    let mut env = base(&[("n-b", "b1", "rb", 8), ("n-a", "b1", "ra", 8)]);
+    env.cq_lq(quota(&["tas"]), "ns");
+    env.submit(gang("a", 1, 8, TopologyMode::Required, Some(RACK)));
+    schedule(&mut env);
+    assert_eq!(per_node(&env, "ns/a"), [("n-a".into(), 1)].into());
+    // At the hostname level too: z1 sorts before z2 whatever the arrival order.
+    let mut env = base(&[("z2", "b1", "r1", 8), ("z1", "b1", "r1", 8)]);
+    env.cq_lq(quota(&["tas"]), "ns");
+    env.submit(gang("a", 1, 8, TopologyMode::Required, Some(HOST)));
+    schedule(&mut env);
+    assert_eq!(per_node(&env, "ns/a"), [("z1".into(), 1)].into());
+}
+
+// ---- item 13: message with node exclusion statistics ----
+
+#[test]
+fn doesnt_fit_message_ends_with_node_exclusion_statistics() {
+    let mut nodes: Vec<Node> = six_nodes()
+        .into_iter()
+        .map(|(n, b, r, g)| node(n, b, r, g))
+        .collect();
+    for n in &mut nodes[3..5] {
+        n.taints.push(Taint {
+            key: "maintenance".into(),
+            value: Some("true".into()),
+            effect: TaintEffect::NoSchedule,
+        });
+    }
+    nodes[5].allocatable.insert(GPU.into(), 4);
+    let mut env = base(&[]);
+    for n in nodes {
+        env.apply(Event::UpsertNode(n));
+    }
+    env.cq_lq(quota(&["tas"]), "ns");
+    env.submit(gang("a", 4, 8, TopologyMode::Required, Some(BLOCK)));
+    schedule(&mut env);
+    let msg = env.assert_pending("ns/a", "TopologyPlacementFailed");
+    assert_eq!(
+        msg,
+        "couldn't assign flavors to pod set main: topology \"default\" allows to fit only 3 out of 4 pod(s). \
+         Total nodes: 6; excluded: resource \"nvidia.com/gpu\": 1, taint \"maintenance=true:NoSchedule\": 2"
+    );
+}

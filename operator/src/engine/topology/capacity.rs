@@ -114,7 +114,8 @@ pub(crate) struct PodNeeds {
     pub nvlink: bool,
 }
 
-fn tolerates(ts: &[Toleration], taint: &Taint) -> bool {
+/// Whether the tolerations tolerate the taint (PreferNoSchedule always is).
+pub(crate) fn tolerates(ts: &[Toleration], taint: &Taint) -> bool {
     taint.effect == TaintEffect::PreferNoSchedule
         || ts.iter().any(|t| {
             t.effect.is_none_or(|e| e == taint.effect)
@@ -128,11 +129,6 @@ fn tolerates(ts: &[Toleration], taint: &Taint) -> bool {
                     }
                 }
         })
-}
-
-/// Whether pods with `tolerations` may run on the node (every NoSchedule/NoExecute taint tolerated).
-pub(crate) fn taints_tolerated(slot: &NodeSlot, tolerations: &[Toleration]) -> bool {
-    slot.spec.taints.iter().all(|t| tolerates(tolerations, t))
 }
 
 /// Healthy whole GPUs of a node and how many are free; from the agent's report when there is

@@ -1,16 +1,22 @@
 //! Choosing domains, nodes and GPUs for one pod set.
 //!
-//! Algorithm (one call of the placement policy per pod set):
+//! Algorithm (one call of the placement policy per pod set), Kueue v0.19's TAS with its default
+//! Mixed profile:
 //! 1. The flavor's cached static batch gets this moment's dynamic columns; the policy scores every
-//!    node and may cap its pods. A node's capacity is the engine's own fit (resources, healthy
-//!    GPUs, NVLink islands when required, MIG instances) lowered by the policy's cap.
-//! 2. Domains: *required* at level L takes the smallest domain of L that holds every pod (Kueue's
-//!    BestFit) or fails; *preferred* tries L, then each level above, and at the top spreads over as
-//!    few domains as possible (largest first, the smallest that fits for the rest); no request
-//!    (or *unconstrained*) is preferred at the lowest level.
-//! 3. Inside a chosen domain the same rule descends level by level; at the node level the node
-//!    with the best score among those that hold every remaining pod wins, else nodes are filled
-//!    in score order.
+//!    node and may cap its pods. A node's capacity is the engine's own fit (taints, nodeSelector,
+//!    required affinity, resources, healthy GPUs, NVLink islands when required, MIG instances)
+//!    lowered by the policy's cap; excluded nodes are counted for Kueue's failure message.
+//! 2. Domains are ordered as Kueue orders them: free capacity descending (ascending for
+//!    LeastFreeCapacity), then level values. *Required* and *preferred* use BestFit: at level L
+//!    the first domain with the fewest pods that still holds every pod; *required* fails
+//!    otherwise, *preferred* climbs level by level and at the top takes whole domains in order
+//!    (the best fit for the last). *Unconstrained* (and no request, implied TAS) uses
+//!    LeastFreeCapacity at the lowest level: the first domain in ascending order that holds
+//!    every pod, else domains from the least free up.
+//! 3. Descending, the children of all chosen domains are pooled, ordered the same way and taken
+//!    in order until every pod is placed (BestFit for the last). Inside a lowest-level domain that
+//!    is not a node, the node with the best policy score holding every pod wins, else nodes are
+//!    filled in score order.
 //! 4. On each node, each pod's GPUs come from the NVLink island that fits them most tightly
 //!    (required: only from one island), and MIG instances from the GPUs with the fewest free
 //!    instances that still fit, so partitions stay packed on few GPUs.
@@ -23,7 +29,8 @@ use sluice_sdk::policy::{NodeScores, PlacementPolicy, PodSetRequest, TopologyMod
 use sluice_sdk::topology::{GPU_RESOURCE, MIG_RESOURCE_PREFIX};
 
 use super::TopoState;
-use super::capacity::{PodNeeds, StaticBatch, fill_dynamic, node_fit, taints_tolerated};
+use super::capacity::{PodNeeds, StaticBatch, fill_dynamic, node_fit, tolerates};
+use crate::engine::matching::node_affinity_matches;
 use crate::engine::types::{
     Flavor, NodePlacement, PodSet, PodSetPlacement, TopologyAssignment, TopologyDomain,
 };
@@ -47,7 +54,8 @@ pub(crate) struct PlaceInput<'a> {
 struct Dom {
     members: Vec<usize>,
     cap: u64,
-    score: f64,
+    /// Interned level values from the top level down to the domain's own.
+    values: Vec<u32>,
 }
 
 impl TopoState {
@@ -137,22 +145,47 @@ impl TopoState {
         };
         let mut tolerations = ps.tolerations.clone();
         tolerations.extend(inp.flavor.tolerations.iter().cloned());
+        let mut stats = Exclusions::default();
         let caps: Vec<u32> = sb
             .nodes
             .iter()
             .enumerate()
             .map(|(i, &id)| {
                 let slot = &self.nodes[id as usize];
-                let selected = ps
-                    .node_selector
-                    .iter()
-                    .all(|(k, v)| slot.spec.labels.get(k) == Some(v));
-                if !selected || !taints_tolerated(slot, &tolerations) {
+                if !slot.schedulable() {
                     return 0;
                 }
-                node_fit(slot, &needs, self.gpu_res, self.blind).min(scores.max_pods[i])
+                // Kueue's order of node filters: taints, nodeSelector, required affinity.
+                stats.total += 1;
+                if let Some(t) = first_untolerated(slot, &tolerations) {
+                    *stats.taints.entry(taint_key(t)).or_default() += 1;
+                    return 0;
+                }
+                let labels = &slot.spec.labels;
+                if !ps
+                    .node_selector
+                    .iter()
+                    .all(|(k, v)| labels.get(k) == Some(v))
+                {
+                    stats.node_selector += 1;
+                    return 0;
+                }
+                if !node_affinity_matches(&ps.required_affinity, labels) {
+                    stats.affinity += 1;
+                    return 0;
+                }
+                let fit = node_fit(slot, &needs, self.gpu_res, self.blind);
+                if fit == 0 {
+                    let r = self.limiting_resource(slot, &needs);
+                    *stats.resources.entry(r).or_default() += 1;
+                }
+                fit.min(scores.max_pods[i])
             })
             .collect();
+        // Kueue counts node exclusions only when nodes are its leaf domains.
+        if levels.last().is_none_or(|l| l != HOSTNAME) {
+            stats = Exclusions::default();
+        }
         let nlev = levels.len();
         let sel = Selector {
             sb,
@@ -163,11 +196,13 @@ impl TopoState {
         let total: u64 = all.iter().map(|&i| u64::from(caps[i])).sum();
         let need = inp.count;
         let fail = |fit: u64| {
-            if fit == 0 {
+            let mut m = if fit == 0 {
                 format!("topology {topo_name:?} doesn't allow to fit any of {need} pod(s)")
             } else {
                 format!("topology {topo_name:?} allows to fit only {fit} out of {need} pod(s)")
-            }
+            };
+            stats.append_to(&mut m);
+            m
         };
         let level_of = |l: &Option<String>| -> Result<usize, String> {
             match l {
@@ -185,37 +220,33 @@ impl TopoState {
             }
             sel.pick_nodes(&all, need, &mut chosen);
         } else {
-            match topo.mode {
-                TopologyMode::Required => {
-                    let l = level_of(&topo.level)?;
-                    let doms = sel.group(&all, l);
-                    match best_fit(&doms, u64::from(need)) {
-                        Some(d) => sel.fit_in(&doms[d].members, l + 1, need, &mut chosen),
-                        None => return Err(fail(doms.iter().map(|d| d.cap).max().unwrap_or(0))),
-                    }
-                }
-                TopologyMode::Preferred | TopologyMode::Unconstrained | TopologyMode::None => {
-                    let start = if topo.mode == TopologyMode::Preferred {
-                        level_of(&topo.level)?
-                    } else {
-                        nlev - 1
-                    };
-                    if total < u64::from(need) {
-                        return Err(fail(total));
-                    }
-                    let mut done = false;
-                    for l in (0..=start).rev() {
-                        let doms = sel.group(&all, l);
-                        if let Some(d) = best_fit(&doms, u64::from(need)) {
-                            sel.fit_in(&doms[d].members, l + 1, need, &mut chosen);
-                            done = true;
-                            break;
-                        }
-                    }
-                    if !done {
-                        sel.fit_in(&all, 0, need, &mut chosen);
-                    }
-                }
+            // Kueue's Mixed profile: LeastFreeCapacity for unconstrained (and implied) requests,
+            // BestFit for required and preferred ones.
+            let (start, required, lfc) = match topo.mode {
+                TopologyMode::Required => (level_of(&topo.level)?, true, false),
+                TopologyMode::Preferred => (level_of(&topo.level)?, false, false),
+                // A slice-only request starts at the highest level.
+                _ if topo.slice_level.is_some() => (0, false, true),
+                TopologyMode::Unconstrained | TopologyMode::None => (nlev - 1, false, true),
+            };
+            let (fit_level, doms) = sel
+                .fit_level(&all, start, u64::from(need), required, lfc)
+                .map_err(fail)?;
+            let mut cur = sel.take_minimum(doms, u64::from(need), lfc);
+            for l in fit_level + 1..nlev {
+                let members: Vec<usize> = cur
+                    .iter()
+                    .flat_map(|(d, _)| d.members.iter().copied())
+                    .collect();
+                let doms = sel.sorted(sel.group(&members, l), lfc);
+                cur = sel.take_minimum(doms, u64::from(need), lfc);
+            }
+            for (d, n) in cur {
+                sel.pick_nodes(
+                    &d.members,
+                    u32::try_from(n).unwrap_or(u32::MAX),
+                    &mut chosen,
+                );
             }
         }
         Ok(self.realise(inp, sb, &needs, levels, chosen))
@@ -271,23 +302,96 @@ impl TopoState {
     }
 }
 
-/// Index of the smallest domain holding `need` pods (ties: higher score, then first).
+/// Index of the first domain with the fewest pods that still holds `need` (Kueue's BestFit;
+/// `doms` are in Kueue's order, so ties go to the first).
 fn best_fit(doms: &[Dom], need: u64) -> Option<usize> {
     let mut best: Option<usize> = None;
     for (i, d) in doms.iter().enumerate() {
-        if d.cap < need {
-            continue;
+        if d.cap >= need && best.is_none_or(|b| d.cap < doms[b].cap) {
+            best = Some(i);
         }
-        best = match best {
-            Some(b)
-                if doms[b].cap < d.cap || (doms[b].cap == d.cap && doms[b].score >= d.score) =>
-            {
-                Some(b)
-            }
-            _ => Some(i),
-        };
     }
     best
+}
+
+/// Pod counts per node exclusion reason, for Kueue's "doesn't fit" message.
+#[derive(Default)]
+struct Exclusions {
+    total: u64,
+    node_selector: u64,
+    affinity: u64,
+    taints: BTreeMap<String, u64>,
+    resources: BTreeMap<String, u64>,
+}
+
+impl Exclusions {
+    /// Appends `. Total nodes: N; excluded: ...` (reasons sorted) when a node was excluded.
+    fn append_to(&self, m: &mut String) {
+        let mut reasons: Vec<String> = Vec::new();
+        if self.node_selector > 0 {
+            reasons.push(format!("nodeSelector: {}", self.node_selector));
+        }
+        if self.affinity > 0 {
+            reasons.push(format!("affinity: {}", self.affinity));
+        }
+        for (t, n) in &self.taints {
+            reasons.push(format!("taint {t:?}: {n}"));
+        }
+        for (r, n) in &self.resources {
+            reasons.push(format!("resource {r:?}: {n}"));
+        }
+        if reasons.is_empty() {
+            return;
+        }
+        reasons.sort();
+        m.push_str(&format!(
+            ". Total nodes: {}; excluded: {}",
+            self.total,
+            reasons.join(", ")
+        ));
+    }
+}
+
+/// The first NoSchedule/NoExecute taint of the node the tolerations do not tolerate.
+fn first_untolerated<'a>(
+    slot: &'a super::NodeSlot,
+    tolerations: &[crate::engine::types::Toleration],
+) -> Option<&'a crate::engine::types::Taint> {
+    slot.spec.taints.iter().find(|t| !tolerates(tolerations, t))
+}
+
+/// A taint as Kubernetes prints it: `key=value:Effect`, or `key:Effect` without a value.
+fn taint_key(t: &crate::engine::types::Taint) -> String {
+    let effect = match t.effect {
+        crate::engine::types::TaintEffect::NoSchedule => "NoSchedule",
+        crate::engine::types::TaintEffect::PreferNoSchedule => "PreferNoSchedule",
+        crate::engine::types::TaintEffect::NoExecute => "NoExecute",
+    };
+    match t.value.as_deref().filter(|v| !v.is_empty()) {
+        Some(v) => format!("{}={v}:{effect}", t.key),
+        None => format!("{}:{effect}", t.key),
+    }
+}
+
+impl TopoState {
+    /// The resource that leaves no room for one pod on the node (fewest pods, ties by name).
+    fn limiting_resource(&self, slot: &super::NodeSlot, needs: &PodNeeds) -> String {
+        let worst = needs
+            .per_pod
+            .iter()
+            .filter(|&&(_, q)| q > 0)
+            .map(|&(r, q)| (slot.free(r).max(0) / q, self.res.name(r)))
+            .min();
+        match worst {
+            Some((0, name)) => name.to_string(),
+            // Room by allocatable, but not in healthy GPUs, islands or MIG instances.
+            _ if needs.gpus > 0 => GPU_RESOURCE.to_string(),
+            _ => needs.mig.first().map_or_else(
+                || GPU_RESOURCE.to_string(),
+                |&(r, _)| self.res.name(r).to_string(),
+            ),
+        }
+    }
 }
 
 struct Selector<'a> {
@@ -297,7 +401,7 @@ struct Selector<'a> {
 }
 
 impl Selector<'_> {
-    /// Members grouped by their domain at `level`, in first-seen order.
+    /// Members grouped by their domain at `level`, ordered by the domains' level values.
     fn group(&self, members: &[usize], level: usize) -> Vec<Dom> {
         let nlev = self.sb.levels.len();
         let mut idx: HashMap<u32, usize> = HashMap::new();
@@ -308,42 +412,103 @@ impl Selector<'_> {
                 doms.push(Dom {
                     members: Vec::new(),
                     cap: 0,
-                    score: 0.0,
+                    values: (0..=level)
+                        .map(|l| self.sb.batch.domain[i * nlev + l])
+                        .collect(),
                 });
                 doms.len() - 1
             });
             doms[d].members.push(i);
             doms[d].cap += u64::from(self.caps[i]);
-            doms[d].score += self.scores[i];
+        }
+        let strings = &self.sb.batch.strings;
+        let text = |v: &u32| strings.get(*v as usize).map_or("", String::as_str);
+        doms.sort_by(|a, b| a.values.iter().map(text).cmp(b.values.iter().map(text)));
+        doms
+    }
+
+    /// Kueue's domain order: free capacity descending (ascending for LeastFreeCapacity), then
+    /// level values.
+    fn sorted(&self, mut doms: Vec<Dom>, lfc: bool) -> Vec<Dom> {
+        // `group` already orders by level values; a stable sort keeps that for ties.
+        if lfc {
+            doms.sort_by_key(|d| d.cap);
+        } else {
+            doms.sort_by_key(|d| std::cmp::Reverse(d.cap));
         }
         doms
     }
 
-    /// Places `need` pods among `members` (whose capacity suffices), descending from `level`.
-    fn fit_in(&self, members: &[usize], level: usize, need: u32, out: &mut Vec<(usize, u32)>) {
-        if level >= self.sb.levels.len() {
-            self.pick_nodes(members, need, out);
-            return;
+    /// Kueue's `findLevelWithFitDomains`: the level and domains to place `need` pods in, or the
+    /// number of pods that fit for the failure message.
+    fn fit_level(
+        &self,
+        all: &[usize],
+        level: usize,
+        need: u64,
+        required: bool,
+        lfc: bool,
+    ) -> Result<(usize, Vec<Dom>), u64> {
+        let mut doms = self.sorted(self.group(all, level), lfc);
+        if doms.is_empty() {
+            return Err(0);
         }
-        let mut doms = self.group(members, level);
-        if let Some(d) = best_fit(&doms, u64::from(need)) {
-            self.fit_in(&doms[d].members, level + 1, need, out);
-            return;
-        }
-        doms.sort_by(|a, b| b.cap.cmp(&a.cap).then(b.score.total_cmp(&a.score)));
-        let mut left = need;
-        let mut rest: &mut [Dom] = &mut doms;
-        while left > 0 && !rest.is_empty() {
-            if let Some(d) = best_fit(rest, u64::from(left)) {
-                self.fit_in(&rest[d].members, level + 1, left, out);
-                return;
+        if lfc {
+            if let Some(i) = doms.iter().position(|d| d.cap >= need) {
+                return Ok((level, vec![doms.swap_remove(i)]));
             }
-            let (first, tail) = rest.split_at_mut(1);
-            let take = u32::try_from(first[0].cap).unwrap_or(u32::MAX).min(left);
-            self.fit_in(&first[0].members, level + 1, take, out);
-            left -= take;
-            rest = tail;
+            if required {
+                return Err(doms.last().map_or(0, |d| d.cap));
+            }
+        } else if doms[0].cap >= need {
+            let i = best_fit(&doms, need).unwrap_or(0);
+            return Ok((level, vec![doms.swap_remove(i)]));
         }
+        if required {
+            return Err(doms[0].cap);
+        }
+        if level > 0 && !lfc {
+            return self.fit_level(all, level - 1, need, required, lfc);
+        }
+        // Top level (or unconstrained): whole domains in order, the best fit for the last.
+        let mut out = Vec::new();
+        let mut left = need;
+        let mut rest = doms;
+        while left > 0 && !rest.is_empty() {
+            let i = if !lfc && rest[0].cap >= left {
+                best_fit(&rest, left).unwrap_or(0)
+            } else {
+                0
+            };
+            let d = rest.remove(i);
+            left = left.saturating_sub(d.cap);
+            out.push(d);
+        }
+        if left > 0 {
+            return Err(need - left);
+        }
+        Ok((level, out))
+    }
+
+    /// Kueue's `updateCountsToMinimum`: pods per domain taking domains in order, the best fit
+    /// for the last (BestFit only), until `need` pods are placed.
+    fn take_minimum(&self, mut doms: Vec<Dom>, need: u64, lfc: bool) -> Vec<(Dom, u64)> {
+        let mut out = Vec::new();
+        let mut left = need;
+        while left > 0 && !doms.is_empty() {
+            let i = if !lfc && doms[0].cap >= left {
+                best_fit(&doms, left).unwrap_or(0)
+            } else {
+                0
+            };
+            let d = doms.remove(i);
+            let n = d.cap.min(left);
+            left -= n;
+            if n > 0 {
+                out.push((d, n));
+            }
+        }
+        out
     }
 
     /// Node level: the best-scored node holding every pod, else nodes in score order.
