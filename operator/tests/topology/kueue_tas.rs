@@ -262,3 +262,74 @@ fn doesnt_fit_message_ends_with_node_exclusion_statistics() {
          Total nodes: 6; excluded: resource \"nvidia.com/gpu\": 1, taint \"maintenance=true:NoSchedule\": 2"
     );
 }
+
+// ---- item 12: slices ----
+
+/// b1 = r1 (x1, x2, x3) + r2 (x4); b2 = r3 (x5, x6) + r4 (x7, x8); 8 GPUs each.
+fn sliced() -> Env {
+    let mut env = base(&[
+        ("x1", "b1", "r1", 8),
+        ("x2", "b1", "r1", 8),
+        ("x3", "b1", "r1", 8),
+        ("x4", "b1", "r2", 8),
+        ("x5", "b2", "r3", 8),
+        ("x6", "b2", "r3", 8),
+        ("x7", "b2", "r4", 8),
+        ("x8", "b2", "r4", 8),
+    ]);
+    env.cq_lq(quota(&["tas"]), "ns");
+    env
+}
+
+fn sliced_gang(name: &str, pods: i32, mode: TopologyMode, level: Option<&str>) -> WlB {
+    let mut w = gang(name, pods, 8, mode, level);
+    if let Some(t) = w.0.pod_sets[0].topology.as_mut() {
+        t.slice_level = Some(RACK.into());
+        t.slice_size = Some(2);
+    }
+    w
+}
+
+#[test]
+fn slices_must_each_fit_in_one_slice_level_domain() {
+    // Both blocks hold 4 pods, but only b2 holds two racks of 2 (b1: 3 + 1).
+    let mut env = sliced();
+    env.submit(sliced_gang("a", 4, TopologyMode::Required, Some(BLOCK)));
+    schedule(&mut env);
+    assert_eq!(
+        per_node(&env, "ns/a"),
+        [
+            ("x5".into(), 1),
+            ("x6".into(), 1),
+            ("x7".into(), 1),
+            ("x8".into(), 1)
+        ]
+        .into()
+    );
+}
+
+#[test]
+fn slices_that_do_not_fit_are_counted_in_slices() {
+    let mut env = sliced();
+    env.submit(sliced_gang("a", 6, TopologyMode::Required, Some(BLOCK)));
+    schedule(&mut env);
+    let msg = env.assert_pending("ns/a", "TopologyPlacementFailed");
+    assert_eq!(
+        msg,
+        "couldn't assign flavors to pod set main: topology \"default\" allows to fit only 2 out of 3 slice(s)"
+    );
+}
+
+#[test]
+fn a_slice_only_request_is_placed_least_free_first_from_the_top() {
+    // Slice-only: unconstrained from the highest level; b1 has the fewest free slices (at the
+    // lowest level alone, x5 with room for 2 would be the least free node that holds both).
+    let mut env = sliced();
+    env.apply(Event::UpsertNode(node("x5", "b2", "r3", 16)));
+    env.submit(sliced_gang("a", 2, TopologyMode::None, None));
+    schedule(&mut env);
+    assert_eq!(
+        per_node(&env, "ns/a"),
+        [("x1".into(), 1), ("x2".into(), 1)].into()
+    );
+}

@@ -53,7 +53,10 @@ pub(crate) struct PlaceInput<'a> {
 /// Candidate domain during selection.
 struct Dom {
     members: Vec<usize>,
+    /// Free pods.
     cap: u64,
+    /// Free slices down to the slice level, free pods below it.
+    units: u64,
     /// Interned level values from the top level down to the domain's own.
     values: Vec<u32>,
 }
@@ -187,23 +190,6 @@ impl TopoState {
             stats = Exclusions::default();
         }
         let nlev = levels.len();
-        let sel = Selector {
-            sb,
-            caps: &caps,
-            scores: &scores.score,
-        };
-        let all: Vec<usize> = (0..caps.len()).filter(|&i| caps[i] > 0).collect();
-        let total: u64 = all.iter().map(|&i| u64::from(caps[i])).sum();
-        let need = inp.count;
-        let fail = |fit: u64| {
-            let mut m = if fit == 0 {
-                format!("topology {topo_name:?} doesn't allow to fit any of {need} pod(s)")
-            } else {
-                format!("topology {topo_name:?} allows to fit only {fit} out of {need} pod(s)")
-            };
-            stats.append_to(&mut m);
-            m
-        };
         let level_of = |l: &Option<String>| -> Result<usize, String> {
             match l {
                 Some(l) => levels
@@ -212,6 +198,52 @@ impl TopoState {
                     .ok_or_else(|| format!("topology {topo_name:?} has no level {l:?}")),
                 None => Ok(nlev.saturating_sub(1)),
             }
+        };
+        // Slices: `slice_size` pods that must share a domain of the slice level (default: one
+        // pod per node-level domain, which is no constraint).
+        let (slice_level, slice_size) = match &topo.slice_level {
+            Some(l) => {
+                let idx = levels
+                    .iter()
+                    .position(|x| x == l)
+                    .ok_or_else(|| format!("no requested topology level for slices: {l}"))?;
+                match topo.slice_size.filter(|&n| n > 0) {
+                    Some(n) => (idx, u32::try_from(n).unwrap_or(u32::MAX)),
+                    None => {
+                        return Err(
+                            "slice topology requested, but slice size not provided".to_string()
+                        );
+                    }
+                }
+            }
+            None => (nlev.saturating_sub(1), 1),
+        };
+        if !inp.count.is_multiple_of(slice_size) {
+            return Err(format!(
+                "pod count {} is not a multiple of the slice size {slice_size}",
+                inp.count
+            ));
+        }
+        let sel = Selector {
+            sb,
+            caps: &caps,
+            scores: &scores.score,
+            slice_level,
+            slice_size: u64::from(slice_size),
+        };
+        let all: Vec<usize> = (0..caps.len()).filter(|&i| caps[i] > 0).collect();
+        let total: u64 = all.iter().map(|&i| u64::from(caps[i])).sum();
+        let need = inp.count;
+        let units = need / slice_size;
+        let unit = if slice_size == 1 { "pod" } else { "slice" };
+        let fail = |fit: u64| {
+            let mut m = if fit == 0 {
+                format!("topology {topo_name:?} doesn't allow to fit any of {units} {unit}(s)")
+            } else {
+                format!("topology {topo_name:?} allows to fit only {fit} out of {units} {unit}(s)")
+            };
+            stats.append_to(&mut m);
+            m
         };
         let mut chosen: Vec<(usize, u32)> = Vec::new();
         if self.blind || nlev == 0 {
@@ -229,17 +261,34 @@ impl TopoState {
                 _ if topo.slice_level.is_some() => (0, false, true),
                 TopologyMode::Unconstrained | TopologyMode::None => (nlev - 1, false, true),
             };
+            if start > slice_level {
+                return Err(format!(
+                    "podset slice topology {} is above the podset topology {}",
+                    levels[slice_level], levels[start]
+                ));
+            }
             let (fit_level, doms) = sel
-                .fit_level(&all, start, u64::from(need), required, lfc)
+                .fit_level(&all, start, u64::from(units), required, lfc)
                 .map_err(fail)?;
-            let mut cur = sel.take_minimum(doms, u64::from(need), lfc);
+            let mut cur = sel.take_minimum(doms, u64::from(units), lfc, fit_level);
             for l in fit_level + 1..nlev {
-                let members: Vec<usize> = cur
-                    .iter()
-                    .flat_map(|(d, _)| d.members.iter().copied())
-                    .collect();
-                let doms = sel.sorted(sel.group(&members, l), lfc);
-                cur = sel.take_minimum(doms, u64::from(need), lfc);
+                if l <= slice_level {
+                    // Down to the slice level the children of all chosen domains are pooled.
+                    let members: Vec<usize> = cur
+                        .iter()
+                        .flat_map(|(d, _)| d.members.iter().copied())
+                        .collect();
+                    let doms = sel.sorted(sel.group(&members, l), lfc);
+                    cur = sel.take_minimum(doms, u64::from(units), lfc, l);
+                } else {
+                    // Below it each domain's pods stay inside it.
+                    let mut next = Vec::new();
+                    for (d, pods) in cur {
+                        let doms = sel.sorted(sel.group(&d.members, l), lfc);
+                        next.extend(sel.take_minimum(doms, pods, lfc, l));
+                    }
+                    cur = next;
+                }
             }
             for (d, n) in cur {
                 sel.pick_nodes(
@@ -307,7 +356,7 @@ impl TopoState {
 fn best_fit(doms: &[Dom], need: u64) -> Option<usize> {
     let mut best: Option<usize> = None;
     for (i, d) in doms.iter().enumerate() {
-        if d.cap >= need && best.is_none_or(|b| d.cap < doms[b].cap) {
+        if d.units >= need && best.is_none_or(|b| d.units < doms[b].units) {
             best = Some(i);
         }
     }
@@ -398,28 +447,49 @@ struct Selector<'a> {
     sb: &'a StaticBatch,
     caps: &'a [u32],
     scores: &'a [f64],
+    /// Level index of the slices (the lowest level without a slice request).
+    slice_level: usize,
+    /// Pods per slice (1 without a slice request).
+    slice_size: u64,
 }
 
 impl Selector<'_> {
-    /// Members grouped by their domain at `level`, ordered by the domains' level values.
+    /// Members grouped by their domain at `level`, ordered by the domains' level values, with
+    /// their capacity in units of that level (slices down to the slice level, pods below).
     fn group(&self, members: &[usize], level: usize) -> Vec<Dom> {
         let nlev = self.sb.levels.len();
         let mut idx: HashMap<u32, usize> = HashMap::new();
         let mut doms: Vec<Dom> = Vec::new();
+        // Pods per slice-level domain inside each domain (levels above the slice level).
+        let mut inner: Vec<HashMap<u32, u64>> = Vec::new();
         for &i in members {
             let key = self.sb.path[i * nlev + level];
             let d = *idx.entry(key).or_insert_with(|| {
                 doms.push(Dom {
                     members: Vec::new(),
                     cap: 0,
+                    units: 0,
                     values: (0..=level)
                         .map(|l| self.sb.batch.domain[i * nlev + l])
                         .collect(),
                 });
+                inner.push(HashMap::new());
                 doms.len() - 1
             });
             doms[d].members.push(i);
             doms[d].cap += u64::from(self.caps[i]);
+            if level < self.slice_level {
+                let sk = self.sb.path[i * nlev + self.slice_level];
+                *inner[d].entry(sk).or_default() += u64::from(self.caps[i]);
+            }
+        }
+        for (d, dom) in doms.iter_mut().enumerate() {
+            dom.units = match level.cmp(&self.slice_level) {
+                _ if self.slice_size == 1 => dom.cap,
+                std::cmp::Ordering::Less => inner[d].values().map(|c| c / self.slice_size).sum(),
+                std::cmp::Ordering::Equal => dom.cap / self.slice_size,
+                std::cmp::Ordering::Greater => dom.cap,
+            };
         }
         let strings = &self.sb.batch.strings;
         let text = |v: &u32| strings.get(*v as usize).map_or("", String::as_str);
@@ -427,20 +497,29 @@ impl Selector<'_> {
         doms
     }
 
-    /// Kueue's domain order: free capacity descending (ascending for LeastFreeCapacity), then
-    /// level values.
+    /// Pods in one unit at `level`: a slice down to the slice level, else one pod.
+    fn unit_at(&self, level: usize) -> u64 {
+        if level <= self.slice_level {
+            self.slice_size
+        } else {
+            1
+        }
+    }
+
+    /// Kueue's domain order: free units descending (ascending for LeastFreeCapacity), then free
+    /// pods ascending, then level values.
     fn sorted(&self, mut doms: Vec<Dom>, lfc: bool) -> Vec<Dom> {
         // `group` already orders by level values; a stable sort keeps that for ties.
         if lfc {
-            doms.sort_by_key(|d| d.cap);
+            doms.sort_by_key(|d| (d.units, d.cap));
         } else {
-            doms.sort_by_key(|d| std::cmp::Reverse(d.cap));
+            doms.sort_by_key(|d| (std::cmp::Reverse(d.units), d.cap));
         }
         doms
     }
 
-    /// Kueue's `findLevelWithFitDomains`: the level and domains to place `need` pods in, or the
-    /// number of pods that fit for the failure message.
+    /// Kueue's `findLevelWithFitDomains`: the level and domains to place `need` units in, or
+    /// the number that fit for the failure message.
     fn fit_level(
         &self,
         all: &[usize],
@@ -454,18 +533,19 @@ impl Selector<'_> {
             return Err(0);
         }
         if lfc {
-            if let Some(i) = doms.iter().position(|d| d.cap >= need) {
+            if let Some(i) = doms.iter().position(|d| d.units >= need) {
                 return Ok((level, vec![doms.swap_remove(i)]));
             }
             if required {
+                // Kueue reports the largest domain's pods here.
                 return Err(doms.last().map_or(0, |d| d.cap));
             }
-        } else if doms[0].cap >= need {
+        } else if doms[0].units >= need {
             let i = best_fit(&doms, need).unwrap_or(0);
             return Ok((level, vec![doms.swap_remove(i)]));
         }
         if required {
-            return Err(doms[0].cap);
+            return Err(doms[0].units);
         }
         if level > 0 && !lfc {
             return self.fit_level(all, level - 1, need, required, lfc);
@@ -475,13 +555,13 @@ impl Selector<'_> {
         let mut left = need;
         let mut rest = doms;
         while left > 0 && !rest.is_empty() {
-            let i = if !lfc && rest[0].cap >= left {
+            let i = if !lfc && rest[0].units >= left {
                 best_fit(&rest, left).unwrap_or(0)
             } else {
                 0
             };
             let d = rest.remove(i);
-            left = left.saturating_sub(d.cap);
+            left = left.saturating_sub(d.units);
             out.push(d);
         }
         if left > 0 {
@@ -490,22 +570,29 @@ impl Selector<'_> {
         Ok((level, out))
     }
 
-    /// Kueue's `updateCountsToMinimum`: pods per domain taking domains in order, the best fit
-    /// for the last (BestFit only), until `need` pods are placed.
-    fn take_minimum(&self, mut doms: Vec<Dom>, need: u64, lfc: bool) -> Vec<(Dom, u64)> {
+    /// Kueue's `updateCountsToMinimum`: units per domain of `level` taking domains in order, the
+    /// best fit for the last (BestFit only), until `need` units are placed; returns pods.
+    fn take_minimum(
+        &self,
+        mut doms: Vec<Dom>,
+        need: u64,
+        lfc: bool,
+        level: usize,
+    ) -> Vec<(Dom, u64)> {
+        let unit = self.unit_at(level);
         let mut out = Vec::new();
         let mut left = need;
         while left > 0 && !doms.is_empty() {
-            let i = if !lfc && doms[0].cap >= left {
+            let i = if !lfc && doms[0].units >= left {
                 best_fit(&doms, left).unwrap_or(0)
             } else {
                 0
             };
             let d = doms.remove(i);
-            let n = d.cap.min(left);
+            let n = d.units.min(left);
             left -= n;
             if n > 0 {
-                out.push((d, n));
+                out.push((d, n * unit));
             }
         }
         out
