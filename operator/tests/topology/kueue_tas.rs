@@ -333,3 +333,48 @@ fn a_slice_only_request_is_placed_least_free_first_from_the_top() {
         [("x1".into(), 1), ("x2".into(), 1)].into()
     );
 }
+
+// ---- item 12: pod-set groups ----
+
+fn nodes_of(env: &Env, key: &str, pod_set: &str) -> BTreeMap<String, i32> {
+    let p = env
+        .engine
+        .placement(&key_of(key))
+        .unwrap_or_else(|| panic!("{key} has no placement"));
+    p.iter()
+        .find(|p| p.pod_set == pod_set)
+        .unwrap_or_else(|| panic!("{key} has no placement for {pod_set}"))
+        .nodes
+        .iter()
+        .map(|n| (n.node.clone(), n.pods))
+        .collect()
+}
+
+#[test]
+fn a_leader_and_its_workers_are_placed_as_one_unit_in_one_domain() {
+    // Kueue's findLeaderAndWorkers: the pod set with fewer pods leads. Placed apart, the workers
+    // would take r1 (x1, x2, the best fit for 2) and the leader r2 (x3); as one unit only r3 holds
+    // the leader and both workers, the leader on x4 (loses a worker pod) and workers on x5, x6.
+    let mut env = base(&six_nodes());
+    env.cq_lq(quota(&["tas"]), "ns");
+    let mut w = wl("ns", "a")
+        .queue("main")
+        .ps("leader", 1, &[("cpu", cpu(1)), (GPU, 4)])
+        .ps("workers", 2, &[("cpu", cpu(1)), (GPU, 8)]);
+    for ps in &mut w.0.pod_sets {
+        ps.topology = Some(PodSetTopology {
+            mode: TopologyMode::Required,
+            level: Some(RACK.into()),
+            group: Some("g".into()),
+            ..PodSetTopology::default()
+        });
+    }
+    env.submit(w);
+    schedule(&mut env);
+    env.assert_admitted("ns/a");
+    assert_eq!(nodes_of(&env, "ns/a", "leader"), [("x4".into(), 1)].into());
+    assert_eq!(
+        nodes_of(&env, "ns/a", "workers"),
+        [("x5".into(), 1), ("x6".into(), 1)].into()
+    );
+}

@@ -48,6 +48,8 @@ pub(crate) struct PlaceInput<'a> {
     pub priority: i32,
     /// The policy scoring nodes (the workload's ClusterQueue's).
     pub policy: Arc<dyn PlacementPolicy>,
+    /// The leader pod set of a pod-set group (one pod), placed with these pods as one unit.
+    pub leader: Option<&'a PodSet>,
 }
 
 /// Candidate domain during selection.
@@ -57,6 +59,11 @@ struct Dom {
     cap: u64,
     /// Free slices down to the slice level, free pods below it.
     units: u64,
+    /// With a leader: leaders the domain can hold (0 or 1), free pods and units once it holds
+    /// one (Kueue's `podCountWithLeader`, `sliceCountWithLeader`).
+    leaders: u64,
+    wl: u64,
+    units_wl: u64,
     /// Interned level values from the top level down to the domain's own.
     values: Vec<u32>,
 }
@@ -76,8 +83,9 @@ impl TopoState {
         }
     }
 
-    /// Places `count` pods of a pod set in a TAS flavor, or says why it cannot.
-    pub(crate) fn place(&mut self, inp: &PlaceInput<'_>) -> Result<PodSetPlacement, String> {
+    /// Places `count` pods of a pod set (and its group's leader, placed first in the result) in
+    /// a TAS flavor, or says why it cannot.
+    pub(crate) fn place(&mut self, inp: &PlaceInput<'_>) -> Result<Vec<PodSetPlacement>, String> {
         let topo_name = inp.flavor.topology_name.clone().unwrap_or_default();
         let Some(levels) = self.topologies.get(&topo_name).cloned() else {
             return Err(format!("topology {topo_name:?} not found"));
@@ -94,24 +102,19 @@ impl TopoState {
         sb: &mut StaticBatch,
         topo_name: &str,
         levels: &[String],
-    ) -> Result<PodSetPlacement, String> {
+    ) -> Result<Vec<PodSetPlacement>, String> {
         let ps = inp.pod_set;
         let topo = ps.topology.clone().unwrap_or_default();
-        let mut needs = PodNeeds {
-            nvlink: topo.nvlink && !self.blind,
-            ..PodNeeds::default()
-        };
-        for (r, &q) in &ps.requests {
-            let id = self.res.id(r);
-            needs.per_pod.push((id, q));
-            let q32 = u32::try_from(q.max(0)).unwrap_or(u32::MAX);
-            if r == GPU_RESOURCE {
-                needs.gpus = q32;
-            } else if r.starts_with(MIG_RESOURCE_PREFIX) {
-                needs.mig.push((id, q32));
+        let needs = self.needs_of(ps);
+        let leader_needs = inp.leader.map(|l| self.needs_of(l));
+        let mut resources: Vec<u32> = needs.per_pod.iter().map(|&(r, _)| r).collect();
+        if let Some(ln) = &leader_needs {
+            for &(r, _) in &ln.per_pod {
+                if !resources.contains(&r) {
+                    resources.push(r);
+                }
             }
         }
-        let resources: Vec<u32> = needs.per_pod.iter().map(|&(r, _)| r).collect();
         let mut batch = std::mem::take(&mut sb.batch);
         fill_dynamic(self, sb, &mut batch, &resources);
         sb.batch = batch;
@@ -149,6 +152,7 @@ impl TopoState {
         let mut tolerations = ps.tolerations.clone();
         tolerations.extend(inp.flavor.tolerations.iter().cloned());
         let mut stats = Exclusions::default();
+        let mut feasible = vec![false; sb.nodes.len()];
         let caps: Vec<u32> = sb
             .nodes
             .iter()
@@ -177,6 +181,7 @@ impl TopoState {
                     stats.affinity += 1;
                     return 0;
                 }
+                feasible[i] = true;
                 let fit = node_fit(slot, &needs, self.gpu_res, self.blind);
                 if fit == 0 {
                     let r = self.limiting_resource(slot, &needs);
@@ -224,14 +229,50 @@ impl TopoState {
                 inp.count
             ));
         }
+        // With a leader: whether each node holds it, and its pods once it does.
+        let lead_cols: Option<(Vec<u32>, Vec<u32>)> = leader_needs.as_ref().map(|ln| {
+            (0..sb.nodes.len())
+                .map(|i| {
+                    let slot = &self.nodes[sb.nodes[i] as usize];
+                    if !feasible[i] || node_fit(slot, ln, self.gpu_res, self.blind) == 0 {
+                        return (0, caps[i]);
+                    }
+                    let mut rest = slot.clone();
+                    for &(r, q) in &ln.per_pod {
+                        rest.add_used(r, q);
+                    }
+                    let (g, m) = choose_gpus(slot, ln, 1);
+                    for x in g {
+                        if let Some(gs) = rest.gpus.iter_mut().find(|s| s.index == x) {
+                            gs.held = true;
+                        }
+                    }
+                    for (x, &(r, _)) in m.iter().zip(ln.mig.iter().cycle()) {
+                        if let Some(gs) = rest.gpus.iter_mut().find(|s| s.index == *x)
+                            && let Some(mi) = gs.mig.iter_mut().find(|mi| mi.0 == r && !mi.1)
+                        {
+                            mi.1 = true;
+                        }
+                    }
+                    let wl =
+                        node_fit(&rest, &needs, self.gpu_res, self.blind).min(scores.max_pods[i]);
+                    (1, wl)
+                })
+                .unzip()
+        });
         let sel = Selector {
             sb,
             caps: &caps,
             scores: &scores.score,
             slice_level,
             slice_size: u64::from(slice_size),
+            lead: lead_cols
+                .as_ref()
+                .map(|(a, b)| (a.as_slice(), b.as_slice())),
         };
-        let all: Vec<usize> = (0..caps.len()).filter(|&i| caps[i] > 0).collect();
+        let all: Vec<usize> = (0..caps.len())
+            .filter(|&i| caps[i] > 0 || lead_cols.as_ref().is_some_and(|(l, _)| l[i] > 0))
+            .collect();
         let total: u64 = all.iter().map(|&i| u64::from(caps[i])).sum();
         let need = inp.count;
         let units = need / slice_size;
@@ -246,11 +287,71 @@ impl TopoState {
             m
         };
         let mut chosen: Vec<(usize, u32)> = Vec::new();
+        let mut leader_node: Option<usize> = None;
         if self.blind || nlev == 0 {
             if total < u64::from(need) {
                 return Err(fail(total));
             }
-            sel.pick_nodes(&all, need, &mut chosen);
+            if inp.leader.is_some() {
+                leader_node = sel.pick_leader(&all);
+                if leader_node.is_none() {
+                    return Err(fail(0));
+                }
+            }
+            sel.pick_nodes_with(&all, need, leader_node, &mut chosen);
+        } else if inp.leader.is_some() {
+            let (start, required, lfc) = match topo.mode {
+                TopologyMode::Required => (level_of(&topo.level)?, true, false),
+                TopologyMode::Preferred => (level_of(&topo.level)?, false, false),
+                _ if topo.slice_level.is_some() => (0, false, true),
+                TopologyMode::Unconstrained | TopologyMode::None => (nlev - 1, false, true),
+            };
+            if start > slice_level {
+                return Err(format!(
+                    "podset slice topology {} is above the podset topology {}",
+                    levels[slice_level], levels[start]
+                ));
+            }
+            let (fit_level, doms) = sel
+                .fit_level_lead(&all, start, u64::from(units), required, lfc)
+                .map_err(fail)?;
+            let mut cur = sel.take_minimum_lead(doms, u64::from(units), 1, lfc, fit_level);
+            for l in fit_level + 1..nlev {
+                if l <= slice_level {
+                    let members: Vec<usize> = cur
+                        .iter()
+                        .flat_map(|(d, _, _)| d.members.iter().copied())
+                        .collect();
+                    let doms = sel.sorted_lead(sel.group(&members, l), lfc);
+                    cur = sel.take_minimum_lead(doms, u64::from(units), 1, lfc, l);
+                } else {
+                    let mut next = Vec::new();
+                    for (d, pods, lead) in cur {
+                        let doms = sel.sorted_lead(sel.group(&d.members, l), lfc);
+                        next.extend(sel.take_minimum_lead(doms, pods, lead, lfc, l));
+                    }
+                    cur = next;
+                }
+            }
+            for (d, n, lead) in cur {
+                let here = if lead > 0 {
+                    sel.pick_leader(&d.members)
+                } else {
+                    None
+                };
+                if here.is_some() {
+                    leader_node = here;
+                }
+                sel.pick_nodes_with(
+                    &d.members,
+                    u32::try_from(n).unwrap_or(u32::MAX),
+                    here,
+                    &mut chosen,
+                );
+            }
+            if leader_node.is_none() {
+                return Err(fail(0));
+            }
         } else {
             // Kueue's Mixed profile: LeastFreeCapacity for unconstrained (and implied) requests,
             // BestFit for required and preferred ones.
@@ -298,7 +399,42 @@ impl TopoState {
                 );
             }
         }
-        Ok(self.realise(inp, sb, &needs, levels, chosen))
+        let (Some(lps), Some(ln), Some(li)) = (inp.leader, &leader_needs, leader_node) else {
+            return Ok(vec![self.realise(inp, sb, &needs, levels, chosen)]);
+        };
+        // The leader's GPUs are taken first so that workers on its node get others.
+        let linp = PlaceInput {
+            pod_set: lps,
+            count: 1,
+            leader: None,
+            policy: inp.policy.clone(),
+            ..*inp
+        };
+        let lp = self.realise(&linp, sb, ln, levels, vec![(li, 1)]);
+        self.apply(&lp, 1);
+        let wp = self.realise(inp, sb, &needs, levels, chosen);
+        self.apply(&lp, -1);
+        Ok(vec![lp, wp])
+    }
+
+    /// One pod's needs of a pod set, in inventory resource ids.
+    fn needs_of(&mut self, ps: &PodSet) -> PodNeeds {
+        let nvlink = ps.topology.as_ref().is_some_and(|t| t.nvlink);
+        let mut needs = PodNeeds {
+            nvlink: nvlink && !self.blind,
+            ..PodNeeds::default()
+        };
+        for (r, &q) in &ps.requests {
+            let id = self.res.id(r);
+            needs.per_pod.push((id, q));
+            let q32 = u32::try_from(q.max(0)).unwrap_or(u32::MAX);
+            if r == GPU_RESOURCE {
+                needs.gpus = q32;
+            } else if r.starts_with(MIG_RESOURCE_PREFIX) {
+                needs.mig.push((id, q32));
+            }
+        }
+        needs
     }
 
     /// Turns chosen (node, pods) pairs into a placement: GPUs per node and Kueue's assignment.
@@ -451,6 +587,18 @@ struct Selector<'a> {
     slice_level: usize,
     /// Pods per slice (1 without a slice request).
     slice_size: u64,
+    /// With a leader, per node: whether it holds the leader, and the pods it holds with it.
+    lead: Option<(&'a [u32], &'a [u32])>,
+}
+
+/// Kueue's per-domain counts with a leader (`fillInCountsHelper`).
+#[derive(Clone, Copy, Default)]
+struct LeadStats {
+    pods: u64,
+    wl: u64,
+    leaders: u64,
+    slices: u64,
+    slices_wl: u64,
 }
 
 impl Selector<'_> {
@@ -469,6 +617,9 @@ impl Selector<'_> {
                     members: Vec::new(),
                     cap: 0,
                     units: 0,
+                    leaders: 0,
+                    wl: 0,
+                    units_wl: 0,
                     values: (0..=level)
                         .map(|l| self.sb.batch.domain[i * nlev + l])
                         .collect(),
@@ -484,6 +635,17 @@ impl Selector<'_> {
             }
         }
         for (d, dom) in doms.iter_mut().enumerate() {
+            if self.lead.is_some() {
+                let st = self.lead_stats(&dom.members, level);
+                dom.leaders = st.leaders;
+                dom.wl = st.wl;
+                (dom.units, dom.units_wl) = if level <= self.slice_level {
+                    (st.slices, st.slices_wl)
+                } else {
+                    (st.pods, st.wl)
+                };
+                continue;
+            }
             dom.units = match level.cmp(&self.slice_level) {
                 _ if self.slice_size == 1 => dom.cap,
                 std::cmp::Ordering::Less => inner[d].values().map(|c| c / self.slice_size).sum(),
@@ -495,6 +657,263 @@ impl Selector<'_> {
         let text = |v: &u32| strings.get(*v as usize).map_or("", String::as_str);
         doms.sort_by(|a, b| a.values.iter().map(text).cmp(b.values.iter().map(text)));
         doms
+    }
+
+    /// Counts of the domain of `level` holding `members`, rolled up from its children as
+    /// Kueue does: with a leader, the children able to hold it give the smallest loss.
+    fn lead_stats(&self, members: &[usize], level: usize) -> LeadStats {
+        let Some((lead, wl)) = self.lead else {
+            return LeadStats::default();
+        };
+        let nlev = self.sb.levels.len();
+        let children: Vec<LeadStats> = if level + 1 < nlev {
+            let mut by: Vec<(u32, Vec<usize>)> = Vec::new();
+            for &i in members {
+                let key = self.sb.path[i * nlev + level + 1];
+                match by.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, v)) => v.push(i),
+                    None => by.push((key, vec![i])),
+                }
+            }
+            by.iter()
+                .map(|(_, ms)| self.lead_stats(ms, level + 1))
+                .collect()
+        } else {
+            // Nodes: the children of the lowest level.
+            members
+                .iter()
+                .map(|&i| {
+                    let pods = u64::from(self.caps[i]);
+                    let l = u64::from(lead[i]);
+                    let w = if l > 0 { u64::from(wl[i]) } else { pods };
+                    LeadStats {
+                        pods,
+                        wl: w,
+                        leaders: l,
+                        slices: pods,
+                        slices_wl: w,
+                    }
+                })
+                .collect()
+        };
+        let mut st = LeadStats::default();
+        let mut loss: Option<(u64, u64)> = None;
+        for c in &children {
+            st.pods += c.pods;
+            st.slices += c.slices;
+            st.leaders = st.leaders.max(c.leaders);
+            if c.leaders > 0 {
+                let (lp, ls) = (
+                    c.pods - c.wl.min(c.pods),
+                    c.slices - c.slices_wl.min(c.slices),
+                );
+                loss = Some(loss.map_or((lp, ls), |(a, b)| (a.min(lp), b.min(ls))));
+            }
+        }
+        if let Some((lp, ls)) = loss {
+            st.wl = st.pods - lp;
+            st.slices_wl = st.slices - ls;
+        }
+        if level == self.slice_level {
+            st.slices = st.pods / self.slice_size;
+            st.slices_wl = st.wl / self.slice_size;
+        }
+        st
+    }
+
+    /// Kueue's order with a leader: domains holding it first, then free units with it
+    /// descending (ascending for LeastFreeCapacity), then pods with it ascending, level values.
+    fn sorted_lead(&self, mut doms: Vec<Dom>, lfc: bool) -> Vec<Dom> {
+        if lfc {
+            doms.sort_by_key(|d| (std::cmp::Reverse(d.leaders), d.units_wl, d.wl));
+        } else {
+            doms.sort_by_key(|d| {
+                (
+                    std::cmp::Reverse(d.leaders),
+                    std::cmp::Reverse(d.units_wl),
+                    d.wl,
+                )
+            });
+        }
+        doms
+    }
+
+    /// Kueue's BestFit with leaders: among domains holding `leaders`, the first with the fewest
+    /// units that still holds `need` (with the leader when one is wanted); else the first.
+    fn best_fit_lead(doms: &[Dom], need: u64, leaders: u64) -> usize {
+        let mut best: Option<usize> = None;
+        for (i, d) in doms.iter().enumerate() {
+            if d.leaders < leaders {
+                continue;
+            }
+            let n = if leaders > 0 { d.units_wl } else { d.units };
+            let cur = best.map(|b| {
+                if leaders > 0 {
+                    doms[b].units_wl
+                } else {
+                    doms[b].units
+                }
+            });
+            if n >= need && cur.is_none_or(|c| n < c) {
+                best = Some(i);
+            }
+        }
+        best.unwrap_or(0)
+    }
+
+    /// Kueue's `prioritizeLeaderDomain`: moves to the front the first domain holding the leader
+    /// whose loss of units still leaves room for every unit.
+    fn prioritize_leader(doms: &mut [Dom], need: u64, leaders: u64) {
+        if leaders == 0 || doms.len() < 2 {
+            return;
+        }
+        let avail: u64 = doms.iter().map(|d| d.units).sum();
+        for i in 0..doms.len() {
+            let d = &doms[i];
+            if d.leaders < leaders {
+                continue;
+            }
+            let loss = d.units.saturating_sub(d.units_wl);
+            if avail.saturating_sub(loss) < need {
+                continue;
+            }
+            doms[..=i].rotate_right(1);
+            return;
+        }
+    }
+
+    /// `fit_level` with a leader (Kueue's `findLevelWithFitDomains` with a leader count of 1).
+    fn fit_level_lead(
+        &self,
+        all: &[usize],
+        level: usize,
+        need: u64,
+        required: bool,
+        lfc: bool,
+    ) -> Result<(usize, Vec<Dom>), u64> {
+        let mut doms = self.sorted_lead(self.group(all, level), lfc);
+        if doms.is_empty() {
+            return Err(0);
+        }
+        let mut top = 0;
+        if !lfc && doms[0].units_wl >= need && doms[0].leaders >= 1 {
+            top = Self::best_fit_lead(&doms, need, 1);
+        }
+        if lfc {
+            if let Some(i) = doms
+                .iter()
+                .position(|d| d.leaders >= 1 && d.units_wl >= need)
+            {
+                return Ok((level, vec![doms.swap_remove(i)]));
+            }
+            if required {
+                return Err(doms.last().map_or(0, |d| d.cap));
+            }
+        }
+        if doms[top].units_wl < need || doms[top].leaders < 1 {
+            if required {
+                return Err(doms[top].units);
+            }
+            if level > 0 && !lfc {
+                return self.fit_level_lead(all, level - 1, need, required, lfc);
+            }
+            Self::prioritize_leader(&mut doms, need, 1);
+            // One leader: the first domain holds it (or the best fit when it fits everything).
+            if doms[0].leaders == 0 {
+                return Err(0);
+            }
+            let pick = if !lfc && doms[0].units_wl >= need {
+                Self::best_fit_lead(&doms, need, 1)
+            } else {
+                0
+            };
+            let first = doms.remove(pick);
+            let mut left = need.saturating_sub(first.units_wl);
+            let mut chosen = vec![first];
+            let mut rest = self.sorted(doms, lfc);
+            while left > 0 && !rest.is_empty() {
+                let i = if !lfc && rest[0].units >= left {
+                    best_fit(&rest, left).unwrap_or(0)
+                } else {
+                    0
+                };
+                let d = rest.remove(i);
+                left = left.saturating_sub(d.units);
+                chosen.push(d);
+            }
+            if left > 0 {
+                return Err(need - left);
+            }
+            return Ok((level, chosen));
+        }
+        Ok((level, vec![doms.swap_remove(top)]))
+    }
+
+    /// `take_minimum` with leaders (Kueue's `updateCountsToMinimumGeneric` and
+    /// `consumeWithLeadersGeneric`): returns (domain, pods, leaders) of each domain used.
+    fn take_minimum_lead(
+        &self,
+        mut doms: Vec<Dom>,
+        need: u64,
+        leaders: u64,
+        lfc: bool,
+        level: usize,
+    ) -> Vec<(Dom, u64, u64)> {
+        let unit = self.unit_at(level);
+        let mut left = need;
+        let mut left_leaders = leaders;
+        Self::prioritize_leader(&mut doms, need, leaders);
+        let mut out = Vec::new();
+        while (left > 0 || left_leaders > 0) && !doms.is_empty() {
+            if left_leaders > 0 {
+                let mut i = 0;
+                if !lfc && doms[0].units_wl >= left && doms[0].leaders >= left_leaders {
+                    i = Self::best_fit_lead(&doms, left, left_leaders);
+                }
+                let d = doms.remove(i);
+                if d.units_wl >= left && d.leaders >= left_leaders {
+                    out.push((d, left * unit, left_leaders));
+                    return out;
+                }
+                let n = d.units_wl.min(left);
+                let l = d.leaders.min(left_leaders);
+                left -= n;
+                left_leaders -= l;
+                if n > 0 || l > 0 {
+                    out.push((d, n * unit, l));
+                }
+                continue;
+            }
+            let i = if !lfc && doms[0].units >= left {
+                best_fit(&doms, left).unwrap_or(0)
+            } else {
+                0
+            };
+            let d = doms.remove(i);
+            let n = d.units.min(left);
+            left -= n;
+            if n > 0 {
+                out.push((d, n * unit, 0));
+            }
+        }
+        out
+    }
+
+    /// The node of a domain to hold the leader: holds it and loses the fewest worker pods
+    /// (ties: best policy score, then batch order).
+    fn pick_leader(&self, members: &[usize]) -> Option<usize> {
+        let (lead, wl) = self.lead?;
+        members
+            .iter()
+            .copied()
+            .filter(|&i| lead[i] > 0)
+            .min_by(|&a, &b| {
+                let la = self.caps[a].saturating_sub(wl[a]);
+                let lb = self.caps[b].saturating_sub(wl[b]);
+                la.cmp(&lb)
+                    .then(self.scores[b].total_cmp(&self.scores[a]))
+                    .then(a.cmp(&b))
+            })
     }
 
     /// Pods in one unit at `level`: a slice down to the slice level, else one pod.
@@ -600,14 +1019,32 @@ impl Selector<'_> {
 
     /// Node level: the best-scored node holding every pod, else nodes in score order.
     fn pick_nodes(&self, members: &[usize], need: u32, out: &mut Vec<(usize, u32)>) {
+        self.pick_nodes_with(members, need, None, out);
+    }
+
+    /// `pick_nodes` with the leader on node `leader` (which then holds fewer worker pods).
+    fn pick_nodes_with(
+        &self,
+        members: &[usize],
+        need: u32,
+        leader: Option<usize>,
+        out: &mut Vec<(usize, u32)>,
+    ) {
+        let cap = |i: usize| match (leader, self.lead) {
+            (Some(l), Some((_, wl))) if l == i => wl[i],
+            _ => self.caps[i],
+        };
+        if need == 0 {
+            return;
+        }
         let single = members
             .iter()
             .copied()
-            .filter(|&i| self.caps[i] >= need)
+            .filter(|&i| cap(i) >= need)
             .max_by(|&a, &b| {
                 self.scores[a]
                     .total_cmp(&self.scores[b])
-                    .then(self.caps[b].cmp(&self.caps[a]))
+                    .then(cap(b).cmp(&cap(a)))
                     .then(b.cmp(&a))
             });
         if let Some(i) = single {
@@ -618,7 +1055,7 @@ impl Selector<'_> {
         order.sort_by(|&a, &b| {
             self.scores[b]
                 .total_cmp(&self.scores[a])
-                .then(self.caps[b].cmp(&self.caps[a]))
+                .then(cap(b).cmp(&cap(a)))
                 .then(a.cmp(&b))
         });
         let mut left = need;
@@ -626,7 +1063,7 @@ impl Selector<'_> {
             if left == 0 {
                 break;
             }
-            let take = self.caps[i].min(left);
+            let take = cap(i).min(left);
             if take > 0 {
                 out.push((i, take));
                 left -= take;
