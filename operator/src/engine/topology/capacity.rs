@@ -20,6 +20,8 @@ pub(crate) struct StaticBatch {
     pub path: Vec<u32>,
     /// Static columns; dynamic ones are filled per request.
     pub batch: NodeBatch,
+    /// Rank of each interned string in byte order (domains are ordered by level values).
+    pub rank: Vec<u32>,
 }
 
 impl StaticBatch {
@@ -94,6 +96,12 @@ impl StaticBatch {
                 b.label_values.push(intern(v));
             }
             b.label_offsets.push(b.label_keys.len() as u32);
+        }
+        let mut order: Vec<u32> = (0..strings.len() as u32).collect();
+        order.sort_by(|&x, &y| strings[x as usize].cmp(&strings[y as usize]));
+        out.rank = vec![0; strings.len()];
+        for (r, &i) in order.iter().enumerate() {
+            out.rank[i as usize] = r as u32;
         }
         b.strings = strings;
         out.batch = b;

@@ -64,7 +64,7 @@ struct Dom {
     leaders: u64,
     wl: u64,
     units_wl: u64,
-    /// Interned level values from the top level down to the domain's own.
+    /// Level values (as byte-order ranks) from the top level down to the domain's own.
     values: Vec<u32>,
 }
 
@@ -621,7 +621,10 @@ impl Selector<'_> {
                     wl: 0,
                     units_wl: 0,
                     values: (0..=level)
-                        .map(|l| self.sb.batch.domain[i * nlev + l])
+                        .map(|l| {
+                            let v = self.sb.batch.domain[i * nlev + l];
+                            self.sb.rank.get(v as usize).copied().unwrap_or(v)
+                        })
                         .collect(),
                 });
                 inner.push(HashMap::new());
@@ -653,9 +656,7 @@ impl Selector<'_> {
                 std::cmp::Ordering::Greater => dom.cap,
             };
         }
-        let strings = &self.sb.batch.strings;
-        let text = |v: &u32| strings.get(*v as usize).map_or("", String::as_str);
-        doms.sort_by(|a, b| a.values.iter().map(text).cmp(b.values.iter().map(text)));
+        doms.sort_by(|a, b| a.values.cmp(&b.values));
         doms
     }
 
