@@ -20,8 +20,9 @@ pub(crate) struct StaticBatch {
     pub path: Vec<u32>,
     /// Static columns; dynamic ones are filled per request.
     pub batch: NodeBatch,
-    /// Rank of each interned string in byte order (domains are ordered by level values).
-    pub rank: Vec<u32>,
+    /// Position of each domain (by path id) among the domains of its level ordered by their
+    /// level values in byte order, as Kueue breaks ties between domains.
+    pub order: Vec<u32>,
 }
 
 impl StaticBatch {
@@ -97,11 +98,24 @@ impl StaticBatch {
             }
             b.label_offsets.push(b.label_keys.len() as u32);
         }
-        let mut order: Vec<u32> = (0..strings.len() as u32).collect();
-        order.sort_by(|&x, &y| strings[x as usize].cmp(&strings[y as usize]));
-        out.rank = vec![0; strings.len()];
-        for (r, &i) in order.iter().enumerate() {
-            out.rank[i as usize] = r as u32;
+        // Level values of each path id (from its first node), then its rank in that order.
+        let nlev = levels.len();
+        let mut seen: Vec<Option<(usize, usize)>> = vec![None; paths.len()];
+        for (n, chunk) in out.path.chunks(nlev.max(1)).enumerate() {
+            for (l, &p) in chunk.iter().enumerate() {
+                seen[p as usize].get_or_insert((n, l));
+            }
+        }
+        let text = |n: usize, l: usize| -> Vec<&str> {
+            (0..=l)
+                .map(|k| strings[b.domain[n * nlev + k] as usize].as_str())
+                .collect()
+        };
+        let mut ids: Vec<usize> = (0..paths.len()).collect();
+        ids.sort_by_cached_key(|&p| seen[p].map(|(n, l)| text(n, l)).unwrap_or_default());
+        out.order = vec![0; paths.len()];
+        for (r, &p) in ids.iter().enumerate() {
+            out.order[p] = r as u32;
         }
         b.strings = strings;
         out.batch = b;

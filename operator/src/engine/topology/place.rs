@@ -64,8 +64,8 @@ struct Dom {
     leaders: u64,
     wl: u64,
     units_wl: u64,
-    /// Level values (as byte-order ranks) from the top level down to the domain's own.
-    values: Vec<u32>,
+    /// Kueue's tie-break position: rank by level values among the domains of its level.
+    order: u32,
 }
 
 impl TopoState {
@@ -153,6 +153,7 @@ impl TopoState {
         tolerations.extend(inp.flavor.tolerations.iter().cloned());
         let mut stats = Exclusions::default();
         let mut feasible = vec![false; sb.nodes.len()];
+        let mut excluded_by: Vec<u64> = Vec::new();
         let caps: Vec<u32> = sb
             .nodes
             .iter()
@@ -184,12 +185,23 @@ impl TopoState {
                 feasible[i] = true;
                 let fit = node_fit(slot, &needs, self.gpu_res, self.blind);
                 if fit == 0 {
-                    let r = self.limiting_resource(slot, &needs);
-                    *stats.resources.entry(r).or_default() += 1;
+                    // Counted by resource id; named only if a message is written.
+                    let r = self.limiting_resource(slot, &needs) as usize;
+                    if excluded_by.len() <= r {
+                        excluded_by.resize(r + 1, 0);
+                    }
+                    excluded_by[r] += 1;
                 }
                 fit.min(scores.max_pods[i])
             })
             .collect();
+        for (r, &n) in excluded_by.iter().enumerate() {
+            if n > 0 {
+                stats
+                    .resources
+                    .insert(self.res.name(r as u32).to_string(), n);
+            }
+        }
         // Kueue counts node exclusions only when nodes are its leaf domains.
         if levels.last().is_none_or(|l| l != HOSTNAME) {
             stats = Exclusions::default();
@@ -560,21 +572,18 @@ fn taint_key(t: &crate::engine::types::Taint) -> String {
 
 impl TopoState {
     /// The resource that leaves no room for one pod on the node (fewest pods, ties by name).
-    fn limiting_resource(&self, slot: &super::NodeSlot, needs: &PodNeeds) -> String {
+    fn limiting_resource(&self, slot: &super::NodeSlot, needs: &PodNeeds) -> u32 {
         let worst = needs
             .per_pod
             .iter()
             .filter(|&&(_, q)| q > 0)
-            .map(|&(r, q)| (slot.free(r).max(0) / q, self.res.name(r)))
+            .map(|&(r, q)| (slot.free(r).max(0) / q, self.res.name(r), r))
             .min();
         match worst {
-            Some((0, name)) => name.to_string(),
+            Some((0, _, r)) => r,
             // Room by allocatable, but not in healthy GPUs, islands or MIG instances.
-            _ if needs.gpus > 0 => GPU_RESOURCE.to_string(),
-            _ => needs.mig.first().map_or_else(
-                || GPU_RESOURCE.to_string(),
-                |&(r, _)| self.res.name(r).to_string(),
-            ),
+            _ if needs.gpus > 0 => self.gpu_res,
+            _ => needs.mig.first().map_or(self.gpu_res, |&(r, _)| r),
         }
     }
 }
@@ -620,12 +629,7 @@ impl Selector<'_> {
                     leaders: 0,
                     wl: 0,
                     units_wl: 0,
-                    values: (0..=level)
-                        .map(|l| {
-                            let v = self.sb.batch.domain[i * nlev + l];
-                            self.sb.rank.get(v as usize).copied().unwrap_or(v)
-                        })
-                        .collect(),
+                    order: self.sb.order.get(key as usize).copied().unwrap_or(u32::MAX),
                 });
                 inner.push(HashMap::new());
                 doms.len() - 1
@@ -656,7 +660,7 @@ impl Selector<'_> {
                 std::cmp::Ordering::Greater => dom.cap,
             };
         }
-        doms.sort_by(|a, b| a.values.cmp(&b.values));
+        doms.sort_by_key(|d| d.order);
         doms
     }
 
@@ -992,28 +996,37 @@ impl Selector<'_> {
 
     /// Kueue's `updateCountsToMinimum`: units per domain of `level` taking domains in order, the
     /// best fit for the last (BestFit only), until `need` units are placed; returns pods.
-    fn take_minimum(
-        &self,
-        mut doms: Vec<Dom>,
-        need: u64,
-        lfc: bool,
-        level: usize,
-    ) -> Vec<(Dom, u64)> {
+    fn take_minimum(&self, doms: Vec<Dom>, need: u64, lfc: bool, level: usize) -> Vec<(Dom, u64)> {
         let unit = self.unit_at(level);
-        let mut out = Vec::new();
+        // Whole domains in order until one holds the rest (BestFit: the best fit from there).
+        let mut whole = 0;
         let mut left = need;
-        while left > 0 && !doms.is_empty() {
-            let i = if !lfc && doms[0].units >= left {
-                best_fit(&doms, left).unwrap_or(0)
-            } else {
-                0
-            };
-            let d = doms.remove(i);
-            let n = d.units.min(left);
-            left -= n;
-            if n > 0 {
-                out.push((d, n * unit));
+        let mut last = None;
+        while left > 0 && whole < doms.len() {
+            if doms[whole].units >= left {
+                let j = if lfc {
+                    whole
+                } else {
+                    whole + best_fit(&doms[whole..], left).unwrap_or(0)
+                };
+                last = Some((j, left));
+                break;
             }
+            left -= doms[whole].units;
+            whole += 1;
+        }
+        let mut slots: Vec<Option<Dom>> = doms.into_iter().map(Some).collect();
+        let mut out = Vec::new();
+        for slot in slots.iter_mut().take(whole) {
+            if let Some(d) = slot.take().filter(|d| d.units > 0) {
+                let n = d.units * unit;
+                out.push((d, n));
+            }
+        }
+        if let Some((j, n)) = last
+            && let Some(d) = slots.get_mut(j).and_then(Option::take)
+        {
+            out.push((d, n * unit));
         }
         out
     }
