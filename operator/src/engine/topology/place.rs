@@ -636,7 +636,7 @@ impl Selector<'_> {
             });
             doms[d].members.push(i);
             doms[d].cap += u64::from(self.caps[i]);
-            if level < self.slice_level {
+            if level < self.slice_level && self.slice_size > 1 {
                 let sk = self.sb.path[i * nlev + self.slice_level];
                 *inner[d].entry(sk).or_default() += u64::from(self.caps[i]);
             }
