@@ -378,3 +378,17 @@ fn a_leader_and_its_workers_are_placed_as_one_unit_in_one_domain() {
         [("x5".into(), 1), ("x6".into(), 1)].into()
     );
 }
+
+#[test]
+fn a_flavor_without_nodes_has_no_topology_domains() {
+    // findLevelWithFitDomains: no domain at the searched level at all.
+    let mut env = base(&[]);
+    env.cq_lq(quota(&["tas"]), "ns");
+    env.submit(gang("a", 1, 8, TopologyMode::Required, Some(RACK)));
+    schedule(&mut env);
+    let msg = env.assert_pending("ns/a", "TopologyPlacementFailed");
+    assert_eq!(
+        msg,
+        "couldn't assign flavors to pod set main: no topology domains at level: cloud.com/rack"
+    );
+}

@@ -259,7 +259,12 @@ impl TopoState {
                             gs.held = true;
                         }
                     }
-                    for (x, &(r, _)) in m.iter().zip(ln.mig.iter().cycle()) {
+                    // MIG instances come grouped by profile, `per` of each.
+                    let profiles = ln
+                        .mig
+                        .iter()
+                        .flat_map(|&(r, per)| std::iter::repeat_n(r, per as usize));
+                    for (x, r) in m.iter().zip(profiles) {
                         if let Some(gs) = rest.gpus.iter_mut().find(|s| s.index == *x)
                             && let Some(mi) = gs.mig.iter_mut().find(|mi| mi.0 == r && !mi.1)
                         {
@@ -272,6 +277,11 @@ impl TopoState {
                 })
                 .unzip()
         });
+        // Kueue fails early when the flavor has no (ready, schedulable) node at all.
+        let no_domains = !sb
+            .nodes
+            .iter()
+            .any(|&id| self.nodes[id as usize].schedulable());
         let sel = Selector {
             sb,
             caps: &caps,
@@ -323,6 +333,9 @@ impl TopoState {
                     "podset slice topology {} is above the podset topology {}",
                     levels[slice_level], levels[start]
                 ));
+            }
+            if no_domains {
+                return Err(format!("no topology domains at level: {}", levels[start]));
             }
             let (fit_level, doms) = sel
                 .fit_level_lead(&all, start, u64::from(units), required, lfc)
@@ -379,6 +392,9 @@ impl TopoState {
                     "podset slice topology {} is above the podset topology {}",
                     levels[slice_level], levels[start]
                 ));
+            }
+            if no_domains {
+                return Err(format!("no topology domains at level: {}", levels[start]));
             }
             let (fit_level, doms) = sel
                 .fit_level(&all, start, u64::from(units), required, lfc)
