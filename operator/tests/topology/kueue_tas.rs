@@ -159,6 +159,32 @@ fn only_flavors_mismatching_tas_give_no_matching_flavor_with_kueue_messages() {
     );
 }
 
+#[test]
+fn a_tas_flavor_whose_topology_is_unknown_is_skipped() {
+    // The flavor names a Topology that does not exist: no TAS snapshot for it in Kueue.
+    let mut env = base(&six_nodes());
+    env.flavor_obj(Flavor {
+        name: "lost".into(),
+        node_labels: [("pool".to_string(), "gpu".to_string())].into(),
+        topology_name: Some("missing".into()),
+        ..Flavor::default()
+    });
+    env.cq_lq(quota(&["lost", "tas"]), "ns");
+    env.submit(gang("a", 1, 8, TopologyMode::Required, Some(RACK)));
+    schedule(&mut env);
+    env.assert_admitted_on("ns/a", GPU, "tas", 8);
+    env.submit(gang("b", 1, 8, TopologyMode::Required, Some(RACK)));
+    env.engine
+        .apply(Event::DeleteTopology("default".into()))
+        .expect("delete topology");
+    schedule(&mut env);
+    let msg = env.assert_pending("ns/b", "NoMatchingFlavor");
+    assert!(
+        msg.contains("Flavor \"lost\" information missing in TAS cache"),
+        "{msg}"
+    );
+}
+
 // ---- item 11: algorithms and ordering ----
 
 /// Pods of 2 GPUs fit x1: 4, x2: 2, x3: 4, x4: 1, x5: 4, x6: 4.
