@@ -418,3 +418,54 @@ fn a_flavor_without_nodes_has_no_topology_domains() {
         "couldn't assign flavors to pod set main: no topology domains at level: cloud.com/rack"
     );
 }
+
+fn sliced_group(name: &str, leader_gpus: i64) -> WlB {
+    let mut w = wl("ns", name)
+        .queue("main")
+        .ps("workers", 4, &[("cpu", cpu(1)), (GPU, 8)])
+        .ps("leader", 1, &[("cpu", cpu(1)), (GPU, leader_gpus)]);
+    for ps in &mut w.0.pod_sets {
+        ps.topology = Some(PodSetTopology {
+            mode: TopologyMode::Required,
+            level: Some(BLOCK.into()),
+            slice_level: Some(RACK.into()),
+            slice_size: Some(2),
+            group: Some("g".into()),
+            ..PodSetTopology::default()
+        });
+    }
+    w
+}
+
+#[test]
+fn a_leader_that_breaks_a_slice_leaves_the_group_unplaced() {
+    // With the leader (4 GPUs) on one of its nodes, no rack of two 8-GPU nodes holds a slice of
+    // two workers any more: each block holds 1 of the 2 slices with the leader.
+    let mut env = sliced();
+    env.submit(sliced_group("a", 4));
+    schedule(&mut env);
+    let msg = env.assert_pending("ns/a", "TopologyPlacementFailed");
+    assert_eq!(
+        msg,
+        "couldn't assign flavors to pod set workers: topology \"default\" allows to fit only 1 out of 2 slice(s)"
+    );
+}
+
+#[test]
+fn a_cpu_only_leader_joins_its_workers_slices() {
+    let mut env = sliced();
+    env.submit(sliced_group("a", 0));
+    schedule(&mut env);
+    env.assert_admitted("ns/a");
+    assert_eq!(nodes_of(&env, "ns/a", "leader"), [("x5".into(), 1)].into());
+    assert_eq!(
+        nodes_of(&env, "ns/a", "workers"),
+        [
+            ("x5".into(), 1),
+            ("x6".into(), 1),
+            ("x7".into(), 1),
+            ("x8".into(), 1)
+        ]
+        .into()
+    );
+}
