@@ -57,6 +57,7 @@ fn workload(name: &str, pods: i32, gpus: i64, mode: TopologyMode, level: Option<
                 mode,
                 level: level.map(Into::into),
                 nvlink: gpus <= 4,
+                ..PodSetTopology::default()
             }),
             ..PodSet::default()
         }],

@@ -730,34 +730,23 @@ pub fn gpus_by_flavor(a: &engine::Admission, gpu_resource: &str) -> BTreeMap<Str
     out
 }
 
-/// A pod set's topology request: `spec.podSets[].topologyRequest`, else Kueue's pod template
-/// annotations, plus Sluice's `sluice.dev/podset-required-topology: nvlink`.
+/// A pod set's topology request: `spec.podSets[].topologyRequest` (Kueue reads the
+/// `kueue.x-k8s.io/podset-*-topology` annotations only on job pod templates, when it builds the
+/// Workload, so on a Workload they are ignored), plus Sluice's
+/// `sluice.dev/podset-required-topology: nvlink` pod template annotation.
 pub fn pod_set_topology(
     object: &str,
     field: &str,
     ps: &api::PodSet,
 ) -> Result<Option<engine::PodSetTopology>, IngestError> {
-    use sluice_sdk::kueue::labels as kl;
     use sluice_sdk::topology as st;
-    let empty = BTreeMap::new();
-    let ann = ps
+    let nvlink = match ps
         .template
         .metadata
         .as_ref()
         .and_then(|m| m.annotations.as_ref())
-        .unwrap_or(&empty);
-    let tr = ps.topology_request.clone().unwrap_or_default();
-    let required = tr
-        .required
-        .or_else(|| ann.get(kl::PODSET_REQUIRED_TOPOLOGY_ANNOTATION).cloned());
-    let preferred = tr
-        .preferred
-        .or_else(|| ann.get(kl::PODSET_PREFERRED_TOPOLOGY_ANNOTATION).cloned());
-    let unconstrained = tr.unconstrained.unwrap_or(false)
-        || ann
-            .get(kl::PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION)
-            .is_some_and(|v| v == "true");
-    let nvlink = match ann.get(st::PODSET_REQUIRED_TOPOLOGY_ANNOTATION) {
+        .and_then(|a| a.get(st::PODSET_REQUIRED_TOPOLOGY_ANNOTATION))
+    {
         None => false,
         Some(v) if v == st::NVLINK => true,
         Some(v) => {
@@ -774,18 +763,33 @@ pub fn pod_set_topology(
             ));
         }
     };
-    let (mode, level) = match (required, preferred, unconstrained) {
+    let tr = ps.topology_request.clone().unwrap_or_default();
+    let (mode, level) = match (tr.required, tr.preferred, tr.unconstrained.unwrap_or(false)) {
         (Some(l), _, _) => (engine::TopologyMode::Required, Some(l)),
         (None, Some(l), _) => (engine::TopologyMode::Preferred, Some(l)),
         (None, None, true) => (engine::TopologyMode::Unconstrained, None),
-        (None, None, false) if nvlink => (engine::TopologyMode::None, None),
-        (None, None, false) => return Ok(None),
+        (None, None, false) => (engine::TopologyMode::None, None),
     };
-    Ok(Some(engine::PodSetTopology {
+    // Kueue uses the constraints list when set, else the single slice fields.
+    let (slice_level, slice_size) = match tr.podset_slice_required_topology_constraints.first() {
+        Some(c) => (Some(c.topology.clone()), Some(c.size)),
+        None => {
+            let size = match &tr.pod_set_slice_required_topology {
+                Some(_) => Some(tr.pod_set_slice_size.unwrap_or(0)),
+                None => tr.pod_set_slice_size,
+            };
+            (tr.pod_set_slice_required_topology, size)
+        }
+    };
+    let out = engine::PodSetTopology {
         mode,
         level,
         nvlink,
-    }))
+        slice_level,
+        slice_size,
+        group: tr.pod_set_group_name,
+    };
+    Ok((out.explicit() || out.group.is_some()).then_some(out))
 }
 
 /// Kueue Topology -> engine topology levels.
@@ -949,5 +953,31 @@ containers:
         let ns: core::Namespace = serde_yaml::from_str("metadata: {name: team-a}").unwrap();
         let n = namespace(&ns).unwrap();
         assert_eq!(n.labels[NAMESPACE_NAME_LABEL], "team-a");
+    }
+
+    #[test]
+    fn workload_topology_comes_from_topology_request_not_template_annotations() {
+        // Kueue (workload.IsExplicitlyRequestingTAS, TASFlavorSnapshot.levelKey) reads only
+        // spec.podSets[].topologyRequest on a Workload.
+        let ps: api::PodSet = serde_yaml::from_str(
+            "name: main\ncount: 2\ntemplate:\n  metadata: {annotations: {kueue.x-k8s.io/podset-required-topology: rack}}\n  spec: {containers: []}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            pod_set_topology("ns/w", "spec.podSets[0]", &ps).unwrap(),
+            None
+        );
+        let ps: api::PodSet = serde_yaml::from_str(
+            "name: main\ncount: 4\ntopologyRequest: {preferred: block, podSetSliceRequiredTopology: rack, podSetSliceSize: 2, podSetGroupName: g}\ntemplate:\n  metadata: {annotations: {kueue.x-k8s.io/podset-required-topology: rack}}\n  spec: {containers: []}\n",
+        )
+        .unwrap();
+        let t = pod_set_topology("ns/w", "spec.podSets[0]", &ps)
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.mode, engine::TopologyMode::Preferred);
+        assert_eq!(t.level.as_deref(), Some("block"));
+        assert_eq!(t.slice_level.as_deref(), Some("rack"));
+        assert_eq!(t.slice_size, Some(2));
+        assert_eq!(t.group.as_deref(), Some("g"));
     }
 }

@@ -59,6 +59,65 @@ fn most_severe(a: &'static str, b: &'static str) -> &'static str {
     if severity(a) >= severity(b) { a } else { b }
 }
 
+/// Kueue's TAS check of a flavor for a pod set (`checkPodSetAndFlavorMatchForTAS`): a pod set
+/// asking for a topology takes only TAS flavors having its levels (a non-TAS flavor only when it
+/// covers none of the pod set's resources), one asking for none skips TAS flavors unless every
+/// flavor of the ClusterQueue is a TAS flavor (TAS is then implied). None when it matches.
+fn tas_mismatch(
+    topologies: &std::collections::HashMap<String, Vec<String>>,
+    tas_only: bool,
+    overlaps: bool,
+    flavor: &super::Flavor,
+    ps: &super::PodSet,
+) -> Option<String> {
+    let request = ps.topology.as_ref().filter(|t| t.explicit());
+    let Some(t) = request else {
+        return (flavor.topology_name.is_some() && !tas_only).then(|| {
+            format!(
+                "Flavor {:?} supports only TopologyAwareScheduling",
+                flavor.name
+            )
+        });
+    };
+    let Some(topo) = &flavor.topology_name else {
+        return overlaps.then(|| {
+            format!(
+                "Flavor {:?} does not support TopologyAwareScheduling",
+                flavor.name
+            )
+        });
+    };
+    let Some(levels) = topologies.get(topo) else {
+        return Some(format!(
+            "Flavor {:?} information missing in TAS cache",
+            flavor.name
+        ));
+    };
+    if !has_levels(levels, t) {
+        return Some(format!(
+            "Flavor {:?} does not contain the requested level",
+            flavor.name
+        ));
+    }
+    None
+}
+
+/// Whether a topology has the pod set's main level and slice level (Kueue's `HasLevel`).
+pub(crate) fn has_levels(levels: &[String], t: &super::PodSetTopology) -> bool {
+    use super::TopologyMode;
+    let main = match (&t.mode, &t.level) {
+        (TopologyMode::Required | TopologyMode::Preferred, Some(l)) => Some(l),
+        // A slice-only request is placed from the highest level.
+        _ if t.slice_level.is_some() => levels.first(),
+        // Sluice's NVLink-only request is placed like an unconstrained one.
+        (TopologyMode::Unconstrained, _) => levels.last(),
+        _ if t.nvlink => levels.last(),
+        _ => None,
+    };
+    let slice = t.slice_level.as_ref().or(levels.last());
+    main.is_some_and(|m| levels.contains(m)) && slice.is_some_and(|s| levels.contains(s))
+}
+
 /// Flavor chosen for one resource of a pod set.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct FlavorChoice {
@@ -419,6 +478,12 @@ impl Sim<'_> {
             .map(|s| s.next_flavor(psi, res))
             .unwrap_or(0);
         let mut attempted: i32 = -1;
+        let tas_only = cqd.rgs.iter().flat_map(|g| &g.flavors).all(|&f| {
+            self.flavors
+                .get(f as usize)
+                .and_then(|x| x.as_ref())
+                .is_some_and(|x| x.topology_name.is_some())
+        });
         for (idx, &f) in rg.flavors.iter().enumerate().skip(start) {
             attempted = idx as i32;
             let mismatch = match self.flavors.get(f as usize).and_then(|x| x.as_ref()) {
@@ -426,7 +491,10 @@ impl Sim<'_> {
                 Some(flavor) => self
                     .wl(pre.wl)
                     .and_then(|w| w.spec.pod_sets.get(psi))
-                    .and_then(|ps| flavor_mismatch(flavor, ps)),
+                    .and_then(|ps| {
+                        tas_mismatch(self.topologies, tas_only, !reqs.is_empty(), flavor, ps)
+                            .or_else(|| flavor_mismatch(flavor, ps))
+                    }),
             };
             if let Some(msg) = mismatch {
                 reasons.push(msg);

@@ -68,6 +68,7 @@ impl Engine {
             fair: self.config.fair_sharing.as_ref(),
             pods_resource: self.pods_resource,
             now: self.now,
+            topologies: &self.topo.topologies,
         }
     }
 

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use super::types::{
-    Flavor, NodeSelectorOperator, NodeSelectorRequirement, PodSet, Taint, TaintEffect, Toleration,
-    TolerationOperator,
+    Flavor, NodeSelectorOperator, NodeSelectorRequirement, NodeSelectorTerm, PodSet, Taint,
+    TaintEffect, Toleration, TolerationOperator,
 };
 
 fn tolerates(t: &Toleration, taint: &Taint) -> bool {
@@ -64,6 +64,19 @@ fn requirement_matches(r: &NodeSelectorRequirement, labels: &BTreeMap<String, St
         NodeSelectorOperator::Gt => int_cmp(true),
         NodeSelectorOperator::Lt => int_cmp(false),
     }
+}
+
+/// Whether a node's labels satisfy required node affinity (any term; no terms: yes).
+pub(crate) fn node_affinity_matches(
+    terms: &[NodeSelectorTerm],
+    labels: &BTreeMap<String, String>,
+) -> bool {
+    terms.is_empty()
+        || terms.iter().any(|t| {
+            t.match_expressions
+                .iter()
+                .all(|r| requirement_matches(r, labels))
+        })
 }
 
 /// Why the flavor can't host the pod set, as Kueue words it; None when it can.

@@ -67,6 +67,8 @@ pub(crate) struct Sim<'a> {
     pub fair: Option<&'a FairSharingConfig>,
     pub pods_resource: u32,
     pub now: Time,
+    /// Kueue Topology levels by name (TAS flavor matching checks requested levels).
+    pub topologies: &'a std::collections::HashMap<String, Vec<String>>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

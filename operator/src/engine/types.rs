@@ -471,6 +471,24 @@ pub struct PodSetTopology {
     pub level: Option<String>,
     /// Each pod's GPUs on a node must share one NVLink island.
     pub nvlink: bool,
+    /// Level each slice must fit in (`podSetSliceRequiredTopology`, or the first of
+    /// `podsetSliceRequiredTopologyConstraints`).
+    pub slice_level: Option<String>,
+    /// Pods per slice (`podSetSliceSize`); 0 or absent with a slice level fails placement.
+    pub slice_size: Option<i32>,
+    /// `podSetGroupName`: pod sets sharing it are placed together as one unit.
+    pub group: Option<String>,
+}
+
+impl PodSetTopology {
+    /// Kueue's explicit TAS request: a required, preferred, unconstrained or slice request
+    /// (or Sluice's NVLink requirement, which only a TAS flavor can honour).
+    pub fn explicit(&self) -> bool {
+        self.mode != TopologyMode::None
+            || self.slice_level.is_some()
+            || self.slice_size.is_some()
+            || self.nvlink
+    }
 }
 
 /// A Kubernetes Node as the engine sees it.

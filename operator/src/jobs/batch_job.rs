@@ -108,7 +108,21 @@ impl BatchJob {
             };
             req.unconstrained = Some(parsed);
         }
-        if let (Some(topology), Some(size)) = (
+        // Kueue v0.19 (TASMultiLayerTopology, beta and on) reads the constraints list first.
+        if let Some(json) = ann.get(labels::PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS_ANNOTATION) {
+            let key = labels::PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS_ANNOTATION;
+            let layers: Vec<sluice_sdk::kueue::v1beta2::PodsetSliceRequiredTopologyConstraint> =
+                serde_json::from_str(json)
+                    .map_err(|e| error(job, &field(key), format!("invalid JSON: {e}")))?;
+            if layers.is_empty() || layers.len() > 3 {
+                return Err(error(
+                    job,
+                    &field(key),
+                    format!("must have 1 to 3 layers, got {}", layers.len()),
+                ));
+            }
+            req.podset_slice_required_topology_constraints = layers;
+        } else if let (Some(topology), Some(size)) = (
             ann.get(labels::PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION),
             ann.get(labels::PODSET_SLICE_SIZE_ANNOTATION),
         ) {
@@ -119,7 +133,10 @@ impl BatchJob {
             req.pod_set_slice_required_topology = Some(topology.clone());
             req.pod_set_slice_size = Some(size);
         }
-        if let Some(group) = ann.get(labels::PODSET_GROUP_NAME_ANNOTATION) {
+        // Kueue keeps the group name only beside a required or preferred level.
+        if let Some(group) = ann.get(labels::PODSET_GROUP_NAME_ANNOTATION)
+            && (req.required.is_some() || req.preferred.is_some())
+        {
             req.pod_set_group_name = Some(group.clone());
         }
         Ok(req)
@@ -532,5 +549,42 @@ spec:
         )
         .unwrap();
         assert_eq!(BatchJob::finished(&j), Some(true));
+    }
+
+    fn template_annotated(annotations: &str) -> Job {
+        let mut j = job("");
+        let meta: ObjectMeta =
+            serde_yaml::from_str(&format!("annotations: {{{annotations}}}")).unwrap();
+        if let Some(spec) = j.spec.as_mut() {
+            spec.template.metadata = Some(meta);
+        }
+        j
+    }
+
+    #[test]
+    fn topology_request_follows_kueues_builder_for_groups_and_slice_layers() {
+        // jobframework NewPodSetTopologyRequest: the group name only with required/preferred;
+        // the slice constraints list is read (multi-layer topology is on in v0.19).
+        let tr = |a: &str| {
+            BatchJob::workload(&template_annotated(a), &priorities())
+                .map(|w| w.spec.pod_sets[0].topology_request.clone().unwrap())
+        };
+        let t = tr("kueue.x-k8s.io/podset-unconstrained-topology: \"true\", kueue.x-k8s.io/podset-group-name: g").unwrap();
+        assert_eq!(t.pod_set_group_name, None);
+        let t = tr(
+            "kueue.x-k8s.io/podset-required-topology: rack, kueue.x-k8s.io/podset-group-name: g",
+        )
+        .unwrap();
+        assert_eq!(t.pod_set_group_name.as_deref(), Some("g"));
+        let t = tr(r#"kueue.x-k8s.io/podset-preferred-topology: block, kueue.x-k8s.io/podset-slice-required-topology-constraints: '[{"topology": "rack", "size": 2}]'"#).unwrap();
+        assert_eq!(t.podset_slice_required_topology_constraints.len(), 1);
+        assert_eq!(
+            t.podset_slice_required_topology_constraints[0].topology,
+            "rack"
+        );
+        assert_eq!(t.podset_slice_required_topology_constraints[0].size, 2);
+        let err =
+            tr("kueue.x-k8s.io/podset-slice-required-topology-constraints: '[]'").unwrap_err();
+        assert!(err.to_string().contains("1 to 3 layers"), "{err}");
     }
 }

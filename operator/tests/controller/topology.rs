@@ -180,8 +180,8 @@ spec:
   podSets:
   - name: main
     count: 2
+    topologyRequest: {{required: rack}}
     template:
-      metadata: {{annotations: {{kueue.x-k8s.io/podset-required-topology: rack}}}}
       spec: {{containers: [{{name: c, resources: {{requests: {{cpu: "1", nvidia.com/gpu: "4"}}}}}}]}}
 status:
   admission:
@@ -210,8 +210,8 @@ spec:
   podSets:
   - name: main
     count: 1
+    topologyRequest: {required: rack}
     template:
-      metadata: {annotations: {kueue.x-k8s.io/podset-required-topology: rack}}
       spec: {containers: [{name: c, resources: {requests: {cpu: "1", nvidia.com/gpu: "4"}}}]}
 "#,
     ));

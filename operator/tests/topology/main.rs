@@ -6,6 +6,7 @@
 mod agent;
 #[path = "../common/mod.rs"]
 mod common;
+mod kueue_tas;
 mod placement;
 mod properties;
 mod publish;

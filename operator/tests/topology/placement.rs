@@ -95,7 +95,7 @@ fn gang(name: &str, pods: i32, gpus: i64, mode: TopologyMode, level: Option<&str
     w.0.pod_sets[0].topology = Some(PodSetTopology {
         mode,
         level: level.map(Into::into),
-        nvlink: false,
+        ..PodSetTopology::default()
     });
     w
 }

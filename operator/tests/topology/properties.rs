@@ -72,7 +72,7 @@ proptest! {
         env.cq_lq(cq("cq").group(&[GPU], vec![fq("tas", vec![rq(GPU, 64)])]), "ns");
         // One pod that always fits (node n0-0 is always ready): the checks below see admissions.
         let mut small = wl("ns", "small").queue("main").ps("main", 1, &[(GPU, 1)]);
-        small.0.pod_sets[0].topology = Some(PodSetTopology { mode: TopologyMode::Unconstrained, level: None, nvlink: false });
+        small.0.pod_sets[0].topology = Some(PodSetTopology { mode: TopologyMode::Unconstrained, ..PodSetTopology::default() });
         env.submit(small);
         for (i, g) in gangs.iter().enumerate() {
             let mut w = wl("ns", &format!("w{i}")).queue("main").ps("main", g.pods, &[(GPU, g.gpus)]);
@@ -81,7 +81,7 @@ proptest! {
             w.0.pod_sets[0].topology = Some(PodSetTopology {
                 mode,
                 level: (mode != TopologyMode::Unconstrained).then(|| levels[g.level as usize].to_string()),
-                nvlink: false,
+                ..PodSetTopology::default()
             });
             env.submit(w);
         }

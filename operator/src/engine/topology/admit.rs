@@ -123,32 +123,87 @@ impl Engine {
             let workload = w.key.to_string();
             let priority = w.spec.priority;
             let pod_sets = w.spec.pod_sets.clone();
+            let group_of = |k: usize| -> Option<&str> {
+                let psa = a.podsets.get(k)?;
+                pod_sets.get(psa.ps)?.topology.as_ref()?.group.as_deref()
+            };
+            let mut done = vec![false; a.podsets.len()];
             for (k, psa) in a.podsets.iter().enumerate() {
+                if done[k] {
+                    continue;
+                }
                 let Some(fid) = self.tas_flavor(psa.flavors.values().map(|c| c.flavor)) else {
                     continue;
                 };
-                let (Some(Some(flavor)), Some(ps)) = (
+                let (Some(Some(flavor)), Some(_)) = (
                     self.flavors.get(fid as usize).cloned(),
                     pod_sets.get(psa.ps),
                 ) else {
                     continue;
                 };
+                // Kueue places the pod sets of a group in one flavor as one unit: the one with
+                // fewer pods is the leader (the second on a tie).
+                let mates: Vec<usize> = match group_of(k) {
+                    Some(g) => (k + 1..a.podsets.len())
+                        .filter(|&j| {
+                            group_of(j) == Some(g)
+                                && self.tas_flavor(a.podsets[j].flavors.values().map(|c| c.flavor))
+                                    == Some(fid)
+                        })
+                        .collect(),
+                    None => Vec::new(),
+                };
+                if mates.len() > 1 {
+                    result = Err((
+                        k,
+                        format!(
+                            "pod set group {:?} has more than two pod sets",
+                            group_of(k).unwrap_or_default()
+                        ),
+                    ));
+                    break;
+                }
+                let (mut wk, mut lk) = (k, mates.first().copied());
+                if let Some(j) = lk
+                    && a.podsets[j].count > a.podsets[k].count
+                {
+                    (wk, lk) = (j, Some(k));
+                }
+                if let Some(j) = lk {
+                    done[j] = true;
+                    if a.podsets[j].count != 1 {
+                        result = Err((
+                            j,
+                            format!(
+                                "pod set group {:?}: the leader pod set must have one pod",
+                                group_of(k).unwrap_or_default()
+                            ),
+                        ));
+                        break;
+                    }
+                }
+                let Some(wps) = pod_sets.get(a.podsets[wk].ps) else {
+                    continue;
+                };
                 let inp = PlaceInput {
                     flavor_id: fid,
                     flavor: &flavor,
-                    pod_set: ps,
-                    count: u32::try_from(psa.count.max(0)).unwrap_or(0),
+                    pod_set: wps,
+                    count: u32::try_from(a.podsets[wk].count.max(0)).unwrap_or(0),
                     workload: &workload,
                     priority,
                     policy: policy.clone(),
+                    leader: lk.and_then(|j| pod_sets.get(a.podsets[j].ps)),
                 };
                 match self.topo.place(&inp) {
-                    Ok(p) => {
-                        self.topo.apply(&p, 1);
-                        placed.push(p);
+                    Ok(ps) => {
+                        for p in ps {
+                            self.topo.apply(&p, 1);
+                            placed.push(p);
+                        }
                     }
                     Err(m) => {
-                        result = Err((k, m));
+                        result = Err((wk, m));
                         break;
                     }
                 }

@@ -20,6 +20,9 @@ pub(crate) struct StaticBatch {
     pub path: Vec<u32>,
     /// Static columns; dynamic ones are filled per request.
     pub batch: NodeBatch,
+    /// Position of each domain (by path id) among the domains of its level ordered by their
+    /// level values in byte order, as Kueue breaks ties between domains.
+    pub order: Vec<u32>,
 }
 
 impl StaticBatch {
@@ -95,6 +98,25 @@ impl StaticBatch {
             }
             b.label_offsets.push(b.label_keys.len() as u32);
         }
+        // Level values of each path id (from its first node), then its rank in that order.
+        let nlev = levels.len();
+        let mut seen: Vec<Option<(usize, usize)>> = vec![None; paths.len()];
+        for (n, chunk) in out.path.chunks(nlev.max(1)).enumerate() {
+            for (l, &p) in chunk.iter().enumerate() {
+                seen[p as usize].get_or_insert((n, l));
+            }
+        }
+        let text = |n: usize, l: usize| -> Vec<&str> {
+            (0..=l)
+                .map(|k| strings[b.domain[n * nlev + k] as usize].as_str())
+                .collect()
+        };
+        let mut ids: Vec<usize> = (0..paths.len()).collect();
+        ids.sort_by_cached_key(|&p| seen[p].map(|(n, l)| text(n, l)).unwrap_or_default());
+        out.order = vec![0; paths.len()];
+        for (r, &p) in ids.iter().enumerate() {
+            out.order[p] = r as u32;
+        }
         b.strings = strings;
         out.batch = b;
         out
@@ -114,7 +136,8 @@ pub(crate) struct PodNeeds {
     pub nvlink: bool,
 }
 
-fn tolerates(ts: &[Toleration], taint: &Taint) -> bool {
+/// Whether the tolerations tolerate the taint (PreferNoSchedule always is).
+pub(crate) fn tolerates(ts: &[Toleration], taint: &Taint) -> bool {
     taint.effect == TaintEffect::PreferNoSchedule
         || ts.iter().any(|t| {
             t.effect.is_none_or(|e| e == taint.effect)
@@ -128,11 +151,6 @@ fn tolerates(ts: &[Toleration], taint: &Taint) -> bool {
                     }
                 }
         })
-}
-
-/// Whether pods with `tolerations` may run on the node (every NoSchedule/NoExecute taint tolerated).
-pub(crate) fn taints_tolerated(slot: &NodeSlot, tolerations: &[Toleration]) -> bool {
-    slot.spec.taints.iter().all(|t| tolerates(tolerations, t))
 }
 
 /// Healthy whole GPUs of a node and how many are free; from the agent's report when there is
