@@ -422,11 +422,14 @@ fn failing_fairness_falls_back_to_drs_per_decision() {
     assert_eq!(h.failures.get("trap"), Some(&1));
 }
 
-/// The bundled example under fair sharing with `policy`: (finished workloads, evictions).
+/// The bundled example under fair sharing with `policy`: (finished workloads, evictions). Kueue's
+/// PrioritizePreemptorWorkloads gate is on: without it a requeued victim may take back the quota its preemption
+/// freed, and both policies thrash for that reason, which would hide what this compares.
 fn fair_sharing_run(policy: Option<Arc<dyn FairnessPolicy>>) -> (usize, usize) {
     let docs = sim::bundled_example().expect("bundled example");
     let config = EngineConfig {
         fair_sharing: Some(FairSharingConfig::default()),
+        prioritize_preemptor_workloads: true,
         ..EngineConfig::default()
     };
     let mut s = Simulation::from_documents_with_fairness(&docs, config, policy).expect("loads");
