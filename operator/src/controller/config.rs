@@ -375,6 +375,15 @@ impl OperatorConfig {
             message,
         };
         let file: ConfigFile = serde_yaml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        Self::from_config_file(origin, file)
+    }
+
+    /// Builds the configuration from a decoded Kueue Configuration; `origin` names it in errors.
+    pub fn from_config_file(origin: &str, file: ConfigFile) -> Result<Self, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            path: origin.to_string(),
+            message,
+        };
         let mut out = Self::default();
         let gates = FeatureGates::parse(origin, &file.feature_gates)?;
         out.engine.partial_admission = gates.partial_admission;

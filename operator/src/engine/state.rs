@@ -318,14 +318,7 @@ impl Engine {
                 .map(|c| c.admitted.iter().copied().collect())
                 .unwrap_or_default();
             for i in admitted {
-                self.evict(
-                    i,
-                    "ClusterQueueStopped",
-                    None,
-                    None,
-                    "The ClusterQueue is stopped".into(),
-                    self.now,
-                );
+                self.drain_if_stopped(i);
             }
         }
         Ok(())
@@ -553,16 +546,7 @@ impl Engine {
                 .map(|l| l.workloads.iter().copied().collect())
                 .unwrap_or_default();
             for i in members {
-                if self.wl(i).is_some_and(|w| w.phase == Phase::Admitted) {
-                    self.evict(
-                        i,
-                        "LocalQueueStopped",
-                        None,
-                        None,
-                        "The LocalQueue is stopped".into(),
-                        self.now,
-                    );
-                }
+                self.drain_if_stopped(i);
             }
         }
     }
@@ -832,8 +816,8 @@ impl Engine {
     }
 
     /// Kueue's workload controller re-checks every workload that holds quota: while its LocalQueue, then its
-    /// ClusterQueue, has `stopPolicy: HoldAndDrain`, it is evicted. This covers a workload the engine learns
-    /// of after its queue was stopped (a restart, the simulator's load order).
+    /// ClusterQueue, has `stopPolicy: HoldAndDrain`, it is evicted. Called when a queue stops and when the engine
+    /// learns of an admitted workload after its queue stopped (a restart, the simulator's load order).
     fn drain_if_stopped(&mut self, i: u32) {
         let Some(w) = self.wl(i) else { return };
         if w.phase != Phase::Admitted {

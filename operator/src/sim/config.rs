@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use crate::controller::config::{ConfigError, OperatorConfig};
+use crate::controller::config::{ConfigError, ConfigFile, OperatorConfig};
 use crate::engine::EngineConfig;
 use crate::manifest::Document;
 
@@ -124,8 +124,9 @@ impl SimConfig {
                     .into(),
             ));
         }
-        let text = serde_json::to_string(value).map_err(|e| invalid(e.to_string()))?;
-        let operator = OperatorConfig::from_yaml(origin, &text)?;
+        let file: ConfigFile =
+            serde_json::from_value(value.clone()).map_err(|e| invalid(e.to_string()))?;
+        let operator = OperatorConfig::from_config_file(origin, file)?;
         Ok(SimConfig {
             engine: operator.engine,
             detailed_pending_reasons: operator.detailed_pending_reasons,

@@ -499,18 +499,18 @@ impl Simulation {
                 heap.push(Reverse((now + rt, SimEvent::Complete(key.clone(), sw.run))));
             }
         }
-        let topology_assigned = admission.as_ref().is_some_and(|a| {
-            self.workloads
+        // Only a recorded topology assignment needs the engine's copy of the workload afterwards.
+        let topology_assigned = admission.is_some()
+            && self
+                .workloads
                 .get(key)
                 .and_then(|sw| sw.workload.status.as_ref())
                 .and_then(|s| s.admission.as_ref())
-                .is_some_and(|adm| {
-                    adm.pod_set_assignments
+                .is_some_and(|a| {
+                    a.pod_set_assignments
                         .iter()
                         .any(|p| p.topology_assignment.is_some())
-                })
-                && !a.pod_set_assignments.is_empty()
-        });
+                });
         let restored = topology_assigned.then(|| wl.clone());
         let mut decisions = self
             .engine

@@ -25,15 +25,11 @@ const TAKEOVER_LIMIT: Duration = Duration::from_secs(2 + 15 + 2);
 
 fn job(i: usize) -> Job {
     yaml(
-        &JobYaml {
-            name: &format!("job-{i}"),
-            ns: "load",
-            lq: "lq",
-            pods: 1,
-            resources: r#"{requests: {cpu: "1"}}"#,
-            labels: "",
-            annotations: &format!(r#""{RUN_SECONDS}": "1""#),
-        }
+        &JobYaml::one_cpu(
+            &format!("job-{i}"),
+            "load",
+            &format!(r#""{RUN_SECONDS}": "1""#),
+        )
         .render(),
     )
 }
@@ -70,9 +66,7 @@ async fn standby_takes_over_without_double_admission() {
     };
     let webhook = install_webhook(&plane).await;
     let client = plane.client().await;
-    let nodes = (0..6)
-        .map(|i| FakeNode::new(&format!("n{i}"), 4, 0))
-        .collect();
+    let nodes = FakeNode::cpu_nodes("n", 6, 4);
     let _kubelet = super::kubelet::FakeKubelet::start(client.clone(), nodes).await;
     let history = History::start(&client);
     let flags = ["--leader-elect=true", "--lease-namespace", "default"].map(String::from);

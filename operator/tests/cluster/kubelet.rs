@@ -41,6 +41,13 @@ pub struct FakeNode {
 }
 
 impl FakeNode {
+    /// `count` GPU-less nodes `PREFIX0`, `PREFIX1`, ... with `cpu` cores each.
+    pub fn cpu_nodes(prefix: &str, count: usize, cpu: u32) -> Vec<FakeNode> {
+        (0..count)
+            .map(|i| FakeNode::new(&format!("{prefix}{i}"), cpu, 0))
+            .collect()
+    }
+
     /// A node with `cpu` cores, 64Gi of memory, 110 pods and `gpus` nvidia.com/gpu.
     pub fn new(name: &str, cpu: u32, gpus: u32) -> FakeNode {
         let mut capacity = BTreeMap::from([

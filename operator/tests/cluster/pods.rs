@@ -71,9 +71,7 @@ async fn pod_groups_are_gated_and_pods_ready_timeouts_evict() {
     let Some(plane) = ControlPlane::up("pods") else {
         return;
     };
-    let nodes = (0..2)
-        .map(|i| FakeNode::new(&format!("n{i}"), 4, 0))
-        .collect();
+    let nodes = FakeNode::cpu_nodes("n", 2, 4);
     let installed = install(&plane, Some(CONFIG), nodes).await;
     let client = installed.client.clone();
     let history = History::start(&client);

@@ -9,16 +9,7 @@ use super::plane::ControlPlane;
 use super::support::*;
 
 fn job(name: &str) -> String {
-    JobYaml {
-        name,
-        ns: "batch",
-        lq: "lq",
-        pods: 1,
-        resources: r#"{requests: {cpu: "1"}}"#,
-        labels: "",
-        annotations: &format!(r#""{RUN_SECONDS}": "4""#),
-    }
-    .render()
+    JobYaml::one_cpu(name, "batch", &format!(r#""{RUN_SECONDS}": "4""#)).render()
 }
 
 fn jobs(range: std::ops::Range<usize>) -> String {
@@ -33,9 +24,7 @@ async fn operator_and_webhook_survive_an_api_server_restart() {
     let Some(plane) = ControlPlane::up("restart") else {
         return;
     };
-    let nodes = (0..2)
-        .map(|i| FakeNode::new(&format!("n{i}"), 4, 0))
-        .collect();
+    let nodes = FakeNode::cpu_nodes("n", 2, 4);
     let mut installed = install(&plane, None, nodes).await;
     plane.kubectl(
         &["apply", "-f", "-"],

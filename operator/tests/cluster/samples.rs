@@ -21,9 +21,7 @@ fn sample(name: &str) -> String {
 }
 
 fn nodes() -> Vec<FakeNode> {
-    (0..3)
-        .map(|i| FakeNode::new(&format!("node-{i}"), 4, 0))
-        .collect()
+    FakeNode::cpu_nodes("node-", 3, 4)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -267,7 +267,20 @@ pub struct JobYaml<'a> {
     pub annotations: &'a str,
 }
 
-impl JobYaml<'_> {
+impl<'a> JobYaml<'a> {
+    /// One pod asking for one CPU, with the fake kubelet's run-seconds annotation (`annotations` holds it).
+    pub fn one_cpu(name: &'a str, ns: &'a str, annotations: &'a str) -> Self {
+        JobYaml {
+            name,
+            ns,
+            lq: "lq",
+            pods: 1,
+            resources: r#"{requests: {cpu: "1"}}"#,
+            labels: "",
+            annotations,
+        }
+    }
+
     /// The manifest.
     pub fn render(&self) -> String {
         let JobYaml {

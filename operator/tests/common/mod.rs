@@ -327,13 +327,17 @@ impl Env {
     }
     /// Adds an already-admitted workload.
     pub fn admitted(&mut self, w: WlB, cq: &str, flavors: &[(&str, &str)]) -> &mut Self {
+        self.restore(w, cq, flavors);
+        self
+    }
+    /// Adds an already-admitted workload (as after a restart) and returns the engine's decisions.
+    pub fn restore(&mut self, w: WlB, cq: &str, flavors: &[(&str, &str)]) -> Vec<Decision> {
         let w = w.build();
         let a = admission_for(&w, cq, flavors);
         self.apply(Event::UpsertWorkload {
             workload: w,
             admission: Some(a),
-        });
-        self
+        })
     }
     pub fn schedule(&mut self) -> Vec<Decision> {
         self.now += 1_000;

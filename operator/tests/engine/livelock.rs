@@ -122,10 +122,9 @@ fn stealing_env(prioritize_preemptors: bool) -> Env {
     env
 }
 
-/// With Kueue's PrioritizePreemptorWorkloads gate on, the preemptor goes first in the fair-sharing order.
-#[test]
-fn requeued_competitor_does_not_take_the_preemptors_quota() {
-    let mut env = stealing_env(true);
+/// `a/high` preempts `a/low`; while the victim's quota is freed, `b/small` arrives. Returns the decisions of the
+/// next cycle, which decides who takes the freed quota.
+fn preempt_then_compete(env: &mut Env) -> Vec<Decision> {
     env.submit(
         wl("a", "high")
             .queue("main")
@@ -145,7 +144,14 @@ fn requeued_competitor_does_not_take_the_preemptors_quota() {
             .ps("main", 2, &[(GPU, 1)]),
     );
     env.complete_evictions(&ds);
-    let ds = env.schedule();
+    env.schedule()
+}
+
+/// With Kueue's PrioritizePreemptorWorkloads gate on, the preemptor goes first in the fair-sharing order.
+#[test]
+fn requeued_competitor_does_not_take_the_preemptors_quota() {
+    let mut env = stealing_env(true);
+    let ds = preempt_then_compete(&mut env);
     assert_eq!(admits(&ds), vec!["a/high".to_string()]);
     env.assert_admitted_on("a/high", GPU, "f", 6);
     assert!(matches!(
@@ -159,25 +165,6 @@ fn requeued_competitor_does_not_take_the_preemptors_quota() {
 #[test]
 fn without_the_gate_the_fair_sharing_order_alone_decides() {
     let mut env = stealing_env(false);
-    env.submit(
-        wl("a", "high")
-            .queue("main")
-            .prio(10)
-            .created(30)
-            .ps("main", 6, &[(GPU, 1)]),
-    );
-    let ds = env.schedule();
-    assert_eq!(
-        evictions(&ds),
-        vec![("a/low".to_string(), Some("InClusterQueue".to_string()))]
-    );
-    env.submit(
-        wl("b", "small")
-            .queue("main")
-            .created(20)
-            .ps("main", 2, &[(GPU, 1)]),
-    );
-    env.complete_evictions(&ds);
-    let ds = env.schedule();
+    let ds = preempt_then_compete(&mut env);
     assert_eq!(admits(&ds), vec!["b/small".to_string()], "{ds:?}");
 }

@@ -430,14 +430,11 @@ fn cluster_queue_hold_and_drain_evicts_workloads_restored_after_it_stopped() {
             .group(&["cpu"], vec![fq("default", vec![rq("cpu", cpu(10))])]),
         "ns",
     );
-    let w = wl("ns", "running")
-        .ps("main", 1, &[("cpu", cpu(4))])
-        .build();
-    let a = admission_for(&w, "cq", &[("cpu", "default")]);
-    let ds = env.apply(Event::UpsertWorkload {
-        workload: w,
-        admission: Some(a),
-    });
+    let ds = env.restore(
+        wl("ns", "running").ps("main", 1, &[("cpu", cpu(4))]),
+        "cq",
+        &[("cpu", "default")],
+    );
     assert!(
         ds.iter().any(
             |d| matches!(d, Decision::Evict { workload, reason, message, .. }
@@ -463,14 +460,11 @@ fn local_queue_hold_and_drain_evicts_workloads_restored_after_it_stopped() {
         cluster_queue: "cq".into(),
         stop_policy: StopPolicy::HoldAndDrain,
     }));
-    let w = wl("ns", "running")
-        .ps("main", 1, &[("cpu", cpu(4))])
-        .build();
-    let a = admission_for(&w, "cq", &[("cpu", "default")]);
-    let ds = env.apply(Event::UpsertWorkload {
-        workload: w,
-        admission: Some(a),
-    });
+    let ds = env.restore(
+        wl("ns", "running").ps("main", 1, &[("cpu", cpu(4))]),
+        "cq",
+        &[("cpu", "default")],
+    );
     assert_eq!(evictions(&ds).len(), 1, "{ds:?}");
     assert!(
         ds.iter()

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::common::*;
+use crate::placement::{per_node, schedule};
 use sluice_operator::engine::*;
 
 const GPU: &str = "nvidia.com/gpu";
@@ -81,25 +82,6 @@ fn plain(name: &str, pods: i32, gpus: i64) -> WlB {
     wl("ns", name)
         .queue("main")
         .ps("main", pods, &[("cpu", cpu(1)), (GPU, gpus)])
-}
-
-fn per_node(env: &Env, key: &str) -> BTreeMap<String, i32> {
-    let p = env
-        .engine
-        .placement(&key_of(key))
-        .unwrap_or_else(|| panic!("{key} has no placement"));
-    p[0].nodes
-        .iter()
-        .map(|n| (n.node.clone(), n.pods))
-        .collect()
-}
-
-fn schedule(env: &mut Env) -> Vec<Decision> {
-    let out = env.schedule();
-    env.engine
-        .check_topology_invariants()
-        .expect("TAS invariants");
-    out
 }
 
 // ---- item 10: flavor matching ----

@@ -101,7 +101,7 @@ fn gang(name: &str, pods: i32, gpus: i64, mode: TopologyMode, level: Option<&str
 }
 
 /// Pods per node of the workload's first pod set.
-fn per_node(env: &Env, key: &str) -> BTreeMap<String, i32> {
+pub(crate) fn per_node(env: &Env, key: &str) -> BTreeMap<String, i32> {
     let p = env
         .engine
         .placement(&key_of(key))
@@ -112,7 +112,8 @@ fn per_node(env: &Env, key: &str) -> BTreeMap<String, i32> {
         .collect()
 }
 
-fn schedule(env: &mut Env) -> Vec<Decision> {
+/// One cycle, then the TAS bookkeeping invariants.
+pub(crate) fn schedule(env: &mut Env) -> Vec<Decision> {
     let out = env.schedule();
     env.engine
         .check_topology_invariants()

@@ -7,10 +7,14 @@ use sluice_operator::sim::Simulation;
 use sluice_operator::sim::generate::{TraceArgs, generate};
 
 fn trace(nodes: usize, tasks: usize, admitted: usize) -> Simulation {
+    trace_seeded(1, nodes, tasks, admitted)
+}
+
+fn trace_seeded(seed: u64, nodes: usize, tasks: usize, admitted: usize) -> Simulation {
     let args = TraceArgs {
         nodes,
         tasks,
-        seed: 1,
+        seed,
         admitted,
         timed: false,
     };
@@ -159,9 +163,7 @@ proptest::proptest! {
         tasks in 0usize..160,
         admitted in 0usize..24,
     ) {
-        let args = TraceArgs { nodes, tasks, seed, admitted, timed: false };
-        let docs = parse_documents("trace.yaml", &generate(&args)).expect("the trace parses");
-        let mut sim = Simulation::from_documents(&docs, EngineConfig::default()).expect("the trace loads");
+        let mut sim = trace_seeded(seed, nodes, tasks, admitted);
         sim.run(None, |_, _| {}).expect("runs");
         proptest::prop_assert_eq!(overbooked(&sim), Vec::new());
         proptest::prop_assert_eq!(untried(&sim), 0);

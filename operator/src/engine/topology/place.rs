@@ -308,6 +308,28 @@ impl TopoState {
             stats.append_to(&mut m);
             m
         };
+        // Kueue's Mixed profile: LeastFreeCapacity for unconstrained (and implied) requests, BestFit
+        // for required and preferred ones. Returns the level the search starts at, whether the
+        // request is required, and whether it is least-free-capacity.
+        let search = || -> Result<(usize, bool, bool), String> {
+            let (start, required, lfc) = match topo.mode {
+                TopologyMode::Required => (level_of(&topo.level)?, true, false),
+                TopologyMode::Preferred => (level_of(&topo.level)?, false, false),
+                // A slice-only request starts at the highest level.
+                _ if topo.slice_level.is_some() => (0, false, true),
+                TopologyMode::Unconstrained | TopologyMode::None => (nlev - 1, false, true),
+            };
+            if start > slice_level {
+                return Err(format!(
+                    "podset slice topology {} is above the podset topology {}",
+                    levels[slice_level], levels[start]
+                ));
+            }
+            if no_domains {
+                return Err(format!("no topology domains at level: {}", levels[start]));
+            }
+            Ok((start, required, lfc))
+        };
         let mut chosen: Vec<(usize, u32)> = Vec::new();
         let mut leader_node: Option<usize> = None;
         if self.blind || nlev == 0 {
@@ -322,21 +344,7 @@ impl TopoState {
             }
             sel.pick_nodes_with(&all, need, leader_node, &mut chosen);
         } else if inp.leader.is_some() {
-            let (start, required, lfc) = match topo.mode {
-                TopologyMode::Required => (level_of(&topo.level)?, true, false),
-                TopologyMode::Preferred => (level_of(&topo.level)?, false, false),
-                _ if topo.slice_level.is_some() => (0, false, true),
-                TopologyMode::Unconstrained | TopologyMode::None => (nlev - 1, false, true),
-            };
-            if start > slice_level {
-                return Err(format!(
-                    "podset slice topology {} is above the podset topology {}",
-                    levels[slice_level], levels[start]
-                ));
-            }
-            if no_domains {
-                return Err(format!("no topology domains at level: {}", levels[start]));
-            }
+            let (start, required, lfc) = search()?;
             let (fit_level, doms) = sel
                 .fit_level_lead(&all, start, u64::from(units), required, lfc)
                 .map_err(fail)?;
@@ -378,24 +386,7 @@ impl TopoState {
                 return Err(fail(0));
             }
         } else {
-            // Kueue's Mixed profile: LeastFreeCapacity for unconstrained (and implied) requests,
-            // BestFit for required and preferred ones.
-            let (start, required, lfc) = match topo.mode {
-                TopologyMode::Required => (level_of(&topo.level)?, true, false),
-                TopologyMode::Preferred => (level_of(&topo.level)?, false, false),
-                // A slice-only request starts at the highest level.
-                _ if topo.slice_level.is_some() => (0, false, true),
-                TopologyMode::Unconstrained | TopologyMode::None => (nlev - 1, false, true),
-            };
-            if start > slice_level {
-                return Err(format!(
-                    "podset slice topology {} is above the podset topology {}",
-                    levels[slice_level], levels[start]
-                ));
-            }
-            if no_domains {
-                return Err(format!("no topology domains at level: {}", levels[start]));
-            }
+            let (start, required, lfc) = search()?;
             let (fit_level, doms) = sel
                 .fit_level(&all, start, u64::from(units), required, lfc)
                 .map_err(fail)?;
