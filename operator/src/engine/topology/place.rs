@@ -508,6 +508,22 @@ impl TopoState {
 
 /// Index of the first domain with the fewest pods that still holds `need` (Kueue's BestFit;
 /// `doms` are in Kueue's order, so ties go to the first).
+/// Moves whole domains from `rest` (in order; the best fit for the last one under BestFit) to `out` until
+/// `left` units are covered; returns the units still missing.
+fn take_in_order(mut rest: Vec<Dom>, mut left: u64, lfc: bool, out: &mut Vec<Dom>) -> u64 {
+    while left > 0 && !rest.is_empty() {
+        let i = if !lfc && rest[0].units >= left {
+            best_fit(&rest, left).unwrap_or(0)
+        } else {
+            0
+        };
+        let d = rest.remove(i);
+        left = left.saturating_sub(d.units);
+        out.push(d);
+    }
+    left
+}
+
 fn best_fit(doms: &[Dom], need: u64) -> Option<usize> {
     let mut best: Option<usize> = None;
     for (i, d) in doms.iter().enumerate() {
@@ -840,19 +856,9 @@ impl Selector<'_> {
                 0
             };
             let first = doms.remove(pick);
-            let mut left = need.saturating_sub(first.units_wl);
+            let left = need.saturating_sub(first.units_wl);
             let mut chosen = vec![first];
-            let mut rest = self.sorted(doms, lfc);
-            while left > 0 && !rest.is_empty() {
-                let i = if !lfc && rest[0].units >= left {
-                    best_fit(&rest, left).unwrap_or(0)
-                } else {
-                    0
-                };
-                let d = rest.remove(i);
-                left = left.saturating_sub(d.units);
-                chosen.push(d);
-            }
+            let left = take_in_order(self.sorted(doms, lfc), left, lfc, &mut chosen);
             if left > 0 {
                 return Err(need - left);
             }
@@ -983,18 +989,7 @@ impl Selector<'_> {
         }
         // Top level (or unconstrained): whole domains in order, the best fit for the last.
         let mut out = Vec::new();
-        let mut left = need;
-        let mut rest = doms;
-        while left > 0 && !rest.is_empty() {
-            let i = if !lfc && rest[0].units >= left {
-                best_fit(&rest, left).unwrap_or(0)
-            } else {
-                0
-            };
-            let d = rest.remove(i);
-            left = left.saturating_sub(d.units);
-            out.push(d);
-        }
+        let left = take_in_order(doms, need, lfc, &mut out);
         if left > 0 {
             return Err(need - left);
         }
