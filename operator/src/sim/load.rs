@@ -314,7 +314,11 @@ impl ClusterObjects {
         // Kueue accepts a workload whose LocalQueue does not exist: it stays pending (QuotaReserved=False,
         // Inadmissible, "LocalQueue NAME doesn't exist") until the queue appears. The simulator does the same and
         // says so, since in a manifest set it is most likely a typo.
-        let check_queue = |origin: &Origin, what: String, ns: &str, queue: &str, field: &str| {
+        let warn_missing_queue = |origin: &Origin,
+                                  what: String,
+                                  ns: &str,
+                                  queue: &str,
+                                  field: &str| {
             if !self
                 .local_queues
                 .contains_key(&(ns.to_string(), queue.to_string()))
@@ -324,7 +328,6 @@ impl ClusterObjects {
                      it stays pending, as in Kueue"
                 );
             }
-            Ok::<(), LoadError>(())
         };
         for ((ns, name), wl) in &self.workloads {
             let what = || format!("Workload {ns}/{name}");
@@ -363,13 +366,13 @@ impl ClusterObjects {
                     ));
                 }
             }
-            check_queue(
+            warn_missing_queue(
                 &wl.origin,
                 format!("Workload {ns}/{name}"),
                 ns,
                 &wl.object.spec.queue_name,
                 "spec.queueName",
-            )?;
+            );
         }
         for ((ns, name), job) in &self.jobs {
             let what = format!("Job {ns}/{name}");
@@ -383,13 +386,13 @@ impl ClusterObjects {
                     ),
                 ));
             };
-            check_queue(
+            warn_missing_queue(
                 &job.origin,
                 what.clone(),
                 ns,
                 queue,
                 &format!("metadata.labels[{QUEUE_NAME_LABEL}]"),
-            )?;
+            );
             if let Some(class) = labels.get(PRIORITY_CLASS_LABEL)
                 && !self.workload_priority_classes.contains_key(class)
             {
