@@ -198,6 +198,42 @@ pub fn evict(
     }
 }
 
+/// The PodsReady condition (status, reason, message) Kueue's job reconciler writes under waitForPodsReady, given
+/// whether the job's pods are ready now: WaitForStart until the Workload is admitted and its pods first get
+/// ready, then Started; once ready pods fail, WaitForRecovery until they are ready again, then Recovered.
+pub fn pods_ready_condition(
+    wl: &api::Workload,
+    pods_ready: bool,
+) -> (bool, &'static str, &'static str) {
+    use labels::reason;
+    const NOT_READY: &str = "Not all pods are ready or succeeded";
+    const RECOVERING: &str = "At least one pod has failed, waiting for recovery";
+    const READY: &str = "All pods reached readiness and the workload is running";
+    let conds = wl.status.as_ref().map(|s| &s.conditions[..]).unwrap_or(&[]);
+    let admitted =
+        condition(conds, labels::condition::ADMITTED).is_some_and(|c| c.status == "True");
+    if !admitted {
+        return (false, reason::WAIT_FOR_START, NOT_READY);
+    }
+    let current = condition(conds, labels::condition::PODS_READY);
+    let recovering =
+        |c: &Condition| c.reason == reason::WAIT_FOR_RECOVERY || c.reason == reason::RECOVERED;
+    if pods_ready {
+        let why = if current.is_some_and(recovering) {
+            reason::RECOVERED
+        } else {
+            reason::STARTED
+        };
+        return (true, why, READY);
+    }
+    match current {
+        Some(c) if c.status == "True" || c.reason == reason::WAIT_FOR_RECOVERY => {
+            (false, reason::WAIT_FOR_RECOVERY, RECOVERING)
+        }
+        _ => (false, reason::WAIT_FOR_START, NOT_READY),
+    }
+}
+
 /// The QuotaReserved=False reason written for an engine pending reason. Kueue writes the scheduler's detailed
 /// reasons only with its UnadmittedWorkloadsObservability gate (off by default), else "Pending"; the workload
 /// controller's queue blockers ("LocalQueue NAME doesn't exist", "... is inactive") say "Inadmissible" either way.
@@ -246,8 +282,13 @@ pub fn requeue_after_eviction(wl: &mut api::Workload, now: engine::Time) {
 
 /// Finished: the job ended (Succeeded or Failed).
 pub fn finish(wl: &mut api::Workload, success: bool, message: &str, now: engine::Time) {
-    let st = status_mut(wl);
     let reason = if success { "Succeeded" } else { "Failed" };
+    finish_with_reason(wl, reason, message, now);
+}
+
+/// Marks the Workload Finished=True with this reason (`OwnerNotFound` for an orphan, as Kueue writes).
+pub fn finish_with_reason(wl: &mut api::Workload, reason: &str, message: &str, now: engine::Time) {
+    let st = status_mut(wl);
     set_condition(
         &mut st.conditions,
         labels::condition::FINISHED,
@@ -336,11 +377,11 @@ pub fn cluster_queue_status(
 }
 
 /// LocalQueue status as Kueue writes it: inactive when the LocalQueue is stopped or its ClusterQueue cannot
-/// admit.
+/// admit (`cluster_queue_active`; None when it does not exist).
 pub fn local_queue_status(
     usage: &engine::LocalQueueUsage,
     stopped: bool,
-    cluster_queue_active: bool,
+    cluster_queue_active: Option<bool>,
     now: engine::Time,
 ) -> api::LocalQueueStatus {
     use sluice_sdk::quantity::format_resource_value;
@@ -359,16 +400,27 @@ pub fn local_queue_status(
             })
             .collect()
     };
-    let (active, reason, message) = if stopped {
-        (false, "Stopped", "LocalQueue is stopped")
-    } else if !cluster_queue_active {
-        (
+    let (active, reason, message) = match cluster_queue_active {
+        _ if stopped => (false, "Stopped", "LocalQueue is stopped"),
+        // Kueue writes empty usage for a LocalQueue whose ClusterQueue does not exist, but still counts the
+        // workloads waiting in it.
+        None => {
+            let waiting = engine::LocalQueueUsage {
+                pending_workloads: usage.pending_workloads,
+                ..Default::default()
+            };
+            let mut st = local_queue_status(&waiting, false, Some(false), now);
+            if let Some(c) = st.conditions.first_mut() {
+                c.reason = "ClusterQueueDoesNotExist".into();
+            }
+            return st;
+        }
+        Some(false) => (
             false,
             "ClusterQueueIsInactive",
             "Can't submit new workloads to clusterQueue",
-        )
-    } else {
-        (true, "Ready", "Can submit new workloads to localQueue")
+        ),
+        Some(true) => (true, "Ready", "Can submit new workloads to localQueue"),
     };
     let mut conditions = Vec::new();
     set_condition(

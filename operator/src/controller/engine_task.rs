@@ -1659,9 +1659,14 @@ impl EngineTask {
         if is_finished(&wl) {
             return false;
         }
-        if let Some(success) = BatchJob::finished(&job) {
-            return self.finish_workload(&wkey, &wl, success).await;
+        if let Some((success, message)) = BatchJob::finished(&job) {
+            return self
+                .finish_workload_with(&wkey, &wl, success, &message)
+                .await;
         }
+        // Kueue's job reconciler writes PodsReady before it handles an eviction or starts the job, for every
+        // Workload of a job (WaitForStart while it is not admitted).
+        self.update_pods_ready(&wkey, &wl, &job).await;
         let suspended = BatchJob::is_suspended(&job);
         if is_evicting(&wl) {
             // Kueue's stop, in three writes: the API server refuses a template change of a Job that has
@@ -1720,7 +1725,7 @@ impl EngineTask {
             if suspended {
                 return self.start_job(key, &wl).await;
             }
-            return self.update_pods_ready(&wkey, &wl, &job).await;
+            return false;
         }
         if !suspended {
             // Running without admission (created before Sluice saw it): stop it until admitted.
@@ -1912,20 +1917,13 @@ impl EngineTask {
         wl: &api::Workload,
         ready: bool,
     ) -> bool {
-        let was_ready = cond_true(wl, condition::PODS_READY);
-        let (reason, message) = if ready {
-            (
-                "PodsReady",
-                "All pods reached readiness and the workload is running",
-            )
-        } else if was_ready || cond_reason(wl, condition::PODS_READY) == Some("WaitForRecovery") {
-            (
-                "WaitForRecovery",
-                "At least one pod has failed, waiting for recovery",
-            )
-        } else {
-            ("WaitForStart", "Not all pods are ready or succeeded")
-        };
+        let (ready, reason, message) = status::pods_ready_condition(wl, ready);
+        if cond_true(wl, condition::PODS_READY) == ready
+            && cond_reason(wl, condition::PODS_READY) == Some(reason)
+        {
+            // Kueue rewrites the condition only when its status or reason changes.
+            return false;
+        }
         let now = now_ms();
         let written = self
             .write_workload_status(wkey, |w| {
@@ -1944,20 +1942,6 @@ impl EngineTask {
             self.dirty_workloads.insert(wkey.clone());
         }
         false
-    }
-
-    async fn finish_workload(
-        &mut self,
-        wkey: &WorkloadKey,
-        wl: &api::Workload,
-        success: bool,
-    ) -> bool {
-        let message = if success {
-            "Job finished successfully"
-        } else {
-            "Job failed"
-        };
-        self.finish_workload_with(wkey, wl, success, message).await
     }
 
     /// Marks the Workload Finished with `message` and releases its quota.
@@ -1997,7 +1981,9 @@ impl EngineTask {
         true
     }
 
-    /// A Job is gone: its Workload goes too (Kueue lets garbage collection do it; the finalizer is ours).
+    /// A Job is gone. As Kueue v0.19 (FinishOrphanedWorkloads, on by default): its Workload is finished with
+    /// reason OwnerNotFound, which releases its quota at once, and loses its finalizer; garbage collection then
+    /// deletes it through its owner reference.
     async fn job_deleted(&mut self, job: &Job) {
         let Some(uid) = job.metadata.uid.clone() else {
             return;
@@ -2006,19 +1992,32 @@ impl EngineTask {
         let name =
             crate::jobs::workload_name(BatchJob::KIND, BatchJob::GROUP, &job.name_any(), &uid);
         let wkey = WorkloadKey::new(ns.clone(), name.clone());
-        if !self.cache.workloads.contains_key(&wkey) {
+        let Some(wl) = self.cache.workloads.get(&wkey).cloned() else {
             return;
+        };
+        if wl.metadata.deletion_timestamp.is_none() && !is_finished(&wl) {
+            let now = now_ms();
+            let written = self
+                .write_workload_status(&wkey, |w| {
+                    status::finish_with_reason(
+                        w,
+                        labels::reason::OWNER_NOT_FOUND,
+                        "The workload's owner no longer exists",
+                        now,
+                    );
+                    Ok(true)
+                })
+                .await;
+            if written.is_some() {
+                self.engine_apply(Event::FinishWorkload(wkey.clone()));
+                self.ready_deadlines.remove(&wkey);
+                self.queues_dirty = true;
+            }
         }
         self.write_workload_main(&wkey, |w| {
             Ok(set_finalizer(w, labels::RESOURCE_IN_USE_FINALIZER, false))
         })
         .await;
-        let api = self.apis.workloads(&ns);
-        if let Err(e) = self.writer.delete(&api, &name).await {
-            tracing::error!(error = %e, "workload deletion failed");
-        }
-        self.engine_apply(Event::DeleteWorkload(wkey));
-        self.queues_dirty = true;
     }
 
     /// ClusterQueue, LocalQueue and Cohort status, finalizers of ClusterQueues and ResourceFlavors, queue gauges.
@@ -2064,10 +2063,20 @@ impl EngineTask {
                 continue;
             };
             let stopped = lq.spec.stop_policy() != api::StopPolicy::None;
-            let active = cq_active
-                .get(&lq.spec.cluster_queue)
-                .copied()
-                .unwrap_or(false);
+            let active = if self
+                .cache
+                .cluster_queues
+                .contains_key(&lq.spec.cluster_queue)
+            {
+                Some(
+                    cq_active
+                        .get(&lq.spec.cluster_queue)
+                        .copied()
+                        .unwrap_or(false),
+                )
+            } else {
+                None
+            };
             let mut st = status::local_queue_status(&usage, stopped, active, now);
             let old = lq.status.clone().unwrap_or_default();
             keep_transition_times(&mut st.conditions, &old.conditions);

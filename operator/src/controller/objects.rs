@@ -92,7 +92,13 @@ pub fn active_pods(job: &Job) -> i32 {
 /// Pods of the Job that are ready or have succeeded (Kueue's PodsReady count).
 pub fn ready_pods(job: &Job) -> i32 {
     let s = job.status.as_ref();
-    s.and_then(|s| s.ready).unwrap_or(0) + s.and_then(|s| s.succeeded).unwrap_or(0)
+    // Succeeded pods the Job controller has not counted yet count too, as in Kueue: else a pod finishing would
+    // read as a readiness loss for a moment.
+    let uncounted = s
+        .and_then(|s| s.uncounted_terminated_pods.as_ref())
+        .and_then(|u| u.succeeded.as_ref())
+        .map_or(0, |v| v.len() as i32);
+    s.and_then(|s| s.ready).unwrap_or(0) + s.and_then(|s| s.succeeded).unwrap_or(0) + uncounted
 }
 
 /// Pods the admission admitted.

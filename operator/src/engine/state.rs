@@ -126,6 +126,10 @@ impl Engine {
         if self.flavors.len() <= id {
             self.flavors.resize(id + 1, None);
         }
+        // The same flavor again: nothing to retry.
+        if self.flavors[id].as_ref() == Some(&f) {
+            return;
+        }
         self.flavors[id] = Some(f);
         self.refresh_cq_states();
         self.requeue_all_inadmissible();
@@ -247,6 +251,14 @@ impl Engine {
                 "spec.fairSharing.weight",
                 "must be >= 0",
             ));
+        }
+        // The same spec again (the shell sees every status write as an update): nothing changes, and, as in
+        // Kueue, which requeues inadmissible workloads only when a ClusterQueue's spec changed, none is retried.
+        if let Some(&n) = self.cq_by_name.get(&name)
+            && self.tree.node(n).alive
+            && self.cq(n).is_some_and(|c| !c.terminating && c.spec == spec)
+        {
+            return Ok(());
         }
         let (rgs, quotas) = self.intern_groups("ClusterQueue", &name, &spec.resource_groups)?;
         let mut rg_of_resource = FastMap::default();
@@ -403,9 +415,18 @@ impl Engine {
         }
         let (_, quotas) = self.intern_groups("Cohort", &name, &spec.resource_groups)?;
         let n = self.cohort_node(&name);
+        let parent = spec.parent.filter(|p| !p.is_empty());
         let node = self.tree.node_mut(n);
+        // The same spec again (a status write): nothing to relink or retry, as in Kueue.
+        if node.explicit
+            && node.parent_name == parent
+            && node.quotas == quotas
+            && node.weight == spec.fair_weight
+        {
+            return Ok(());
+        }
         node.explicit = true;
-        node.parent_name = spec.parent.filter(|p| !p.is_empty());
+        node.parent_name = parent;
         node.quotas = quotas;
         node.weight = spec.fair_weight;
         self.structure_changed();
@@ -537,6 +558,10 @@ impl Engine {
             spec: None,
             workloads: BTreeSet::new(),
         });
+        // The same spec again (a status write): its workloads are not retried, as in Kueue.
+        if entry.spec.as_ref() == Some(&spec) {
+            return;
+        }
         entry.spec = Some(spec);
         self.reroute_lq(&key);
         if drain {

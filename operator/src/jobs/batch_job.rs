@@ -337,13 +337,13 @@ impl JobIntegration for BatchJob {
         info.restore_into(&mut spec.template);
     }
 
-    fn finished(job: &Job) -> Option<bool> {
+    fn finished(job: &Job) -> Option<(bool, String)> {
         let conditions = job.status.as_ref()?.conditions.as_ref()?;
         conditions
             .iter()
             .find_map(|c| match (c.type_.as_str(), c.status.as_str()) {
-                ("Complete", "True") => Some(true),
-                ("Failed", "True") => Some(false),
+                ("Complete", "True") => Some((true, c.message.clone().unwrap_or_default())),
+                ("Failed", "True") => Some((false, c.message.clone().unwrap_or_default())),
                 _ => None,
             })
     }
@@ -544,11 +544,14 @@ spec:
     fn finished_reads_conditions() {
         let mut j = job("");
         assert_eq!(BatchJob::finished(&j), None);
-        j.status = serde_json::from_value(
-            serde_json::json!({"conditions": [{"type": "Complete", "status": "True"}]}),
-        )
+        j.status = serde_json::from_value(serde_json::json!({"conditions": [{"type": "Complete",
+            "status": "True", "message": "Reached expected number of succeeded pods"}]}))
         .unwrap();
-        assert_eq!(BatchJob::finished(&j), Some(true));
+        // Kueue's Finished message is the Job condition's.
+        assert_eq!(
+            BatchJob::finished(&j),
+            Some((true, "Reached expected number of succeeded pods".into()))
+        );
     }
 
     fn template_annotated(annotations: &str) -> Job {

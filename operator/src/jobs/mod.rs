@@ -62,8 +62,9 @@ pub trait JobIntegration {
     /// Undoes `run_with` after an eviction: restores what it injected, keeping the job suspended.
     fn restore(job: &mut Self::Job, infos: &[PodSetInfo]);
 
-    /// `Some(success)` once the job has finished.
-    fn finished(job: &Self::Job) -> Option<bool>;
+    /// `Some((success, message))` once the job has finished; the message is the one Kueue writes into the
+    /// Workload's Finished condition (the job's own condition message).
+    fn finished(job: &Self::Job) -> Option<(bool, String)>;
 }
 
 /// The name Kueue gives a job's Workload: `<lower(kind)>-<name>` truncated, then 5 hex digits of

@@ -267,18 +267,21 @@ impl ClusterObjects {
         }
     }
 
-    /// Every reference must resolve: LocalQueue -> ClusterQueue, ClusterQueue -> ResourceFlavors, Workload/Job ->
-    /// LocalQueue, priority class labels -> classes. (Cohorts may be implicit, as in Kueue.)
+    /// Every reference must resolve: ClusterQueue -> ResourceFlavors, priority class labels -> classes. A missing
+    /// ClusterQueue of a LocalQueue, or LocalQueue of a workload, only warns (Kueue accepts both); Cohorts may be
+    /// implicit, as in Kueue.
     fn check_references(&self) -> Result<(), LoadError> {
         use sluice_sdk::kueue::labels::{PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL};
+        // Kueue accepts a LocalQueue whose ClusterQueue does not exist (Active=False, ClusterQueueDoesNotExist;
+        // its workloads wait); the simulator does the same and says so.
         for ((ns, name), lq) in &self.local_queues {
             let cq = &lq.object.spec.cluster_queue;
             if !self.cluster_queues.contains_key(cq) {
-                return Err(LoadError::new(
-                    &lq.origin,
-                    format!("LocalQueue {ns}/{name}"),
-                    format!("field `spec.clusterQueue`: ClusterQueue {cq:?} is not defined"),
-                ));
+                tracing::warn!(
+                    "{}: LocalQueue {ns}/{name}: field `spec.clusterQueue`: ClusterQueue {cq:?} is not defined; \
+                     its workloads stay pending, as in Kueue",
+                    lq.origin
+                );
             }
         }
         for (name, cq) in &self.cluster_queues {

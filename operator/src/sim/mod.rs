@@ -347,10 +347,16 @@ impl Simulation {
                     .uid
                     .get_or_insert_with(|| synthetic_uid("Job", ns, name));
                 BatchJob::suspend(&mut job);
-                let wl = BatchJob::workload(&job, &priorities).map_err(|error| SimError::Job {
-                    origin: loaded.origin.to_string(),
-                    error: Box::new(error),
-                })?;
+                let mut wl =
+                    BatchJob::workload(&job, &priorities).map_err(|error| SimError::Job {
+                        origin: loaded.origin.to_string(),
+                        error: Box::new(error),
+                    })?;
+                // A UID, as the API server gives every object: preemption messages name workloads by it.
+                let wl_name = wl.metadata.name.clone().unwrap_or_default();
+                wl.metadata
+                    .uid
+                    .get_or_insert_with(|| synthetic_uid("Workload", ns, &wl_name));
                 let meta = job.metadata.clone();
                 sim.jobs.insert(key.clone(), job);
                 (wl, Some(key.clone()), loaded.origin.clone(), meta)

@@ -83,11 +83,12 @@ fn final_objects(sim: &Simulation, now: i64) -> Vec<Value> {
                 sim.engine.cluster_queue_usage(cq_name),
                 sim.objects.cluster_queues.get(cq_name),
             ) {
-                (Some(cu), Some(cq)) => status::cluster_queue_is_active(
+                (Some(cu), Some(cq)) => Some(status::cluster_queue_is_active(
                     &cu,
                     cq.object.spec.stop_policy() != api::StopPolicy::None,
-                ),
-                _ => false,
+                )),
+                (_, None) => None,
+                (None, Some(_)) => Some(false),
             };
             let stopped = obj.spec.stop_policy() != api::StopPolicy::None;
             obj.status = Some(status::local_queue_status(&u, stopped, cq_active, now));

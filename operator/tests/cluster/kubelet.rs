@@ -436,7 +436,8 @@ fn killed(p: &Pod) -> serde_json::Value {
     }})
 }
 
-fn succeeded(p: &Pod) -> serde_json::Value {
+/// The status patch of a Pod whose containers exited 0.
+pub fn succeeded(p: &Pod) -> serde_json::Value {
     let t = now();
     json!({"status": {
         "phase": "Succeeded",

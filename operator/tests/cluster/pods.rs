@@ -147,7 +147,7 @@ async fn pod_groups_are_gated_and_pods_ready_timeouts_evict() {
     let wls: Api<Workload> = Api::namespaced(client.clone(), "ml");
     eventually(60, "ready's PodsReady=True", || async {
         let w = wls.get(&ready_name).await.ok()?;
-        (condition(&w, "PodsReady").is_some_and(|c| c.status == "True" && c.reason == "PodsReady"))
+        (condition(&w, "PodsReady").is_some_and(|c| c.status == "True" && c.reason == "Started"))
             .then_some(())
     })
     .await;

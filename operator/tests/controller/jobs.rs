@@ -371,19 +371,27 @@ async fn preemption_evicts_suspends_restores_and_requeues_the_victim() {
 }
 
 #[tokio::test]
-async fn deleted_job_takes_its_workload_and_finalizer_with_it() {
+async fn deleted_job_finishes_its_workload_and_drops_the_finalizer() {
+    // Kueue v0.19 (FinishOrphanedWorkloads): the orphan is finished with OwnerNotFound, which frees its quota
+    // at once, and loses its finalizer; garbage collection deletes it, not Kueue.
     let fake = FakeApi::new();
-    seed_queues(&fake, 8);
+    seed_queues(&fake, 1);
     fake.put(&job("train", 1, 1, None));
     let op = start(&fake, "op", config());
     wait_for(10, "started", || !suspended(&fake, "train")).await;
     let name = workload_of(&fake, "train").unwrap().metadata.name.unwrap();
+    fake.put(&job("next", 1, 1, None));
     fake.remove::<Job>(Some("team-a"), "train");
-    wait_for(5, "workload gone", || get_workload(&fake, &name).is_none()).await;
-    assert_eq!(
-        writes(&fake, "DELETE", &format!("/workloads/{name}")).len(),
-        1
-    );
+    wait_for(5, "orphan finished, finalizer gone", || {
+        get_workload(&fake, &name).is_some_and(|w| {
+            condition(&w, "Finished") == Some(("True".into(), "OwnerNotFound".into()))
+                && w.metadata.finalizers.unwrap_or_default().is_empty()
+        })
+    })
+    .await;
+    // Its quota went to the next Job.
+    wait_for(10, "next started", || !suspended(&fake, "next")).await;
+    assert!(writes(&fake, "DELETE", &format!("/workloads/{name}")).is_empty());
     op.abort();
 }
 

@@ -410,7 +410,7 @@ async fn pods_ready_follows_the_ready_condition_of_every_pod_in_the_group() {
     );
     set_ready("r-1");
     wait_for(10, "PodsReady=True", || {
-        pods_ready(&fake) == Some(("True".into(), "PodsReady".into()))
+        pods_ready(&fake) == Some(("True".into(), "Started".into()))
     })
     .await;
     op.abort();

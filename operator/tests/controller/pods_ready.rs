@@ -57,7 +57,7 @@ async fn ready_pods_set_pods_ready_and_stop_the_timer() {
     wait_for(5, "PodsReady=True", || {
         get_workload(&fake, &name)
             .and_then(|w| condition(&w, "PodsReady"))
-            .is_some_and(|c| c == ("True".into(), "PodsReady".into()))
+            .is_some_and(|c| c == ("True".into(), "Started".into()))
     })
     .await;
     // Past the timeout, a ready workload stays admitted.

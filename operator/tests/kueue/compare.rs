@@ -1,0 +1,409 @@
+//! What is compared: each object of the compared kinds flattened to `field path -> value` (the fields that are
+//! behaviour, not bookkeeping: no timestamps, UIDs or resource versions), and the differences between two
+//! systems' flattened states.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use serde_json::Value;
+use sluice_operator::jobs::workload_name;
+use sluice_sdk::quantity::resource_value;
+
+/// One system's state: object (`Kind ns/name`) -> field -> value.
+pub type State = BTreeMap<String, BTreeMap<String, String>>;
+
+/// A field that differs between the systems.
+#[derive(Clone, Debug)]
+pub struct Difference {
+    /// The object (`Workload ns/job-x-#####`).
+    pub object: String,
+    /// The field path.
+    pub field: String,
+    /// Kueue's value (`<absent>` when it has none).
+    pub kueue: String,
+    /// Sluice's value (or the simulator's, for an object shown as `simulate: ...`).
+    pub sluice: String,
+}
+
+const ABSENT: &str = "<absent>";
+
+/// Whether `s` is a UID as the API server writes them (8-4-4-4-12 lower-case hex digits).
+fn is_uid(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    parts.len() == 5
+        && parts
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(p, n)| p.len() == n && p.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// A value with every UID in it replaced by the object it names (`<Workload ns/job-x-#####>`), or `<uid>` when it
+/// names none of the compared objects: UIDs differ between control planes, the objects they name should not.
+fn without_uids(value: &str, names: &BTreeMap<String, String>) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(i) = rest.find(|c: char| c.is_ascii_hexdigit()) {
+        let candidate = rest.get(i..i + 36).filter(|c| is_uid(c));
+        let boundary = i == 0 || !rest.as_bytes()[i - 1].is_ascii_alphanumeric();
+        match candidate {
+            Some(uid) if boundary => {
+                out.push_str(&rest[..i]);
+                match names.get(uid) {
+                    Some(n) => out.push_str(&format!("<{n}>")),
+                    None => out.push_str("<uid>"),
+                }
+                rest = &rest[i + 36..];
+            }
+            _ => {
+                let next = i + rest[i..].chars().next().map_or(1, char::len_utf8);
+                out.push_str(&rest[..next]);
+                rest = &rest[next..];
+            }
+        }
+    }
+    out.push_str(rest);
+    // UIDs of another shape (the simulator's synthetic ones) by exact match.
+    for (uid, name) in names {
+        if !is_uid(uid) && uid.len() >= 8 && out.contains(uid.as_str()) {
+            out = out.replace(uid.as_str(), &format!("<{name}>"));
+        }
+    }
+    out
+}
+
+/// Flattens a system's objects (kind, JSON) into its comparable state.
+pub fn state(objects: &[(String, Value)]) -> State {
+    let raw = flatten(objects);
+    let names: BTreeMap<String, String> = raw
+        .iter()
+        .filter_map(|(key, (uid, _))| Some((uid.clone()?, key.clone())))
+        .collect();
+    raw.into_iter()
+        .map(|(key, (_, fields))| {
+            let fields = fields
+                .into_iter()
+                .map(|(f, v)| (f, without_uids(&v, &names)))
+                .collect();
+            (key, fields)
+        })
+        .collect()
+}
+
+/// Each object's key, UID and fields, UIDs still in the values.
+#[allow(clippy::type_complexity)]
+fn flatten(
+    objects: &[(String, Value)],
+) -> BTreeMap<String, (Option<String>, BTreeMap<String, String>)> {
+    let mut out = BTreeMap::new();
+    for (kind, o) in objects {
+        let ns = o["metadata"]["namespace"].as_str();
+        if ns == Some("kueue-system") || ns == Some("kube-system") {
+            continue;
+        }
+        let name = o["metadata"]["name"].as_str().unwrap_or_default();
+        let mut fields = BTreeMap::new();
+        let shown = match kind.as_str() {
+            "Workload" => workload(o, &mut fields),
+            "Job" => {
+                job(o, &mut fields);
+                name.to_string()
+            }
+            "ClusterQueue" | "LocalQueue" | "Cohort" => {
+                queue(kind, o, &mut fields);
+                name.to_string()
+            }
+            _ => name.to_string(),
+        };
+        let key = match ns {
+            Some(ns) => format!("{kind} {ns}/{shown}"),
+            None => format!("{kind} {shown}"),
+        };
+        let uid = o["metadata"]["uid"].as_str().map(str::to_string);
+        out.insert(key, (uid, fields));
+    }
+    out
+}
+
+fn put(fields: &mut BTreeMap<String, String>, path: &str, v: &Value) {
+    match v {
+        Value::Null => {}
+        Value::String(s) => {
+            fields.insert(path.to_string(), s.clone());
+        }
+        other => {
+            fields.insert(path.to_string(), other.to_string());
+        }
+    }
+}
+
+/// A quantity in canonical form (milli-units for cpu, base units otherwise), so `1000m` equals `1`.
+fn quantity(resource: &str, v: &Value) -> String {
+    match v {
+        Value::String(s) => resource_value(resource, &Quantity(s.clone()))
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| s.clone()),
+        Value::Number(n) => resource_value(resource, &Quantity(n.to_string()))
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| n.to_string()),
+        other => other.to_string(),
+    }
+}
+
+fn conditions(fields: &mut BTreeMap<String, String>, prefix: &str, conds: &Value) {
+    for c in conds.as_array().into_iter().flatten() {
+        let t = c["type"].as_str().unwrap_or("?");
+        for f in ["status", "reason", "message"] {
+            put(fields, &format!("{prefix}[{t}].{f}"), &c[f]);
+        }
+    }
+    // Kueue v0.19 lower-cased this message's first letter (kubernetes-sigs/kueue#12659); compared case-folded
+    // (docs/compatibility.md, "Differential tests against Kueue v0.17.0").
+    let key = format!("{prefix}[QuotaReserved].message");
+    if let Some(m) = fields.get_mut(&key)
+        && m.starts_with("Workload namespace doesn't match")
+    {
+        m.replace_range(..1, "w");
+    }
+}
+
+/// The field marking an object being deleted: whether it is still there, and some of its status, are not
+/// compared (docs/compatibility.md: a ClusterQueue being deleted, kubernetes-sigs/kueue#13757 and #10833).
+const TERMINATING: &str = "metadata.deletionTimestamp";
+
+/// A Workload: its name checked against Kueue's naming (then shown with the hash, which covers the owner's UID,
+/// replaced by `#####`), its queue, priority, admission and conditions.
+fn workload(o: &Value, fields: &mut BTreeMap<String, String>) -> String {
+    let name = o["metadata"]["name"].as_str().unwrap_or_default();
+    let mut shown = name.to_string();
+    let owner = o["metadata"]["ownerReferences"]
+        .as_array()
+        .and_then(|refs| refs.iter().find(|r| r["controller"] == Value::Bool(true)));
+    if let Some(owner) = owner {
+        let kind = owner["kind"].as_str().unwrap_or_default();
+        let api_version = owner["apiVersion"].as_str().unwrap_or_default();
+        let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+        let expected = workload_name(
+            kind,
+            group,
+            owner["name"].as_str().unwrap_or_default(),
+            owner["uid"].as_str().unwrap_or_default(),
+        );
+        if expected != name {
+            fields.insert(
+                "metadata.name".into(),
+                format!("{name}, not Kueue's name for its owner ({expected})"),
+            );
+        }
+        if let Some(cut) = name.len().checked_sub(5) {
+            shown = format!("{}#####", &name[..cut]);
+        }
+        put(
+            fields,
+            "metadata.ownerReferences[controller].kind",
+            &owner["kind"],
+        );
+    }
+    let spec = &o["spec"];
+    for f in ["queueName", "priority", "priorityClassName", "active"] {
+        put(fields, &format!("spec.{f}"), &spec[f]);
+    }
+    for ps in spec["podSets"].as_array().into_iter().flatten() {
+        let n = ps["name"].as_str().unwrap_or("?");
+        put(fields, &format!("spec.podSets[{n}].count"), &ps["count"]);
+        put(
+            fields,
+            &format!("spec.podSets[{n}].minCount"),
+            &ps["minCount"],
+        );
+    }
+    let status = &o["status"];
+    put(
+        fields,
+        "status.admission.clusterQueue",
+        &status["admission"]["clusterQueue"],
+    );
+    for a in status["admission"]["podSetAssignments"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let n = a["name"].as_str().unwrap_or("?");
+        put(
+            fields,
+            &format!("status.admission.podSetAssignments[{n}].count"),
+            &a["count"],
+        );
+        for (r, f) in a["flavors"].as_object().into_iter().flatten() {
+            put(
+                fields,
+                &format!("status.admission.podSetAssignments[{n}].flavors.{r}"),
+                f,
+            );
+        }
+        for (r, q) in a["resourceUsage"].as_object().into_iter().flatten() {
+            fields.insert(
+                format!("status.admission.podSetAssignments[{n}].resourceUsage.{r}"),
+                quantity(r, q),
+            );
+        }
+    }
+    conditions(fields, "status.conditions", &status["conditions"]);
+    shown
+}
+
+/// A Job: suspended or not, its parallelism (partial admission changes it) and what was injected into its pod
+/// template (node selector, tolerations).
+fn job(o: &Value, fields: &mut BTreeMap<String, String>) {
+    put(fields, "spec.suspend", &o["spec"]["suspend"]);
+    put(fields, "spec.parallelism", &o["spec"]["parallelism"]);
+    let pod = &o["spec"]["template"]["spec"];
+    for (k, v) in pod["nodeSelector"].as_object().into_iter().flatten() {
+        put(fields, &format!("spec.template.spec.nodeSelector.{k}"), v);
+    }
+    if let Some(t) = pod["tolerations"].as_array().filter(|t| !t.is_empty()) {
+        fields.insert(
+            "spec.template.spec.tolerations".into(),
+            Value::from(t.clone()).to_string(),
+        );
+    }
+}
+
+/// A ClusterQueue, LocalQueue or Cohort: its status counts, usage per flavor and resource, conditions and fair
+/// share.
+fn queue(kind: &str, o: &Value, fields: &mut BTreeMap<String, String>) {
+    let status = &o["status"];
+    if kind == "ClusterQueue" && !o["metadata"]["deletionTimestamp"].is_null() {
+        // Only v0.19 keeps counting for a ClusterQueue being deleted (kubernetes-sigs/kueue#13757).
+        fields.insert(TERMINATING.into(), "set".into());
+        return;
+    }
+    let orphaned = status["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Active" && c["reason"] == "ClusterQueueDoesNotExist")
+    });
+    if kind == "LocalQueue" && orphaned {
+        // Only v0.19 zeroes the usage of a LocalQueue whose ClusterQueue is gone (kubernetes-sigs/kueue#13835).
+        let n = status["pendingWorkloads"].as_i64().unwrap_or(0);
+        fields.insert("status.pendingWorkloads".into(), n.to_string());
+        conditions(fields, "status.conditions", &status["conditions"]);
+        return;
+    }
+    // An absent count is zero (omitempty in some of Kueue's status types).
+    for f in [
+        "pendingWorkloads",
+        "reservingWorkloads",
+        "admittedWorkloads",
+    ] {
+        let n = status[f].as_i64().unwrap_or(0);
+        fields.insert(format!("status.{f}"), n.to_string());
+    }
+    for list in ["flavorsReservation", "flavorsUsage", "flavorUsage"] {
+        for fl in status[list].as_array().into_iter().flatten() {
+            let flavor = fl["name"].as_str().unwrap_or("?");
+            for r in fl["resources"].as_array().into_iter().flatten() {
+                let res = r["name"].as_str().unwrap_or("?");
+                for f in ["total", "borrowed"] {
+                    if !r[f].is_null() {
+                        fields.insert(
+                            format!("status.{list}[{flavor}][{res}].{f}"),
+                            quantity(res, &r[f]),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    conditions(fields, "status.conditions", &status["conditions"]);
+    put(
+        fields,
+        "status.fairSharing.weightedShare",
+        &status["fairSharing"]["weightedShare"],
+    );
+}
+
+/// A pending message's pod sets, each as its prefix (`couldn't assign flavors to pod set main: `) and the
+/// reasons after it, one per resource that does not fit.
+fn pending_reasons(message: &str) -> Vec<(&str, Vec<String>)> {
+    message
+        .split("; ")
+        .map(|part| match part.find(": ") {
+            Some(at) => {
+                let (prefix, rest) = part.split_at(at + 2);
+                let reasons = rest
+                    .split(", insufficient ")
+                    .enumerate()
+                    .map(|(i, r)| {
+                        if i == 0 {
+                            r.to_string()
+                        } else {
+                            format!("insufficient {r}")
+                        }
+                    })
+                    .collect();
+                (prefix, reasons)
+            }
+            None => (part, Vec::new()),
+        })
+        .collect()
+}
+
+/// Whether two values of `field` say the same. Kueue v0.17.0 names, in a pending workload's QuotaReserved
+/// message, only the first resource that does not fit, in Go's random map order; v0.19 (the loop became a
+/// callback, kubernetes-sigs/kueue#13487) and Sluice name every one. So Kueue's reasons being among Sluice's
+/// counts as the same (docs/compatibility.md).
+fn same_value(field: &str, kueue: &str, sluice: &str) -> bool {
+    if kueue == sluice {
+        return true;
+    }
+    if !field.ends_with("[QuotaReserved].message") {
+        return false;
+    }
+    let (k, s) = (pending_reasons(kueue), pending_reasons(sluice));
+    k.len() == s.len()
+        && k.iter().zip(&s).all(|((kp, kr), (sp, sr))| {
+            kp == sp && !kr.is_empty() && kr.iter().all(|r| sr.contains(r))
+        })
+}
+
+/// Every field whose value differs (an object or field one side lacks counts, shown as `<absent>`).
+pub fn differences(kueue: &State, sluice: &State) -> Vec<Difference> {
+    let empty = BTreeMap::new();
+    let mut out = Vec::new();
+    let objects: std::collections::BTreeSet<&String> = kueue.keys().chain(sluice.keys()).collect();
+    for obj in objects {
+        let (k, s) = (kueue.get(obj), sluice.get(obj));
+        let terminating = |side: Option<&BTreeMap<String, String>>| {
+            side.is_some_and(|f| f.contains_key(TERMINATING))
+        };
+        if (k.is_none() && terminating(s)) || (s.is_none() && terminating(k)) {
+            continue;
+        }
+        if k.is_none() || s.is_none() {
+            out.push(Difference {
+                object: obj.clone(),
+                field: "(object)".into(),
+                kueue: if k.is_some() { "exists" } else { ABSENT }.into(),
+                sluice: if s.is_some() { "exists" } else { ABSENT }.into(),
+            });
+            continue;
+        }
+        let (k, s) = (k.unwrap_or(&empty), s.unwrap_or(&empty));
+        let fields: std::collections::BTreeSet<&String> = k.keys().chain(s.keys()).collect();
+        for f in fields {
+            let (kv, sv) = (k.get(f), s.get(f));
+            let same = match (kv, sv) {
+                (Some(a), Some(b)) => same_value(f, a, b),
+                (a, b) => a == b,
+            };
+            if !same {
+                out.push(Difference {
+                    object: obj.clone(),
+                    field: f.clone(),
+                    kueue: kv.cloned().unwrap_or_else(|| ABSENT.into()),
+                    sluice: sv.cloned().unwrap_or_else(|| ABSENT.into()),
+                });
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,282 @@
+//! Running scenarios under both systems and collecting what differs.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::compare::{Difference, differences, state};
+use super::kubelet::FakeNode;
+use super::scenario::{Scenario, Step};
+use super::sim;
+use super::system::{System, Which};
+
+/// How long nothing may change before a system counts as quiet, and how long to wait for that at most.
+const STILL: Duration = Duration::from_secs(3);
+const QUIET_LIMIT: Duration = Duration::from_secs(90);
+
+/// Feature gates given to Kueue's manager: the two whose default turned on by v0.19 and that these scenarios
+/// reach (docs/compatibility.md, "Differential tests against Kueue v0.17.0"), and its visibility server off, which
+/// wants certificates this harness does not make (Sluice's visibility API is tested in the cluster suite).
+const KUEUE_GATES: &str =
+    "SchedulingEquivalenceHashing=true,AdmissionGatedBy=true,VisibilityOnDemand=false";
+
+/// One scenario's outcome.
+pub struct Outcome {
+    /// The scenario.
+    pub name: String,
+    /// The differences, each with the step after which it was seen.
+    pub differences: Vec<(usize, String, Difference)>,
+    /// Why it could not be compared (a system failed to start or never went quiet), if so.
+    pub failure: Option<String>,
+    /// Wall time of its steps.
+    pub seconds: f64,
+    /// Time starting both systems (overlapping the scenario before, but the first).
+    pub start_seconds: f64,
+}
+
+/// All scenarios' outcomes.
+pub struct Report {
+    /// The Kueue release compared against.
+    pub version: String,
+    /// Per scenario.
+    pub outcomes: Vec<Outcome>,
+    /// Wall time of the whole run.
+    pub seconds: f64,
+}
+
+impl Report {
+    /// Scenarios that differ or could not be compared.
+    pub fn differing(&self) -> usize {
+        self.outcomes
+            .iter()
+            .filter(|o| !o.differences.is_empty() || o.failure.is_some())
+            .count()
+    }
+
+    /// The report as text; its last line is the summary.
+    pub fn text(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for o in &self.outcomes {
+            if let Some(why) = &o.failure {
+                writeln!(f, "{}: not compared: {why}", o.name)?;
+            }
+            for (step, what, d) in &o.differences {
+                writeln!(
+                    f,
+                    "{}: after step {} ({what}): {} {}: Kueue {:?}, Sluice {:?}",
+                    o.name, step, d.object, d.field, d.kueue, d.sluice
+                )?;
+            }
+        }
+        let n = self.outcomes.len();
+        let differ = self.differing();
+        writeln!(
+            f,
+            "Kueue {} against Sluice, {:.0} s",
+            self.version, self.seconds
+        )?;
+        write!(
+            f,
+            "kueue differential: {n} scenarios, {} identical, {differ} differ",
+            n - differ
+        )
+    }
+}
+
+/// Kueue and Sluice started for one scenario, each on a fresh control plane (None: no control plane built), and
+/// how long that took.
+type Started = (Option<(System, System)>, f64);
+
+async fn prepare(s: Scenario) -> Started {
+    let start = Instant::now();
+    let (kp, sp) = tokio::join!(
+        System::plane(Which::Kueue, &s.name),
+        System::plane(Which::Sluice, &s.name)
+    );
+    let (Some(kp), Some(sp)) = (kp, sp) else {
+        return (None, 0.0);
+    };
+    let config = s.config.as_deref();
+    let systems = tokio::join!(
+        System::start(Which::Kueue, kp, config, nodes(&s), KUEUE_GATES),
+        System::start(Which::Sluice, sp, config, nodes(&s), ""),
+    );
+    (Some(systems), start.elapsed().as_secs_f64())
+}
+
+/// Runs every scenario, one after another, each under both systems side by side on fresh control planes; the
+/// next scenario's systems start while one runs (which mostly waits for quiet).
+pub async fn run_all(version: &str, scenarios: &[Scenario]) -> Report {
+    let wall = Instant::now();
+    let mut outcomes = Vec::new();
+    let mut next = scenarios.first().map(|s| tokio::spawn(prepare(s.clone())));
+    for (i, s) in scenarios.iter().enumerate() {
+        let ready = match next.take() {
+            Some(task) => task.await.expect("starting the systems"),
+            None => (None, 0.0),
+        };
+        next = scenarios
+            .get(i + 1)
+            .map(|n| tokio::spawn(prepare(n.clone())));
+        let o = run_one(s, ready).await;
+        eprintln!(
+            "{}: {} ({:.0} s, and {:.0} s starting, mostly while the one before ran)",
+            o.name,
+            match (&o.failure, o.differences.len()) {
+                (Some(_), _) => "not compared".to_string(),
+                (None, 0) => "identical".to_string(),
+                (None, n) => format!("{n} differences"),
+            },
+            o.seconds,
+            o.start_seconds
+        );
+        outcomes.push(o);
+    }
+    Report {
+        version: version.to_string(),
+        outcomes,
+        seconds: wall.elapsed().as_secs_f64(),
+    }
+}
+
+/// Nodes for the fake kubelet: one roomy node per ResourceFlavor (its node labels and taints), and one plain
+/// node, so every admitted Pod can run.
+fn nodes(s: &Scenario) -> Vec<FakeNode> {
+    let mut nodes = vec![roomy("node-plain")];
+    for step in &s.steps {
+        let Step::Apply { yaml, .. } = step else {
+            continue;
+        };
+        for doc in serde_yaml::Deserializer::from_str(yaml) {
+            let Ok(v) = Value::deserialize(doc) else {
+                continue;
+            };
+            if v["kind"] != "ResourceFlavor" {
+                continue;
+            }
+            let mut node = roomy(&format!(
+                "node-{}",
+                v["metadata"]["name"].as_str().unwrap_or("flavor")
+            ));
+            for (k, val) in v["spec"]["nodeLabels"].as_object().into_iter().flatten() {
+                node.labels
+                    .insert(k.clone(), val.as_str().unwrap_or_default().to_string());
+            }
+            if let Some(taints) = v["spec"]["nodeTaints"].as_array() {
+                node.taints =
+                    serde_json::from_value(Value::from(taints.clone())).unwrap_or_default();
+            }
+            nodes.push(node);
+        }
+    }
+    nodes
+}
+
+fn roomy(name: &str) -> FakeNode {
+    let mut n = FakeNode::new(name, 512, 64);
+    n.capacity.insert("memory".into(), "4Ti".into());
+    n.capacity.insert("pods".into(), "1000".into());
+    n
+}
+
+/// Whether `d` is the fair share of a ClusterQueue or Cohort other than those whose quota a step changed: Kueue
+/// rewrites a ClusterQueue's status only when it or its workloads change, so after a sibling's quota change its
+/// `weightedShare` stays as it was, though Kueue means it as a live value (kubernetes-sigs/kueue#2258,
+/// docs/compatibility.md); Sluice keeps every share current.
+fn stale_share(patched: &[String], d: &Difference) -> bool {
+    let object = d.object.trim_start_matches("simulate: ");
+    !patched.is_empty()
+        && d.field == "status.fairSharing.weightedShare"
+        && !patched.iter().any(|p| p == object)
+}
+
+async fn run_one(s: &Scenario, started: Started) -> Outcome {
+    let start = Instant::now();
+    let mut outcome = Outcome {
+        name: s.name.clone(),
+        differences: Vec::new(),
+        failure: None,
+        seconds: 0.0,
+        start_seconds: started.1,
+    };
+    let config = s.config.as_deref();
+    let Some((kueue, sluice)) = started.0 else {
+        outcome.failure = Some("no control plane (run tests/control-plane/build)".into());
+        return outcome;
+    };
+    // ClusterQueues and Cohorts whose quota a step changed.
+    let mut patched: Vec<String> = Vec::new();
+    // The cluster as Kueue left it before each step: the simulator's input.
+    let mut before: Vec<(String, Value)> = Vec::new();
+    let sim_dir = super::plane::repo_root()
+        .join("target/kueue-differential/simulate")
+        .join(&s.name);
+    for (i, step) in s.steps.iter().enumerate() {
+        let n = i + 1;
+        let what = step.describe();
+        let (ke, se) = tokio::join!(kueue.step(step), sluice.step(step));
+        if ke != se {
+            outcome.differences.push((
+                n,
+                what.clone(),
+                Difference {
+                    object: "(the API server's answer)".into(),
+                    field: "errors".into(),
+                    kueue: ke.join("; "),
+                    sluice: se.join("; "),
+                },
+            ));
+        }
+        let (kq, sq) = tokio::join!(
+            kueue.quiet(STILL, QUIET_LIMIT),
+            sluice.quiet(STILL, QUIET_LIMIT)
+        );
+        if let Err(e) = kq.and(sq) {
+            outcome.failure = Some(format!("after step {n} ({what}): {e}"));
+            break;
+        }
+        if let Step::Patch { object, .. } = step
+            && (object.kind == "ClusterQueue" || object.kind == "Cohort")
+        {
+            patched.push(format!("{} {}", object.kind, object.name));
+        }
+        let (ko, so) = tokio::join!(kueue.objects(), sluice.objects());
+        for d in differences(&state(&ko), &state(&so)) {
+            if stale_share(&patched, &d) {
+                continue;
+            }
+            outcome.differences.push((n, what.clone(), d));
+        }
+        // What the simulator predicts from Kueue's state before the step, against what Kueue did.
+        let input = sim::input(&before, step, &ko);
+        let dir = sim_dir.join(format!("step-{n}"));
+        match tokio::task::block_in_place(|| sim::predict(&dir, config, input, &ko)) {
+            Ok(diffs) => {
+                for mut d in diffs.into_iter().filter(|d| !stale_share(&patched, d)) {
+                    d.object = format!("simulate: {}", d.object);
+                    outcome.differences.push((n, what.clone(), d));
+                }
+            }
+            Err(e) => outcome.differences.push((
+                n,
+                what.clone(),
+                Difference {
+                    object: "simulate".into(),
+                    field: "(run)".into(),
+                    kueue: "-".into(),
+                    sluice: e,
+                },
+            )),
+        }
+        before = kueue.list(sim::INPUT_KINDS).await;
+    }
+    outcome.seconds = start.elapsed().as_secs_f64();
+    outcome
+}

@@ -1,0 +1,204 @@
+//! A differential scenario: a Kueue Configuration and the steps that change the cluster, read from a directory
+//! of tests/kueue/scenarios or made by the generator.
+//!
+//! A scenario directory holds manifests (`*.yaml`, applied in name order, one step each), an optional
+//! `config.yaml` (a Kueue Configuration, given to both systems) and an optional `steps.yaml` that replaces the
+//! default order with explicit steps:
+//!
+//! ```yaml
+//! - apply: 10-jobs.yaml                           # a manifest file of the directory
+//! - finish: {namespace: team-a, job: train-1}     # the Job's running Pods succeed
+//! - delete: {kind: Job, namespace: team-a, name: train-2}
+//! - patch: {kind: ClusterQueue, name: cq-a, patch: {spec: {stopPolicy: Hold}}}   # a merge patch
+//! ```
+
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// A scenario run under Kueue and under Sluice.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// Its name (the directory's, or `seed-N`).
+    pub name: String,
+    /// The Kueue Configuration both systems run under (YAML), if any.
+    pub config: Option<String>,
+    /// What happens, in order; both systems are compared once quiet after each step.
+    pub steps: Vec<Step>,
+}
+
+/// One change to the cluster.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// Create these objects (multi-document YAML), in document order.
+    Apply {
+        /// Where they came from (a file name, `wave 2`), for reports.
+        what: String,
+        /// The manifests.
+        yaml: String,
+    },
+    /// Delete an object.
+    Delete(ObjectRef),
+    /// The running Pods of a Job succeed, as its containers exiting 0 would.
+    Finish {
+        /// The Job's namespace.
+        namespace: String,
+        /// The Job.
+        job: String,
+    },
+    /// A JSON merge patch on an object (a quota change, a stop policy).
+    Patch {
+        /// The object.
+        object: ObjectRef,
+        /// The patch.
+        patch: Value,
+    },
+}
+
+/// An object by kind, namespace and name.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObjectRef {
+    /// Its kind (Job, Workload, ClusterQueue, LocalQueue, ResourceFlavor, Cohort, ...).
+    pub kind: String,
+    /// Its namespace, for namespaced kinds.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Its name.
+    pub name: String,
+}
+
+impl Step {
+    /// A short description for reports: `apply 10-jobs.yaml`, `delete Job team-a/x`.
+    pub fn describe(&self) -> String {
+        match self {
+            Step::Apply { what, .. } => format!("apply {what}"),
+            Step::Delete(o) => format!("delete {}", o.describe()),
+            Step::Finish { namespace, job } => format!("finish Job {namespace}/{job}"),
+            Step::Patch { object, .. } => format!("patch {}", object.describe()),
+        }
+    }
+}
+
+impl ObjectRef {
+    /// `Kind ns/name` or `Kind name`.
+    pub fn describe(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{} {ns}/{}", self.kind, self.name),
+            None => format!("{} {}", self.kind, self.name),
+        }
+    }
+}
+
+/// A step as `steps.yaml` spells it.
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase", deny_unknown_fields)]
+enum StepFile {
+    Apply(String),
+    Delete(ObjectRef),
+    Finish { namespace: String, job: String },
+    Patch(PatchFile),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatchFile {
+    kind: String,
+    #[serde(default)]
+    namespace: Option<String>,
+    name: String,
+    patch: Value,
+}
+
+impl Scenario {
+    /// Reads a scenario directory; the error names the file and what is wrong with it.
+    pub fn load(dir: &Path) -> Result<Scenario, String> {
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .ok_or_else(|| format!("{}: not a directory name", dir.display()))?;
+        let read = |file: &str| {
+            std::fs::read_to_string(dir.join(file))
+                .map_err(|e| format!("{}: {e}", dir.join(file).display()))
+        };
+        let mut manifests: Vec<String> = std::fs::read_dir(dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|f| f.ends_with(".yaml") && f != "config.yaml" && f != "steps.yaml")
+            .collect();
+        manifests.sort();
+        let config = dir
+            .join("config.yaml")
+            .exists()
+            .then(|| read("config.yaml"))
+            .transpose()?;
+        let steps = if dir.join("steps.yaml").exists() {
+            let text = read("steps.yaml")?;
+            // Through JSON: serde_yaml reads enums only as YAML tags (`!apply`), not as `apply:` keys.
+            let parsed: Vec<StepFile> = serde_yaml::from_str::<Value>(&text)
+                .map_err(|e| e.to_string())
+                .and_then(|v| serde_json::from_value(v).map_err(|e| e.to_string()))
+                .map_err(|e| format!("{}: {e}", dir.join("steps.yaml").display()))?;
+            let mut steps = Vec::new();
+            for s in parsed {
+                steps.push(match s {
+                    StepFile::Apply(file) => {
+                        if !manifests.contains(&file) {
+                            return Err(format!(
+                                "{}: apply names {file}, which is not a manifest of the directory",
+                                dir.join("steps.yaml").display()
+                            ));
+                        }
+                        Step::Apply {
+                            yaml: read(&file)?,
+                            what: file,
+                        }
+                    }
+                    StepFile::Delete(o) => Step::Delete(o),
+                    StepFile::Finish { namespace, job } => Step::Finish { namespace, job },
+                    StepFile::Patch(p) => Step::Patch {
+                        object: ObjectRef {
+                            kind: p.kind,
+                            namespace: p.namespace,
+                            name: p.name,
+                        },
+                        patch: p.patch,
+                    },
+                });
+            }
+            steps
+        } else {
+            manifests
+                .iter()
+                .map(|f| {
+                    Ok(Step::Apply {
+                        yaml: read(f)?,
+                        what: f.clone(),
+                    })
+                })
+                .collect::<Result<_, String>>()?
+        };
+        if steps.is_empty() {
+            return Err(format!("{}: no manifests and no steps", dir.display()));
+        }
+        Ok(Scenario {
+            name,
+            config,
+            steps,
+        })
+    }
+
+    /// Every scenario directory under `root`, by name.
+    pub fn load_all(root: &Path) -> Result<Vec<Scenario>, String> {
+        let mut dirs: Vec<_> = std::fs::read_dir(root)
+            .map_err(|e| format!("{}: {e}", root.display()))?
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect();
+        dirs.sort();
+        dirs.iter().map(|d| Scenario::load(d)).collect()
+    }
+}

@@ -1,0 +1,371 @@
+//! One system under comparison (Kueue's manager, or Sluice's operator and webhook) on its own control plane,
+//! with a fake kubelet: the steps of a scenario applied to it, and its state read once it is quiet.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::Value;
+
+use super::kubelet::{FakeKubelet, FakeNode, succeeded};
+use super::kueue::Kueue;
+use super::plane::ControlPlane;
+use super::scenario::Step;
+use super::support::{Installed, install};
+
+/// Which system.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Which {
+    /// Kueue's manager.
+    Kueue,
+    /// Sluice's operator and webhook.
+    Sluice,
+}
+
+impl std::fmt::Display for Which {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Which::Kueue => "Kueue",
+            Which::Sluice => "Sluice",
+        })
+    }
+}
+
+/// What runs for one system; dropped in field order (the managers before their control plane).
+enum Manager {
+    Kueue(Kueue, FakeKubelet),
+    Sluice(Box<Installed>),
+}
+
+/// A system running one scenario.
+pub struct System {
+    /// Which one.
+    pub which: Which,
+    manager: Manager,
+    /// A cluster-admin client.
+    pub client: Client,
+    /// Its control plane (dropped last).
+    pub plane: ControlPlane,
+}
+
+/// The kinds whose objects are compared (and watched for quiet).
+pub const KINDS: &[(&str, &str, &str, &str)] = &[
+    ("kueue.x-k8s.io", "v1beta2", "Workload", "workloads"),
+    ("kueue.x-k8s.io", "v1beta2", "ClusterQueue", "clusterqueues"),
+    ("kueue.x-k8s.io", "v1beta2", "LocalQueue", "localqueues"),
+    ("kueue.x-k8s.io", "v1beta2", "Cohort", "cohorts"),
+    ("batch", "v1", "Job", "jobs"),
+];
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+impl System {
+    /// Starts a control plane for this system and scenario (None: skipped, none is built).
+    pub async fn plane(which: Which, scenario: &str) -> Option<ControlPlane> {
+        let name = format!("diff-{scenario}-{}", which.to_string().to_lowercase());
+        tokio::task::spawn_blocking(move || ControlPlane::up(&name))
+            .await
+            .expect("control plane start")
+    }
+
+    /// Starts the system on `plane` under the scenario's Configuration, with fake `nodes`.
+    pub async fn start(
+        which: Which,
+        plane: ControlPlane,
+        config: Option<&str>,
+        nodes: Vec<FakeNode>,
+        kueue_gates: &str,
+    ) -> System {
+        let (manager, client) = match which {
+            Which::Kueue => {
+                let kueue =
+                    tokio::task::block_in_place(|| Kueue::start(&plane, config, kueue_gates));
+                let client = plane.client().await;
+                let kubelet = FakeKubelet::start(client.clone(), nodes).await;
+                (Manager::Kueue(kueue, kubelet), client)
+            }
+            Which::Sluice => {
+                let installed = install(&plane, config, nodes).await;
+                let client = installed.client.clone();
+                (Manager::Sluice(Box::new(installed)), client)
+            }
+        };
+        System {
+            which,
+            manager,
+            client,
+            plane,
+        }
+    }
+
+    /// The manager's log tail, for a failure message.
+    pub fn log_tail(&self) -> String {
+        match &self.manager {
+            Manager::Kueue(k, _) => k.tail(),
+            Manager::Sluice(s) => s.operator.process.tail(),
+        }
+    }
+
+    /// Applies one step; returns what the API server answered when it refused something (one line per error,
+    /// the admission webhook's name left out), empty when all went through.
+    pub async fn step(&self, step: &Step) -> Vec<String> {
+        let out = match step {
+            Step::Apply { yaml, .. } => tokio::task::block_in_place(|| {
+                self.plane
+                    .kubectl_output(&["create", "-f", "-"], Some(yaml))
+            }),
+            Step::Delete(o) => {
+                let mut args = vec!["delete", o.kind.as_str(), o.name.as_str(), "--wait=false"];
+                if let Some(ns) = &o.namespace {
+                    args.extend(["-n", ns.as_str()]);
+                }
+                let out = tokio::task::block_in_place(|| self.plane.kubectl_output(&args, None));
+                if out.status.success() && o.kind == "Job" {
+                    // Garbage collection deletes the Job's Workload, when it has caught up with the Workload
+                    // resource (up to ~30 s after the CRD appeared); Kueue v0.17.0 holds the quota until then, v0.19
+                    // and Sluice finish the orphan at once. Compared once it is gone on both.
+                    return self
+                        .wait_workloads_gone(o.namespace.as_deref().unwrap_or("default"), &o.name)
+                        .await;
+                }
+                out
+            }
+            Step::Patch { object, patch } => {
+                let patch = patch.to_string();
+                let mut args = vec![
+                    "patch",
+                    object.kind.as_str(),
+                    object.name.as_str(),
+                    "--type",
+                    "merge",
+                    "-p",
+                    patch.as_str(),
+                ];
+                if let Some(ns) = &object.namespace {
+                    args.extend(["-n", ns.as_str()]);
+                }
+                tokio::task::block_in_place(|| self.plane.kubectl_output(&args, None))
+            }
+            Step::Finish { namespace, job } => {
+                return self.finish(namespace, job).await;
+            }
+        };
+        if out.status.success() {
+            return Vec::new();
+        }
+        String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .map(normalise_error)
+            .collect()
+    }
+
+    /// Waits until no Workload owned by Job `ns/job` is left (at most 90 s); an error line when one stays.
+    async fn wait_workloads_gone(&self, ns: &str, job: &str) -> Vec<String> {
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            ns,
+            &resource("kueue.x-k8s.io", "v1beta2", "Workload", "workloads"),
+        );
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let left = match api.list(&ListParams::default()).await {
+                Ok(l) => l.items.iter().any(|w| {
+                    w.metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|r| r.kind == "Job" && r.name == job)
+                }),
+                Err(e) => return vec![format!("listing Workloads: {e}")],
+            };
+            if !left {
+                return Vec::new();
+            }
+            if Instant::now() > deadline {
+                return vec![format!(
+                    "the Workload of deleted Job {ns}/{job} is still there after 90 s"
+                )];
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// The Job's running Pods succeed.
+    async fn finish(&self, ns: &str, job: &str) -> Vec<String> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let selector = format!("batch.kubernetes.io/job-name={job}");
+        let pods = match api.list(&ListParams::default().labels(&selector)).await {
+            Ok(l) => l.items,
+            Err(e) => return vec![format!("listing the Pods of Job {ns}/{job}: {e}")],
+        };
+        let running: Vec<&Pod> = pods
+            .iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .collect();
+        if running.is_empty() {
+            return vec![format!("Job {ns}/{job} has no running Pod to finish")];
+        }
+        let mut errors = Vec::new();
+        for p in running {
+            let name = p.metadata.name.as_deref().unwrap_or_default();
+            if let Err(e) = api
+                .patch_status(name, &PatchParams::default(), &Patch::Merge(&succeeded(p)))
+                .await
+            {
+                errors.push(format!("finishing Pod {ns}/{name}: {e}"));
+            }
+        }
+        errors
+    }
+
+    /// Every object of the compared kinds, as JSON.
+    pub async fn objects(&self) -> Vec<(String, Value)> {
+        self.list(KINDS).await
+    }
+
+    /// Every object of these kinds (group, version, kind, plural), as (kind, JSON).
+    pub async fn list(&self, kinds: &[(&str, &str, &str, &str)]) -> Vec<(String, Value)> {
+        let mut all = Vec::new();
+        for (group, version, kind, plural) in kinds {
+            let api: Api<DynamicObject> =
+                Api::all_with(self.client.clone(), &resource(group, version, kind, plural));
+            let list = match api.list(&ListParams::default()).await {
+                Ok(l) => l.items,
+                Err(e) => panic!("{}: listing {plural}: {e}", self.which),
+            };
+            for o in list {
+                all.push((
+                    kind.to_string(),
+                    serde_json::to_value(&o).expect("object as JSON"),
+                ));
+            }
+        }
+        all
+    }
+
+    /// Waits until no compared object changed for `still`, at most `limit`; returns how long it took, or an
+    /// error saying it never settled.
+    pub async fn quiet(&self, still: Duration, limit: Duration) -> Result<Duration, String> {
+        let start = Instant::now();
+        let mut last: std::collections::BTreeMap<String, String> = Default::default();
+        let mut changing: Vec<String> = Vec::new();
+        let mut since = Instant::now();
+        loop {
+            let now: std::collections::BTreeMap<String, String> = self
+                .objects()
+                .await
+                .iter()
+                .map(|(kind, o)| {
+                    (
+                        format!(
+                            "{kind} {}/{}",
+                            o["metadata"]["namespace"].as_str().unwrap_or(""),
+                            o["metadata"]["name"].as_str().unwrap_or("")
+                        ),
+                        o["metadata"]["resourceVersion"]
+                            .as_str()
+                            .unwrap_or("")
+                            .to_string(),
+                    )
+                })
+                .collect();
+            if now != last {
+                changing = now
+                    .iter()
+                    .filter(|(k, v)| last.get(*k) != Some(*v))
+                    .map(|(k, _)| k.clone())
+                    .chain(last.keys().filter(|k| !now.contains_key(*k)).cloned())
+                    .take(5)
+                    .collect();
+                last = now;
+                since = Instant::now();
+            } else if since.elapsed() >= still {
+                return Ok(start.elapsed());
+            }
+            if start.elapsed() > limit {
+                // What the first changing object looks like now, to tell a loop from slowness.
+                let sample = self
+                    .objects()
+                    .await
+                    .into_iter()
+                    .find(|(kind, o)| {
+                        changing.first().is_some_and(|c| {
+                            c == &format!(
+                                "{kind} {}/{}",
+                                o["metadata"]["namespace"].as_str().unwrap_or(""),
+                                o["metadata"]["name"].as_str().unwrap_or("")
+                            )
+                        })
+                    })
+                    .map(|(_, o)| o["status"].to_string())
+                    .unwrap_or_default();
+                return Err(format!(
+                    "{} never went quiet for {} s within {} s (still changing: {}; the first's status now: {})",
+                    self.which,
+                    still.as_secs(),
+                    limit.as_secs(),
+                    changing.join(", "),
+                    sample
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+}
+
+/// The error types of Kubernetes field errors (apimachinery's field.ErrorType strings).
+const FIELD_ERRORS: &[&str] = &[
+    "Invalid value",
+    "Required value",
+    "Unsupported value",
+    "Forbidden",
+    "Duplicate value",
+    "Not found",
+    "Too long",
+    "Too many",
+    "Internal error",
+];
+
+/// An API server error line as compared: a webhook's refusal by the field paths and error types it names (its
+/// wording changed between Kueue releases without notice, docs/compatibility.md), without the webhook's own name
+/// (Kueue's `vclusterqueue.kb.io`, Sluice's names), which is not behaviour; other errors whole.
+fn normalise_error(line: &str) -> String {
+    let line = line.trim();
+    let (Some(a), Some(b)) = (
+        line.find("admission webhook \""),
+        line.find("\" denied the request"),
+    ) else {
+        return line.to_string();
+    };
+    if a > b {
+        return line.to_string();
+    }
+    let prefix = &line[..a];
+    let detail = &line[b + "\" denied the request".len()..];
+    let mut fields = Vec::new();
+    for kind in FIELD_ERRORS {
+        let marker = format!(": {kind}");
+        let mut from = 0;
+        while let Some(at) = detail[from..].find(&marker) {
+            let end = from + at;
+            let start = detail[..end]
+                .rfind([' ', '[', ','])
+                .map(|p| p + 1)
+                .unwrap_or(0);
+            fields.push(format!("{}: {kind}", &detail[start..end]));
+            from = end + marker.len();
+        }
+    }
+    fields.sort();
+    if fields.is_empty() {
+        format!("{prefix}admission webhook denied the request{detail}")
+    } else {
+        format!(
+            "{prefix}admission webhook denied the request: {}",
+            fields.join(", ")
+        )
+    }
+}
