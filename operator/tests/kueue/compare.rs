@@ -323,7 +323,7 @@ fn queue(kind: &str, o: &Value, fields: &mut BTreeMap<String, String>) {
 
 /// A pending message's pod sets, each as its prefix (`couldn't assign flavors to pod set main: `) and the
 /// reasons after it, one per resource that does not fit.
-fn pending_reasons(message: &str) -> Vec<(&str, Vec<String>)> {
+pub fn pending_reasons(message: &str) -> Vec<(&str, Vec<String>)> {
     message
         .split("; ")
         .map(|part| match part.find(": ") {

@@ -3,9 +3,9 @@
 //! once both are quiet, the Workloads, Jobs and queues of the two are compared field by field.
 //!
 //! `tests/kueue/differential [--seeds N]` runs it; in `cargo test` it runs the hand-written scenarios
-//! (tests/kueue/scenarios) and SLUICE_DIFF_SEEDS generated ones (default 20). SLUICE_DIFF_ONLY=a,b runs only
-//! those scenarios. Without Kueue or the control plane built the test says it is skipped, unless
-//! SLUICE_E2E=require.
+//! (tests/kueue/scenarios, or SLUICE_DIFF_DIR) and SLUICE_DIFF_SEEDS generated ones (default 20) from seed
+//! SLUICE_DIFF_FIRST_SEED (default 0); SLUICE_DIFF_ONLY=a,b runs only those. Without Kueue or the control plane
+//! built the test says it is skipped, unless SLUICE_E2E=require.
 
 // Shares the cluster suite's control plane, processes and fake kubelet; not every helper is used here.
 #![allow(dead_code)]
@@ -47,7 +47,11 @@ fn scenarios() -> Vec<Scenario> {
         .ok()
         .map(|s| s.parse().expect("SLUICE_DIFF_SEEDS is a number"))
         .unwrap_or(20);
-    all.extend((0..seeds).map(generate::generate));
+    let first: u64 = std::env::var("SLUICE_DIFF_FIRST_SEED")
+        .ok()
+        .map(|s| s.parse().expect("SLUICE_DIFF_FIRST_SEED is a number"))
+        .unwrap_or(0);
+    all.extend((first..first + seeds).map(generate::generate));
     if let Ok(only) = std::env::var("SLUICE_DIFF_ONLY") {
         let only: Vec<&str> = only.split(',').map(str::trim).collect();
         all.retain(|s| only.contains(&s.name.as_str()));

@@ -246,32 +246,34 @@ impl System {
         all
     }
 
-    /// Waits until no compared object changed for `still`, at most `limit`; returns how long it took, or an
-    /// error saying it never settled.
+    /// Waits until no compared field of any object changed for `still`, at most `limit`; returns how long it
+    /// took, or an error saying it never settled.
     pub async fn quiet(&self, still: Duration, limit: Duration) -> Result<Duration, String> {
         let start = Instant::now();
         let mut last: std::collections::BTreeMap<String, String> = Default::default();
         let mut changing: Vec<String> = Vec::new();
         let mut since = Instant::now();
         loop {
-            let now: std::collections::BTreeMap<String, String> = self
-                .objects()
-                .await
-                .iter()
-                .map(|(kind, o)| {
-                    (
-                        format!(
-                            "{kind} {}/{}",
-                            o["metadata"]["namespace"].as_str().unwrap_or(""),
-                            o["metadata"]["name"].as_str().unwrap_or("")
-                        ),
-                        o["metadata"]["resourceVersion"]
-                            .as_str()
-                            .unwrap_or("")
-                            .to_string(),
-                    )
-                })
-                .collect();
+            // What is compared, not resource versions: a manager that rewrites a status without changing what
+            // it says (Kueue v0.17.0 retrying one workload every cycle) is quiet.
+            // A pending message counts by its pod sets only: Kueue v0.17.0 retries some pending workloads every
+            // cycle and names a different resource each time (Go's map order), which is not a change.
+            let now: std::collections::BTreeMap<String, String> =
+                super::compare::state(&self.objects().await)
+                    .into_iter()
+                    .map(|(k, mut fields)| {
+                        for (f, v) in fields.iter_mut() {
+                            if f.ends_with("[QuotaReserved].message") {
+                                *v = super::compare::pending_reasons(v)
+                                    .iter()
+                                    .map(|(prefix, _)| *prefix)
+                                    .collect::<Vec<_>>()
+                                    .join("; ");
+                            }
+                        }
+                        (k, format!("{fields:?}"))
+                    })
+                    .collect();
             if now != last {
                 changing = now
                     .iter()
@@ -286,24 +288,14 @@ impl System {
                 return Ok(start.elapsed());
             }
             if start.elapsed() > limit {
-                // What the first changing object looks like now, to tell a loop from slowness.
-                let sample = self
-                    .objects()
-                    .await
-                    .into_iter()
-                    .find(|(kind, o)| {
-                        changing.first().is_some_and(|c| {
-                            c == &format!(
-                                "{kind} {}/{}",
-                                o["metadata"]["namespace"].as_str().unwrap_or(""),
-                                o["metadata"]["name"].as_str().unwrap_or("")
-                            )
-                        })
-                    })
-                    .map(|(_, o)| o["status"].to_string())
+                // What the first changing object says now, to tell a loop from slowness.
+                let sample = changing
+                    .first()
+                    .and_then(|c| last.get(c))
+                    .cloned()
                     .unwrap_or_default();
                 return Err(format!(
-                    "{} never went quiet for {} s within {} s (still changing: {}; the first's status now: {})",
+                    "{} never went quiet for {} s within {} s (still changing: {}; the first now: {})",
                     self.which,
                     still.as_secs(),
                     limit.as_secs(),
