@@ -543,9 +543,7 @@ pub fn workload(
             "at least one pod set is required",
         ));
     }
-    if wl.spec.queue_name.is_empty() {
-        return Err(err(&object, "spec.queueName", "required"));
-    }
+    // An empty queueName is accepted, as Kueue does: the Workload waits ("LocalQueue  doesn't exist").
     let mut pod_sets = Vec::with_capacity(wl.spec.pod_sets.len());
     for (i, ps) in wl.spec.pod_sets.iter().enumerate() {
         let field = format!("spec.podSets[{i}]");

@@ -1629,23 +1629,17 @@ impl EngineTask {
         if !self.config.batch_jobs {
             return false;
         }
-        let Some(mut job) = self.cache.jobs.get(key).cloned() else {
+        let Some(job) = self.cache.jobs.get(key).cloned() else {
             return false;
         };
         if job.meta().deletion_timestamp.is_some() {
             return false;
         }
-        if BatchJob::queue_name(&job).is_none() {
-            if !self.config.manage_jobs_without_queue_name {
-                return false;
-            }
-            job.metadata
-                .labels
-                .get_or_insert_with(Default::default)
-                .insert(
-                    labels::QUEUE_NAME_LABEL.to_string(),
-                    labels::DEFAULT_LOCAL_QUEUE_NAME.to_string(),
-                );
+        // With manageJobsWithoutQueueName a Job without the label is managed with no queue, as in Kueue: its
+        // Workload waits ("LocalQueue  doesn't exist") until the label is set. The webhook has already given it
+        // the namespace's `default` LocalQueue when there is one (LocalQueueDefaulting).
+        if BatchJob::queue_name(&job).is_none() && !self.config.manage_jobs_without_queue_name {
+            return false;
         }
         let Some(uid) = job.metadata.uid.clone() else {
             return false;

@@ -194,13 +194,9 @@ impl JobIntegration for BatchJob {
             .uid
             .clone()
             .ok_or_else(|| error(job, "metadata.uid", "required"))?;
-        let queue = Self::queue_name(job).ok_or_else(|| {
-            error(
-                job,
-                &format!("metadata.labels[{}]", labels::QUEUE_NAME_LABEL),
-                "required",
-            )
-        })?;
+        // No label (a Job managed under manageJobsWithoutQueueName): no queue, as Kueue builds it; the
+        // Workload waits until one is set.
+        let queue = Self::queue_name(job).unwrap_or_default();
         let spec = job
             .spec
             .as_ref()

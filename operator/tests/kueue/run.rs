@@ -30,6 +30,8 @@ pub struct Outcome {
     pub differences: Vec<(usize, String, Difference)>,
     /// Why it could not be compared (a system failed to start or never went quiet), if so.
     pub failure: Option<String>,
+    /// What was left out of the comparison, and why.
+    pub notes: Vec<String>,
     /// Wall time of its steps.
     pub seconds: f64,
     /// Time starting both systems (overlapping the scenario before, but the first).
@@ -66,6 +68,9 @@ impl fmt::Display for Report {
         for o in &self.outcomes {
             if let Some(why) = &o.failure {
                 writeln!(f, "{}: not compared: {why}", o.name)?;
+            }
+            for note in &o.notes {
+                writeln!(f, "{}: note: {note}", o.name)?;
             }
             for (step, what, d) in &o.differences {
                 writeln!(
@@ -203,6 +208,7 @@ async fn run_one(s: &Scenario, started: Started) -> Outcome {
         name: s.name.clone(),
         differences: Vec::new(),
         failure: None,
+        notes: Vec::new(),
         seconds: 0.0,
         start_seconds: started.1,
     };
@@ -262,6 +268,14 @@ async fn run_one(s: &Scenario, started: Started) -> Outcome {
                 for mut d in diffs.into_iter().filter(|d| !stale_share(&patched, d)) {
                     d.object = format!("simulate: {}", d.object);
                     outcome.differences.push((n, what.clone(), d));
+                }
+            }
+            // A feature the simulator says it does not model: no prediction to compare, said once.
+            Err(e) if e.contains("is not simulated") => {
+                if outcome.notes.is_empty() {
+                    outcome
+                        .notes
+                        .push(format!("the simulator was not compared: {e}"));
                 }
             }
             Err(e) => outcome.differences.push((
