@@ -75,7 +75,7 @@ async fn kueue_and_sluice_agree() {
     eprintln!("{report}");
     let out = repo_root().join("target/kueue-differential");
     let _ = std::fs::create_dir_all(&out);
-    let _ = std::fs::write(out.join("report.txt"), report.text());
+    let _ = std::fs::write(out.join("report.txt"), format!("{}\n", report.text()));
     assert_eq!(
         report.differing(),
         0,
