@@ -400,27 +400,24 @@ pub fn local_queue_status(
             })
             .collect()
     };
+    const CQ_INACTIVE: &str = "Can't submit new workloads to clusterQueue";
     let (active, reason, message) = match cluster_queue_active {
         _ if stopped => (false, "Stopped", "LocalQueue is stopped"),
-        // Kueue writes empty usage for a LocalQueue whose ClusterQueue does not exist, but still counts the
-        // workloads waiting in it.
-        None => {
-            let waiting = engine::LocalQueueUsage {
-                pending_workloads: usage.pending_workloads,
-                ..Default::default()
-            };
-            let mut st = local_queue_status(&waiting, false, Some(false), now);
-            if let Some(c) = st.conditions.first_mut() {
-                c.reason = "ClusterQueueDoesNotExist".into();
-            }
-            return st;
-        }
-        Some(false) => (
-            false,
-            "ClusterQueueIsInactive",
-            "Can't submit new workloads to clusterQueue",
-        ),
+        None => (false, "ClusterQueueDoesNotExist", CQ_INACTIVE),
+        Some(false) => (false, "ClusterQueueIsInactive", CQ_INACTIVE),
         Some(true) => (true, "Ready", "Can submit new workloads to localQueue"),
+    };
+    // Kueue writes empty usage for a LocalQueue whose ClusterQueue does not exist, but still counts the
+    // workloads waiting in it.
+    let waiting;
+    let usage = if cluster_queue_active.is_none() && !stopped {
+        waiting = engine::LocalQueueUsage {
+            pending_workloads: usage.pending_workloads,
+            ..Default::default()
+        };
+        &waiting
+    } else {
+        usage
     };
     let mut conditions = Vec::new();
     set_condition(

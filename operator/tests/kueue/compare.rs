@@ -62,12 +62,6 @@ fn without_uids(value: &str, names: &BTreeMap<String, String>) -> String {
         }
     }
     out.push_str(rest);
-    // UIDs of another shape (the simulator's synthetic ones) by exact match.
-    for (uid, name) in names {
-        if !is_uid(uid) && uid.len() >= 8 && out.contains(uid.as_str()) {
-            out = out.replace(uid.as_str(), &format!("<{name}>"));
-        }
-    }
     out
 }
 
