@@ -71,10 +71,17 @@ impl Process {
 
     /// Waits until something accepts connections on `addr`; panics with the process's log if it exits first.
     pub fn wait_listening(&mut self, addr: SocketAddr) {
+        if let Err(e) = self.try_wait_listening(addr) {
+            panic!("{e}");
+        }
+    }
+
+    /// Waits until something accepts connections on `addr`; the error carries the log when it exits first.
+    pub fn try_wait_listening(&mut self, addr: SocketAddr) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(60);
         while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("{} exited ({status}): {}", self.what, self.tail());
+                return Err(format!("{} exited ({status}): {}", self.what, self.tail()));
             }
             assert!(
                 Instant::now() < deadline,
@@ -84,6 +91,7 @@ impl Process {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
+        Ok(())
     }
 
     /// The last lines of its log.
@@ -172,23 +180,32 @@ impl Operator {
         extra: &[String],
         kubeconfig: &Path,
     ) -> Operator {
-        let metrics: SocketAddr = ([127, 0, 0, 1], free_port()).into();
-        let visibility: SocketAddr = ([127, 0, 0, 1], free_port()).into();
-        let mut args: Vec<String> = vec![
-            "operator".into(),
-            "--metrics-listen".into(),
-            metrics.to_string(),
-            "--visibility-listen".into(),
-            visibility.to_string(),
-        ];
-        args.extend(extra.iter().cloned());
-        let mut process =
-            Process::start_with(plane, name, &args, &[("POD_NAME", name)], kubeconfig);
-        process.wait_listening(metrics);
-        Operator {
-            process,
-            _metrics: metrics,
-            visibility,
+        // Free ports can be taken by another process before the operator binds them: tried again with new ones.
+        for attempt in 1.. {
+            let metrics: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+            let visibility: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+            let mut args: Vec<String> = vec![
+                "operator".into(),
+                "--metrics-listen".into(),
+                metrics.to_string(),
+                "--visibility-listen".into(),
+                visibility.to_string(),
+            ];
+            args.extend(extra.iter().cloned());
+            let mut process =
+                Process::start_with(plane, name, &args, &[("POD_NAME", name)], kubeconfig);
+            match process.try_wait_listening(metrics) {
+                Ok(()) => {
+                    return Operator {
+                        process,
+                        _metrics: metrics,
+                        visibility,
+                    };
+                }
+                Err(e) if attempt < 5 && e.contains("Address already in use") => continue,
+                Err(e) => panic!("{e}"),
+            }
         }
+        unreachable!("the loop returns or panics")
     }
 }
