@@ -69,13 +69,6 @@ impl Process {
         }
     }
 
-    /// Waits until something accepts connections on `addr`; panics with the process's log if it exits first.
-    pub fn wait_listening(&mut self, addr: SocketAddr) {
-        if let Err(e) = self.try_wait_listening(addr) {
-            panic!("{e}");
-        }
-    }
-
     /// Waits until something accepts connections on `addr`; the error carries the log when it exits first.
     pub fn try_wait_listening(&mut self, addr: SocketAddr) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -135,25 +128,34 @@ impl Webhook {
 
     /// Starts `sluice webhook` with this KUBECONFIG.
     pub fn start_with(plane: &ControlPlane, kubeconfig: &Path) -> Webhook {
-        let port = free_port();
-        let metrics = free_port();
-        let args: Vec<String> = vec![
-            "webhook".into(),
-            "--tls-cert".into(),
-            plane.file("webhook.crt").display().to_string(),
-            "--tls-key".into(),
-            plane.file("webhook.key").display().to_string(),
-            "--listen".into(),
-            format!("127.0.0.1:{port}"),
-            "--metrics-listen".into(),
-            format!("127.0.0.1:{metrics}"),
-        ];
-        let mut process = Process::start_with(plane, "webhook", &args, &[], kubeconfig);
-        process.wait_listening(([127, 0, 0, 1], port).into());
-        Webhook {
-            process,
-            url: format!("https://127.0.0.1:{port}"),
+        // As for the operator: a free port taken before the webhook bound it is tried again with new ones.
+        for attempt in 1.. {
+            let port = free_port();
+            let metrics = free_port();
+            let args: Vec<String> = vec![
+                "webhook".into(),
+                "--tls-cert".into(),
+                plane.file("webhook.crt").display().to_string(),
+                "--tls-key".into(),
+                plane.file("webhook.key").display().to_string(),
+                "--listen".into(),
+                format!("127.0.0.1:{port}"),
+                "--metrics-listen".into(),
+                format!("127.0.0.1:{metrics}"),
+            ];
+            let mut process = Process::start_with(plane, "webhook", &args, &[], kubeconfig);
+            match process.try_wait_listening(([127, 0, 0, 1], port).into()) {
+                Ok(()) => {
+                    return Webhook {
+                        process,
+                        url: format!("https://127.0.0.1:{port}"),
+                    };
+                }
+                Err(e) if attempt < 5 && e.contains("Address already in use") => continue,
+                Err(e) => panic!("{e}"),
+            }
         }
+        unreachable!("the loop returns or panics")
     }
 }
 
