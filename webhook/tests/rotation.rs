@@ -36,13 +36,16 @@ async fn certificate_rotation_during_traffic() {
 
     let stop = Arc::new(AtomicBool::new(false));
     let sent = Arc::new(AtomicUsize::new(0));
+    // Answers per client, so the test can wait until each one has been served after the change.
+    let per_client: Arc<[AtomicUsize; 3]> = Arc::new(Default::default());
     let failures = Arc::new(AtomicUsize::new(0));
     let mut loops = Vec::new();
     // Two clients on long-lived connections opened before the rotation, and one that reconnects every few requests.
-    for reconnect_every in [0usize, 0, 5] {
-        let (stop, sent, failures, both, review) = (
+    for (i, reconnect_every) in [0usize, 0, 5].into_iter().enumerate() {
+        let (stop, sent, per_client, failures, both, review) = (
             stop.clone(),
             sent.clone(),
+            per_client.clone(),
             failures.clone(),
             both.clone(),
             review.clone(),
@@ -69,6 +72,7 @@ async fn certificate_rotation_during_traffic() {
                             .is_ok_and(|v| v["response"]["allowed"] == true) =>
                     {
                         sent.fetch_add(1, Ordering::Relaxed);
+                        per_client[i].fetch_add(1, Ordering::Relaxed);
                     }
                     _ => {
                         failures.fetch_add(1, Ordering::Relaxed);
@@ -80,7 +84,13 @@ async fn certificate_rotation_during_traffic() {
         }));
     }
 
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Traffic must be flowing before the change; wait for it rather than sleep a fixed time (a loaded CI machine
+    // can take longer than any fixed pause for the first handshakes of a debug build).
+    wait_until(
+        || sent.load(Ordering::Relaxed) > 0,
+        "no request answered before rotation",
+    )
+    .await;
     let before_rotation = sent.load(Ordering::Relaxed);
     s.certs.write(&new_cert);
 
@@ -110,7 +120,23 @@ async fn certificate_rotation_during_traffic() {
             .is_err()
     );
 
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Every client is served after the change before they stop; the reconnecting one more than its reconnect
+    // interval, so it has opened a connection since.
+    let after_change: Vec<usize> = per_client
+        .iter()
+        .map(|c| c.load(Ordering::Relaxed))
+        .collect();
+    wait_until(
+        || {
+            per_client
+                .iter()
+                .zip(&after_change)
+                .zip([1, 1, 6])
+                .all(|((c, before), more)| c.load(Ordering::Relaxed) >= before + more)
+        },
+        "a client was not served after rotation",
+    )
+    .await;
     stop.store(true, Ordering::Relaxed);
     let mut results = Vec::new();
     for l in loops {
@@ -142,6 +168,15 @@ async fn certificate_rotation_during_traffic() {
     );
 }
 
+/// Polls `done` every 10 ms for up to 30 s, failing with `what` if it never holds.
+async fn wait_until(done: impl Fn() -> bool, what: &str) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < Duration::from_secs(30), "{what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_broken_certificate_pair_keeps_the_current_one() {
     let options = ServerOptions {
@@ -152,15 +187,18 @@ async fn a_broken_certificate_pair_keeps_the_current_one() {
     // A key that does not match the certificate: refused, the old pair stays in service.
     let other = make_cert();
     std::fs::write(s.certs.key_path(), &other.key_pem).expect("write key");
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    wait_until(
+        || {
+            s.running
+                .metrics
+                .encode()
+                .contains("sluice_webhook_certificate_reloads_total{result=\"failed\"}")
+        },
+        "the broken pair was never tried",
+    )
+    .await;
     let c = Client::try_connect(s.addr(), client_config(std::slice::from_ref(&s.cert.der)))
         .await
         .expect("still served");
     assert_eq!(c.peer_cert, s.cert.der.to_vec());
-    assert!(
-        s.running
-            .metrics
-            .encode()
-            .contains("sluice_webhook_certificate_reloads_total{result=\"failed\"}")
-    );
 }
