@@ -188,6 +188,7 @@ pub fn synthetic_cluster(args: &BenchArgs) -> (Vec<Event>, Vec<Event>) {
                 }],
                 job_uid: None,
                 quota_reserved_at: None,
+                checkpointed_at: None,
             },
             admission: None,
         });

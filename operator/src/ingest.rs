@@ -46,6 +46,9 @@ fn name_of(kind: &str, meta: &meta::ObjectMeta) -> Result<String, IngestError> {
         .ok_or_else(|| err(kind, "metadata.name", "required"))
 }
 
+/// Workload annotation: when the workload last wrote a checkpoint (RFC 3339); evicting it loses only the work since.
+pub const LAST_CHECKPOINT_ANNOTATION: &str = "sluice.dev/last-checkpoint";
+
 /// Milliseconds since the epoch of a Kubernetes timestamp.
 pub fn time_of(t: &meta::Time) -> engine::Time {
     t.0.as_millisecond()
@@ -606,6 +609,25 @@ pub fn workload(
             })
         })
         .map(|c| time_of(&c.last_transition_time));
+    let checkpointed_at = match wl
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(LAST_CHECKPOINT_ANNOTATION))
+    {
+        None => None,
+        Some(v) => Some(
+            serde_json::from_value::<meta::Time>(serde_json::Value::String(v.clone()))
+                .map(|t| time_of(&t))
+                .map_err(|_| {
+                    err(
+                        &object,
+                        format!("metadata.annotations[{LAST_CHECKPOINT_ANNOTATION}]"),
+                        format!("{v:?} is not an RFC 3339 time"),
+                    )
+                })?,
+        ),
+    };
     let out = engine::Workload {
         uid: wl
             .metadata
@@ -626,6 +648,7 @@ pub fn workload(
             .and_then(|l| l.get(sluice_sdk::kueue::labels::JOB_UID_LABEL))
             .cloned(),
         quota_reserved_at,
+        checkpointed_at,
     };
     Ok((out, admission))
 }

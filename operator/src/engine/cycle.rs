@@ -9,7 +9,8 @@ use super::fairness::OrderKey;
 use super::preempt::{Preemptor, Sim, Target, human_reason};
 use super::quota::{Fr, NodeId};
 use super::{
-    Decision, Engine, Phase, PodSetPlacement, QueueingStrategy, ReclaimPolicy, ScanProgress, Time,
+    Awaiting, Decision, Engine, Phase, PodSetPlacement, QueueingStrategy, ReclaimPolicy,
+    ScanProgress, Time,
 };
 
 const WAITING_FOR_PREEMPTED: &str = "WaitingForPreemptedWorkloads";
@@ -40,6 +41,8 @@ struct Entry {
     placement: Option<Vec<PodSetPlacement>>,
     /// Node usage generation the placement was computed against.
     tas_gen: u64,
+    /// The assignment its own preemptions freed (goes before other entries).
+    pinned: bool,
 }
 
 impl Engine {
@@ -69,6 +72,11 @@ impl Engine {
             pods_resource: self.pods_resource,
             now: self.now,
             topologies: &self.topo.topologies,
+            costs: &self.costs,
+            cost_of: Default::default(),
+            tas: None,
+            removed: Vec::new(),
+            prefer: None,
         }
     }
 
@@ -88,6 +96,37 @@ impl Engine {
     /// already tried against the current state of its quota tree.
     pub fn has_work(&self) -> bool {
         (0..self.cqs.len() as NodeId).any(|n| self.cq_has_work(n))
+    }
+
+    /// A digest of everything the next cycle's decisions depend on besides quota usage: each ClusterQueue's
+    /// queue, sticky preemptor and last try, and its head's flavor scan progress. Two cycles that admit and
+    /// evict nothing and leave the same digest would repeat forever (a head retried on each flavor in turn
+    /// while a preemptor waits for its victims), so a caller looping to a fixed point can stop there.
+    pub fn cycle_digest(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for (n, c) in self.cqs.iter().enumerate() {
+            let Some(c) = c else { continue };
+            n.hash(&mut h);
+            c.heap.len().hash(&mut h);
+            c.inadmissible.len().hash(&mut h);
+            c.sticky.hash(&mut h);
+            c.tried.hash(&mut h);
+            if let Some(head) = self.head_of(n as NodeId) {
+                head.hash(&mut h);
+                if let Some(w) = self.wl(head) {
+                    w.last.as_ref().map(|l| &l.tried).hash(&mut h);
+                    w.phase.hash(&mut h);
+                }
+            }
+        }
+        self.tree
+            .nodes
+            .iter()
+            .map(|x| x.generation)
+            .sum::<u64>()
+            .hash(&mut h);
+        h.finish()
     }
 
     fn cq_has_work(&self, n: NodeId) -> bool {
@@ -187,16 +226,23 @@ impl Engine {
                 timestamp: w.spec.creation_time,
                 scan,
                 max_counts,
+                room_only: false,
             };
             let (mut assignment, mut targets) =
                 self.preemption_sim().get_assignments(&pre, partial);
             // TAS: quota is not enough, every pod needs a place (as if the targets were gone).
-            let placement = if assignment.mode() == Mode::Preempt && targets.is_empty() {
-                None
-            } else {
-                let victims: Vec<u32> = targets.iter().map(|t| t.wl).collect();
-                self.nominate_placement(&pre, partial, &mut assignment, &victims)
-            };
+            let mut placement =
+                self.nominate_placement(&pre, partial, &mut assignment, &mut targets);
+            let mut pinned = false;
+            if sticky
+                && assignment.mode() != Mode::Fit
+                && let Some((a, p)) = self.freed_assignment(wl)
+            {
+                assignment = a;
+                targets.clear();
+                placement = p;
+                pinned = true;
+            }
             if assignment.mode() == Mode::NoFit {
                 targets.clear();
             }
@@ -213,6 +259,7 @@ impl Engine {
                 preemptor: sticky,
                 placement,
                 tas_gen,
+                pinned,
             });
         }
 
@@ -229,6 +276,13 @@ impl Engine {
         }
         let mut reserved: Vec<(NodeId, Vec<(Fr, i64)>)> = Vec::new();
         let mut preempted: FastSet<u32> = FastSet::default();
+        // A preemptor whose victims are gone takes what they freed before anyone else can: otherwise a victim
+        // that sorts first takes its place back and is preempted again, in a circle.
+        let (first, mut entries): (Vec<Entry>, Vec<Entry>) =
+            entries.into_iter().partition(|e| e.pinned);
+        for e in first {
+            self.process(e, now, &mut reserved, &mut preempted, &mut requeues);
+        }
         if self.fair_sharing() {
             // Each pick goes to the tree holding the lowest-numbered remaining ClusterQueue and
             // only looks at that tree's entries, so entries are grouped by tree once, keyed by
@@ -329,7 +383,12 @@ impl Engine {
             return;
         }
         if mode == Mode::Preempt && e.targets.is_empty() {
-            self.set_pending(e.wl, WAITING_FOR_QUOTA, message);
+            let reason = if e.assignment.no_fit_reason.is_empty() {
+                WAITING_FOR_QUOTA
+            } else {
+                e.assignment.no_fit_reason
+            };
+            self.set_pending(e.wl, reason, message);
             requeues.push((e.wl, e.cq, no_fit_requeue));
             let reclaim_any = self
                 .cq(e.cq)
@@ -381,17 +440,38 @@ impl Engine {
         if mode == Mode::Preempt {
             self.sim().add_usage(e.cq, &usage, 1);
             reserved.push((e.cq, usage));
-            tracing::debug!(
-                workload = e.wl,
-                victims = e.targets.len(),
-                "issuing preemptions"
-            );
-            self.issue_preemptions(&e, now);
+            if tracing::enabled!(tracing::Level::DEBUG) {
+                let name = |w: u32| self.wl(w).map(|x| x.key.to_string()).unwrap_or_default();
+                let victims: Vec<String> = e.targets.iter().map(|t| name(t.wl)).collect();
+                tracing::debug!(
+                    workload = %name(e.wl),
+                    borrowing = e.assignment.borrowing,
+                    ?victims,
+                    "issuing preemptions"
+                );
+            }
+            let issued = self.issue_preemptions(&e, now);
+            if issued == 0
+                && let Some(c) = self.cq_mut(e.cq)
+            {
+                // Every victim is already on its way out: nothing changes until one is gone (the quota tree's
+                // generation moves then), however many flavors are left to try.
+                c.tried = Some((e.wl, e.generation));
+            }
             let counts: Vec<i32> = e.assignment.podsets.iter().map(|p| p.count).collect();
+            let victims: Vec<_> = e
+                .targets
+                .iter()
+                .filter_map(|t| self.wl(t.wl).map(|v| v.key.clone()))
+                .collect();
             if let Some(w) = self.wl_mut(e.wl) {
                 w.last = None;
                 let full = w.spec.pod_sets.iter().map(|p| p.count);
                 w.preempted_for = (!counts.iter().copied().eq(full)).then_some(counts);
+                w.awaiting = Some(Awaiting {
+                    assignment: e.assignment.clone(),
+                    victims,
+                });
             }
             let n = e.targets.len();
             self.set_pending(
@@ -424,6 +504,9 @@ impl Engine {
             None => None,
         };
         let admission = e.assignment.to_admission(&self.sim(), e.cq, e.wl);
+        if let Some(w) = self.wl_mut(e.wl) {
+            w.awaiting = None;
+        }
         self.dequeue(e.wl);
         self.reserve(e.wl, e.cq, admission.clone(), now);
         if let Some(p) = placement {
@@ -443,6 +526,39 @@ impl Engine {
                 time: now,
             });
         }
+    }
+
+    /// The assignment a preemptor's own preemptions freed, when every victim is gone and it fits the quota
+    /// and the topology now (Fit mode, with its placement).
+    fn freed_assignment(&mut self, wl: u32) -> Option<(Assignment, Option<Vec<PodSetPlacement>>)> {
+        let w = self.wl(wl)?;
+        let awaiting = w.awaiting.clone()?;
+        let cq = w.queued_in?;
+        let gone = awaiting.victims.iter().all(|k| {
+            self.wl_by_key
+                .get(k)
+                .and_then(|&i| self.wl(i))
+                .is_none_or(|v| v.phase != Phase::Evicting)
+        });
+        if !gone {
+            return None;
+        }
+        let mut a = awaiting.assignment;
+        let fits = a
+            .usage
+            .iter()
+            .all(|(&fr, &v)| v <= self.tree.cq_available(cq, fr));
+        if !fits {
+            return None;
+        }
+        let placement = if self.uses_tas(&a) {
+            Some(self.place_assignment(wl, &a, &[]).ok()?)
+        } else {
+            None
+        };
+        a.forced_mode = Some(Mode::Fit);
+        a.no_fit_reason = "";
+        Some((a, placement))
     }
 
     /// Kueue's quotaResourcesToReserve for a preempting entry that found no targets.
@@ -475,8 +591,9 @@ impl Engine {
         format!("/{}", parts.join("/"))
     }
 
-    fn issue_preemptions(&mut self, e: &Entry, now: Time) {
-        let Some(w) = self.wl(e.wl) else { return };
+    /// Evicts the entry's targets that are still admitted; returns how many.
+    fn issue_preemptions(&mut self, e: &Entry, now: Time) -> usize {
+        let Some(w) = self.wl(e.wl) else { return 0 };
         let uid = if w.spec.uid.is_empty() {
             "UNKNOWN".to_string()
         } else {
@@ -491,6 +608,7 @@ impl Engine {
             .unwrap_or_else(|| "UNKNOWN".to_string());
         let preemptor = w.key.clone();
         let preemptor_path = self.cq_path(e.cq);
+        let mut issued = 0;
         for t in &e.targets {
             let already = self.wl(t.wl).is_none_or(|v| v.phase != Phase::Admitted);
             if already {
@@ -509,7 +627,9 @@ impl Engine {
                 message,
                 now,
             );
+            issued += 1;
         }
+        issued
     }
 
     /// Fair-sharing tournament among the entries of one tree: picks the next entry to process.

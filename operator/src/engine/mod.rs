@@ -24,6 +24,7 @@ mod fairness;
 mod fasthash;
 mod matching;
 mod preempt;
+mod preemption_cost;
 mod quota;
 mod state;
 mod status;
@@ -157,7 +158,7 @@ pub(crate) struct LqData {
 }
 
 /// Lifecycle of a workload inside the engine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Phase {
     Pending,
     Admitted,
@@ -191,6 +192,18 @@ pub(crate) struct Wl {
     pub last: Option<ScanProgress>,
     /// Reduced pod counts its pending preemptions were computed for (partial admission).
     pub preempted_for: Option<Vec<i32>>,
+    /// Times the engine preempted it (a preemption-cost signal).
+    pub preemptions: u32,
+    /// The assignment its issued preemptions make room for, and their victims.
+    pub awaiting: Option<Awaiting>,
+}
+
+/// What a preemptor's issued preemptions were for: once its victims are gone, this assignment is what they
+/// freed, so it is tried when a fresh flavor search would not admit the preemptor.
+#[derive(Clone, Debug)]
+pub(crate) struct Awaiting {
+    pub assignment: assign::Assignment,
+    pub victims: Vec<WorkloadKey>,
 }
 
 /// Where the flavor search stopped per pod set and resource (-1: all flavors were tried), so the
@@ -253,6 +266,8 @@ pub struct Engine {
     pub(crate) cycle: u64,
     /// Nodes, GPU reports, Topologies and topology placements (TAS).
     pub(crate) topo: topology::TopoState,
+    /// Preemption-cost policies per ClusterQueue.
+    pub(crate) costs: preemption_cost::PreemptionCosts,
 }
 
 impl Engine {
@@ -284,6 +299,7 @@ impl Engine {
             now: 0,
             cycle: 0,
             topo: topology::TopoState::default(),
+            costs: preemption_cost::PreemptionCosts::default(),
         }
     }
 

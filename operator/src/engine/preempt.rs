@@ -4,12 +4,15 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::VecDeque;
 
-use super::fasthash::FastMap;
+use super::fasthash::{FastMap, FastSet};
 
+use super::assign::Assignment;
 use super::fairness::{
     ResourceBorrowing, Share, ShareInput, compare as compare_shares, weighted_share,
 };
+use super::preemption_cost::{Cost, CostInput, PreemptionCosts};
 use super::quota::{Fr, NodeId, Tree};
+use super::topology::admit::TasParts;
 use super::tree_fairness::TreeFairness;
 use super::usage_history::UsageHistory;
 use super::{
@@ -52,6 +55,8 @@ pub(crate) struct Preemptor {
     pub scan: Option<ScanProgress>,
     /// Pod counts not to exceed (a sticky preemptor's reduced size), None: the full counts.
     pub max_counts: Option<Vec<i32>>,
+    /// Preempting for room on the nodes only (its quota fits): victims must have a lower priority.
+    pub room_only: bool,
 }
 
 /// Split borrows of the engine for simulation: the tree is mutable, everything else read-only.
@@ -69,6 +74,23 @@ pub(crate) struct Sim<'a> {
     pub now: Time,
     /// Kueue Topology levels by name (TAS flavor matching checks requested levels).
     pub topologies: &'a std::collections::HashMap<String, Vec<String>>,
+    /// Preemption-cost policies per ClusterQueue.
+    pub costs: &'a PreemptionCosts,
+    /// What the preemptor's policy said about the candidates of the current search.
+    pub cost_of: FastMap<u32, Cost>,
+    /// The preemptor's topology placement, checked as candidates are removed (TAS-aware victim search).
+    pub tas: Option<TasProbe<'a>>,
+    /// Workloads removed from the tree so far while `tas` is set (their nodes count as free).
+    pub removed: Vec<u32>,
+    /// Candidates tried before the others, in Kueue's order among themselves (those in one topology domain).
+    pub prefer: Option<&'a FastSet<u32>>,
+}
+
+/// Places the preemptor's assignment as if the removed workloads were gone.
+pub(crate) struct TasProbe<'a> {
+    pub parts: TasParts<'a>,
+    pub wl: u32,
+    pub assignment: &'a Assignment,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -91,7 +113,7 @@ impl Variant {
 
 /// Sort key of a preemption candidate: evicting first, other ClusterQueues first, lower
 /// priority, most recently reserved, UID.
-type CandidateKey<'a> = (Reverse<bool>, bool, i32, Reverse<Time>, &'a str);
+type CandidateKey<'a> = (Reverse<bool>, bool, i64, Reverse<Time>, &'a str);
 
 #[derive(Clone, Debug)]
 struct Candidate {
@@ -119,6 +141,9 @@ impl<'a> Sim<'a> {
 
     /// Removes admitted workloads' usage from the tree (simulation).
     pub(crate) fn remove_workloads(&mut self, wls: &[u32]) {
+        if self.tas.is_some() {
+            self.removed.extend_from_slice(wls);
+        }
         for &i in wls {
             if let Some(adm) = self.wl(i).and_then(|w| w.adm.as_ref()) {
                 for &(fr, v) in &adm.usage {
@@ -130,6 +155,9 @@ impl<'a> Sim<'a> {
 
     /// Re-adds admitted workloads' usage (reverts [`Sim::remove_workloads`]).
     pub(crate) fn add_workloads(&mut self, wls: &[u32]) {
+        if self.tas.is_some() {
+            self.removed.retain(|w| !wls.contains(w));
+        }
         for &i in wls {
             if let Some(adm) = self.wl(i).and_then(|w| w.adm.as_ref()) {
                 for &(fr, v) in &adm.usage {
@@ -151,14 +179,31 @@ impl<'a> Sim<'a> {
             .is_some_and(|a| a.usage.iter().any(|(fr, _)| frs.contains(fr)))
     }
 
+    /// A candidate's priority in this search: its own plus the boost its preemptor's cost policy gave it.
+    fn effective_priority(&self, w: &Wl, i: u32) -> i64 {
+        let boost = self.cost_of.get(&i).map_or(0, |c| c.boost);
+        i64::from(w.spec.priority) + i64::from(boost)
+    }
+
     fn satisfies(&self, pre: &Preemptor, cand: u32, policy: PolicyKind) -> bool {
         let Some(c) = self.wl(cand) else { return false };
-        let lower = pre.priority > c.spec.priority;
+        if self.cost_of.get(&cand).is_some_and(|c| c.protected) {
+            return false;
+        }
+        let cand_p = self.effective_priority(c, cand);
+        let pre_p = i64::from(pre.priority);
+        let lower = pre_p > cand_p;
+        if pre.room_only {
+            // The quota is there and only the nodes are not: evicting an equal or higher priority workload
+            // (Kueue's newer-equal and reclaim-any rules) would trade one running gang for another of the same
+            // standing, which is churn, not priority. Only lower priorities make room.
+            return policy != PolicyKind::Never && lower;
+        }
         match policy {
             PolicyKind::Never => false,
             PolicyKind::Lower => lower,
             PolicyKind::LowerOrNewerEqual => {
-                lower || (pre.priority == c.spec.priority && pre.timestamp < c.spec.creation_time)
+                lower || (pre_p == cand_p && pre.timestamp < c.spec.creation_time)
             }
             PolicyKind::Any => true,
         }
@@ -178,7 +223,10 @@ impl<'a> Sim<'a> {
         let rb = wb.adm.as_ref().map(|x| x.reserved_at).unwrap_or(self.now);
         ev_b.cmp(&ev_a)
             .then(same_a.cmp(&same_b))
-            .then(wa.spec.priority.cmp(&wb.spec.priority))
+            .then(
+                self.effective_priority(wa, a)
+                    .cmp(&self.effective_priority(wb, b)),
+            )
             .then(rb.cmp(&ra))
             .then(wa.spec.uid.cmp(&wb.spec.uid))
     }
@@ -190,15 +238,35 @@ impl<'a> Sim<'a> {
         Some((
             Reverse(wl.phase == Phase::Evicting),
             adm.is_some_and(|x| x.cq == cq),
-            wl.spec.priority,
+            self.effective_priority(wl, w),
             Reverse(adm.map(|x| x.reserved_at).unwrap_or(self.now)),
             wl.spec.uid.as_str(),
         ))
     }
 
     /// Stable sort in [`Sim::candidate_cmp`] order, extracting each key once instead of per
-    /// comparison.
+    /// comparison; the preferred candidates (if any) go first.
     fn sort_candidates<T: Clone>(&self, items: &mut [T], wl_of: impl Fn(&T) -> u32, cq: NodeId) {
+        self.sort_in_kueue_order(items, &wl_of, cq);
+        if let Some(prefer) = self.prefer {
+            // A stable partition keeps Kueue's order on each side.
+            let (mut first, rest): (Vec<T>, Vec<T>) = items
+                .iter()
+                .cloned()
+                .partition(|x| prefer.contains(&wl_of(x)));
+            first.extend(rest);
+            for (slot, x) in items.iter_mut().zip(first) {
+                *slot = x;
+            }
+        }
+    }
+
+    fn sort_in_kueue_order<T: Clone>(
+        &self,
+        items: &mut [T],
+        wl_of: &impl Fn(&T) -> u32,
+        cq: NodeId,
+    ) {
         let keyed: Option<Vec<(CandidateKey<'a>, T)>> = items
             .iter()
             .map(|x| self.candidate_key(wl_of(x), cq).map(|k| (k, x.clone())))
@@ -244,9 +312,11 @@ impl<'a> Sim<'a> {
         if bwc.policy == BorrowWithinCohortPolicy::Never {
             return Some(Variant::ReclaimWithoutBorrowing);
         }
-        let cand_p = self.wl(cand)?.spec.priority;
-        let above =
-            cand_p >= pre.priority || bwc.max_priority_threshold.is_some_and(|t| cand_p > t);
+        let cand_p = self.effective_priority(self.wl(cand)?, cand);
+        let above = cand_p >= i64::from(pre.priority)
+            || bwc
+                .max_priority_threshold
+                .is_some_and(|t| cand_p > i64::from(t));
         Some(if above {
             Variant::ReclaimWithoutBorrowing
         } else {
@@ -325,11 +395,23 @@ impl<'a> Sim<'a> {
         true
     }
 
-    fn workload_fits(&self, cq: NodeId, usage: &[(Fr, i64)], allow_borrowing: bool) -> bool {
-        usage.iter().all(|&(fr, v)| {
+    /// Kueue's workloadFits: the quota, then (in a TAS-aware search) the placement with the removed workloads'
+    /// nodes free.
+    fn workload_fits(&mut self, cq: NodeId, usage: &[(Fr, i64)], allow_borrowing: bool) -> bool {
+        let quota = usage.iter().all(|&(fr, v)| {
             (allow_borrowing || !self.tree.borrowing_with(cq, fr, v))
                 && v <= self.tree.cq_available(cq, fr)
-        })
+        });
+        if !quota {
+            return false;
+        }
+        match &mut self.tas {
+            Some(t) => t
+                .parts
+                .place_assignment(t.wl, t.assignment, &self.removed)
+                .is_ok(),
+            None => true,
+        }
     }
 
     /// Chooses preemption targets so that `usage` fits; empty when impossible.
@@ -339,6 +421,7 @@ impl<'a> Sim<'a> {
         frs: &[Fr],
         usage: &[(Fr, i64)],
     ) -> Vec<Target> {
+        self.ask_cost_policy(pre, frs);
         if self.fair.is_some() {
             self.fair_preemptions(pre, frs, usage)
         } else {
@@ -424,6 +507,34 @@ impl<'a> Sim<'a> {
             self.add_workloads(&victims);
         }
         Vec::new()
+    }
+
+    /// Asks the preemptor's ClusterQueue's cost policy about every admitted workload of its cohort tree that
+    /// uses one of `frs` (one call per search); without a policy the search runs on plain priorities.
+    fn ask_cost_policy(&mut self, pre: &Preemptor, frs: &[Fr]) {
+        self.cost_of.clear();
+        if !self.costs.any() {
+            return;
+        }
+        let root = self.tree.root(pre.cq);
+        let mut cands = Vec::new();
+        for cq in self.subtree_cqs(root) {
+            if let Some(c) = self.cq(cq) {
+                cands.extend(
+                    c.admitted
+                        .iter()
+                        .copied()
+                        .filter(|&w| self.uses_resources(w, frs)),
+                );
+            }
+        }
+        let inp = CostInput {
+            cqs: self.cqs,
+            wls: self.wls,
+            ids: self.ids,
+            now: self.now,
+        };
+        self.cost_of = self.costs.costs(&inp, pre.cq, pre.priority, &cands);
     }
 
     /// Re-adds targets (newest first) whose removal turns out unnecessary; all stay removed on return.

@@ -1,6 +1,7 @@
 //! Applying events: object upserts/deletes, queue placement, quota charging and release.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
 
 use super::fasthash::FastMap;
 use super::quota::{NodeId, Quota};
@@ -83,12 +84,12 @@ impl Engine {
             Event::UpsertNode(node) => self.topo_upsert_node(node),
             Event::DeleteNode(name) => self.topo_delete_node(&name),
             Event::UpsertTopology(t) => {
-                self.topo.topologies.insert(t.name, t.levels);
+                Arc::make_mut(&mut self.topo.topologies).insert(t.name, t.levels);
                 self.topo.generation += 1;
                 self.requeue_all_inadmissible();
             }
             Event::DeleteTopology(name) => {
-                self.topo.topologies.remove(&name);
+                Arc::make_mut(&mut self.topo.topologies).remove(&name);
                 self.topo.generation += 1;
             }
             Event::UpsertNodeGpus { node, gpus } => self.topo_upsert_gpus(&node, Some(gpus)),
@@ -787,6 +788,8 @@ impl Engine {
                     adm: None,
                     last: None,
                     preempted_for: None,
+                    preemptions: 0,
+                    awaiting: None,
                 };
                 let i = match self.free_wls.pop() {
                     Some(i) => {
@@ -965,6 +968,9 @@ impl Engine {
             return;
         }
         w.phase = Phase::Evicting;
+        if reason == "Preempted" {
+            w.preemptions = w.preemptions.saturating_add(1);
+        }
         let key = w.key.clone();
         self.out.push(Decision::Evict {
             workload: key,

@@ -585,6 +585,9 @@ pub struct Workload {
     /// When its recorded admission reserved quota (the `QuotaReserved` condition's lastTransitionTime), for a
     /// workload that arrives already admitted: preemption orders equal priorities by it.
     pub quota_reserved_at: Option<Time>,
+    /// When the workload last reported a checkpoint (`sluice.dev/last-checkpoint`): work before it survives an
+    /// eviction (a preemption-cost signal).
+    pub checkpointed_at: Option<Time>,
 }
 
 impl Workload {

@@ -46,6 +46,10 @@ pub struct Recorder {
     open: HashMap<WorkloadKey, usize>,
     evictions: Vec<EvictionRecord>,
     unsettled: Vec<Time>,
+    /// Since when each preemptor has been waiting for its victims to leave.
+    waiting: HashMap<WorkloadKey, Time>,
+    /// Seconds from issuing preemptions to admission, per admitted preemptor.
+    victim_waits: Vec<f64>,
 }
 
 /// One eviction on the timeline.
@@ -70,6 +74,11 @@ impl Recorder {
         self.unsettled.push(at);
     }
 
+    /// A preemptor issued preemptions and waits for its victims (the first time counts).
+    pub fn waiting_for_victims(&mut self, key: &WorkloadKey, at: Time) {
+        self.waiting.entry(key.clone()).or_insert(at);
+    }
+
     /// A workload entered its queue.
     pub fn arrive(&mut self, key: &WorkloadKey, cluster_queue: &str, at: Time) {
         self.workloads
@@ -91,6 +100,9 @@ impl Recorder {
     ) {
         if let Some(t) = self.workloads.get_mut(key) {
             t.first_admission.get_or_insert(at);
+        }
+        if let Some(since) = self.waiting.remove(key) {
+            self.victim_waits.push((at - since) as f64 / 1000.0);
         }
         if self.open.insert(key.clone(), self.runs.len()).is_some() {
             tracing::warn!(workload = %key, "admitted while its previous run had not ended");
@@ -283,8 +295,29 @@ impl Recorder {
                 .map(|t| (t - start) as f64 / 1000.0)
                 .collect(),
             topology: None,
+            victim_wait: {
+                let mut w = self.victim_waits.clone();
+                w.sort_by(f64::total_cmp);
+                VictimWait {
+                    preemptors: w.len(),
+                    total_seconds: w.iter().sum(),
+                    seconds: WaitSummary::of(&w),
+                }
+            },
         }
     }
+}
+
+/// How long preemptors waited for their victims to leave before they were admitted.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VictimWait {
+    /// Admissions that followed the workload's own preemptions.
+    pub preemptors: usize,
+    /// Their waits added up.
+    pub total_seconds: f64,
+    /// From issuing preemptions to admission.
+    pub seconds: WaitSummary,
 }
 
 /// Every change in `flavor`'s GPUs in use between `start` and `end`, as (seconds from the start, GPUs in use
@@ -352,6 +385,8 @@ pub struct SimulationReport {
     /// Instants (seconds from the start) at which scheduling did not settle within the simulator's cycle limit:
     /// the engine kept admitting and preempting.
     pub unsettled_at_seconds: Vec<f64>,
+    /// Preemptors' waits for their victims.
+    pub victim_wait: VictimWait,
     /// Gang placement figures, when some flavor is topology-aware.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub topology: Option<super::topology::TopologyReport>,

@@ -101,6 +101,9 @@ pub struct SimWorkload {
     finished: bool,
 }
 
+/// The pending reason of a preemptor waiting for its victims (Kueue's).
+const WAITING_FOR_PREEMPTED: &str = "WaitingForPreemptedWorkloads";
+
 /// A simulated cluster.
 pub struct Simulation {
     /// The objects read from the manifests.
@@ -115,8 +118,9 @@ pub struct Simulation {
     fair_sharing: bool,
     detailed_pending_reasons: bool,
     cycles: u64,
-    /// Evictions per workload at the current instant, to notice a preemption cycle.
+    /// Evictions per workload at the instant `evicted_at`, to notice a preemption cycle.
     evicted_now: BTreeMap<WorkloadKey, u32>,
+    evicted_at: Time,
     /// Gang placement figures and scheduled failures (topology-aware flavors).
     topo: topology::TopologyStats,
     failures: Vec<topology::Failure>,
@@ -135,6 +139,8 @@ type Completions<'a> = Option<&'a mut BinaryHeap<Reverse<(Time, SimEvent)>>>;
 enum SimEvent {
     // Completions sort before arrivals at the same instant, so freed quota is seen by new arrivals.
     Complete(WorkloadKey, u64),
+    /// An evicted workload's pods are gone: its quota and nodes are free.
+    EvictionDone(WorkloadKey),
     /// A scheduled failure (index into the failure list).
     Fail(usize),
     Arrive(WorkloadKey),
@@ -329,6 +335,7 @@ impl Simulation {
             fair_sharing,
             detailed_pending_reasons: false,
             evicted_now: BTreeMap::new(),
+            evicted_at: 0,
             cycles: 0,
             topo,
             failures,
@@ -674,6 +681,9 @@ impl Simulation {
                     reason,
                     message,
                 } => {
+                    if reason == WAITING_FOR_PREEMPTED {
+                        recorder.waiting_for_victims(&key, now);
+                    }
                     if let Some(sw) = self.workloads.get_mut(&key) {
                         let written =
                             status::written_pending_reason(&reason, self.detailed_pending_reasons);
@@ -716,20 +726,77 @@ impl Simulation {
                         BatchJob::suspend(job);
                         BatchJob::restore(job, &sw.original);
                     }
-                    status::requeue_after_eviction(&mut sw.workload, time);
-                    match self.engine.apply(Event::EvictionComplete {
-                        workload: key.clone(),
-                        time,
-                    }) {
-                        Ok(more) => queue.extend(more),
-                        Err(e) => {
-                            tracing::warn!(workload = %key, error = %e, "eviction completion refused")
+                    // In virtual time the pods take their grace to stop, and the quota and nodes stay held
+                    // until then, as on a cluster; a fixed-point run has no time to wait.
+                    let grace = self.eviction_grace(&key);
+                    match completions.as_deref_mut() {
+                        Some(heap) if grace > 0 => {
+                            heap.push(Reverse((time + grace, SimEvent::EvictionDone(key.clone()))));
                         }
+                        _ => queue.extend(self.eviction_done(&key, time)),
                     }
                 }
             }
         }
         changed
+    }
+
+    /// How long an evicted workload's pods take to stop: the longest `terminationGracePeriodSeconds` of its pod
+    /// sets (Kubernetes' 30 s when unset), after the checkpoint grace (`sluice.dev/checkpoint-grace` on its
+    /// Workload or Job) when it asked for one, taken in full.
+    fn eviction_grace(&self, key: &WorkloadKey) -> Time {
+        const KUBERNETES_DEFAULT_GRACE_SECONDS: i64 = 30;
+        let Some(sw) = self.workloads.get(key) else {
+            return 0;
+        };
+        let pods = sw
+            .workload
+            .spec
+            .pod_sets
+            .iter()
+            .map(|ps| {
+                ps.template
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.termination_grace_period_seconds)
+                    .unwrap_or(KUBERNETES_DEFAULT_GRACE_SECONDS)
+                    .max(0)
+            })
+            .max()
+            .unwrap_or(KUBERNETES_DEFAULT_GRACE_SECONDS)
+            .saturating_mul(1000);
+        let grace_of = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            crate::controller::checkpoint::parse_grace(annotation(
+                meta,
+                crate::controller::checkpoint::GRACE_ANNOTATION,
+            ))
+            .ok()
+            .flatten()
+        };
+        let checkpoint = grace_of(&sw.workload.metadata)
+            .or_else(|| {
+                let job = self.jobs.get(sw.job.as_ref()?)?;
+                grace_of(&job.metadata)
+            })
+            .unwrap_or(0);
+        pods.saturating_add(checkpoint)
+    }
+
+    /// The evicted workload's pods are gone: it goes back to its queue, and the engine frees its quota and nodes.
+    fn eviction_done(&mut self, key: &WorkloadKey, time: Time) -> Vec<Decision> {
+        if let Some(sw) = self.workloads.get_mut(key) {
+            status::requeue_after_eviction(&mut sw.workload, time);
+        }
+        match self.engine.apply(Event::EvictionComplete {
+            workload: key.clone(),
+            time,
+        }) {
+            Ok(more) => more,
+            Err(e) => {
+                tracing::warn!(workload = %key, error = %e, "eviction completion refused");
+                Vec::new()
+            }
+        }
     }
 
     /// Finishes the workload's run `run`; false when that run was already over (evicted or finished).
@@ -779,7 +846,13 @@ impl Simulation {
         const MAX_EVICTIONS_PER_INSTANT: u32 = 3;
         // A bound well above what a fixed point needs: every workload admitted or preempted a few times.
         let limit = 4 * self.workloads.len() as u64 + 64;
-        self.evicted_now.clear();
+        // Evictions completing later at this same instant belong to the same chase, so the count is kept
+        // until time moves.
+        if self.evicted_at != now {
+            self.evicted_now.clear();
+            self.evicted_at = now;
+        }
+        let mut quiet = std::collections::HashSet::new();
         for cycle in 0..limit {
             let decisions = self.engine.schedule(now);
             self.cycles += 1;
@@ -802,6 +875,13 @@ impl Simulation {
             // workload is tried in the next cycle. So this is a fixed point only when no ClusterQueue has a head
             // left that was not tried against the current state of its quota tree.
             if !acted && !self.engine.has_work() {
+                break;
+            }
+            // Heads retried flavor after flavor while a preemptor waits for its victims: once a quiet cycle
+            // leaves a state seen after an earlier quiet cycle, nothing changes until time moves.
+            if acted {
+                quiet.clear();
+            } else if !quiet.insert(self.engine.cycle_digest()) {
                 break;
             }
         }
@@ -860,6 +940,10 @@ impl Simulation {
                             progress(done, total);
                         }
                         SimEvent::Fail(i) => self.fail(i, t, &mut recorder, &mut Some(&mut heap)),
+                        SimEvent::EvictionDone(k) => {
+                            let more = self.eviction_done(&k, t);
+                            self.carry_out(more, t, &mut recorder, &mut Some(&mut heap));
+                        }
                     }
                 }
                 self.settle(now, &mut recorder, &mut Some(&mut heap));

@@ -395,5 +395,17 @@ pub fn render_report(sim: &Simulation, report: &SimulationReport, format: Output
         let lost: f64 = report.evictions.iter().map(|e| e.lost_gpu_hours).sum();
         let _ = writeln!(out, "Evictions cost {lost:.1} GPU-hours of lost work.");
     }
+    let vw = &report.victim_wait;
+    if vw.preemptors > 0 {
+        let d = |s: f64| format_duration((s * 1000.0) as i64);
+        let _ = writeln!(
+            out,
+            "Preemptors waited for their victims to leave: {} admissions after preempting, mean {}, max {}, {} in all.",
+            vw.preemptors,
+            d(vw.seconds.mean),
+            d(vw.seconds.max),
+            d(vw.total_seconds)
+        );
+    }
     out
 }

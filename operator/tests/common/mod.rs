@@ -129,6 +129,7 @@ pub fn wl(ns: &str, name: &str) -> WlB {
         pod_sets: Vec::new(),
         job_uid: None,
         quota_reserved_at: None,
+        checkpointed_at: None,
     })
 }
 

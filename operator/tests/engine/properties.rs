@@ -333,6 +333,7 @@ fn run(specs: Vec<CqSpec>, steps: Vec<Step>, fair: bool) -> Result<(), TestCaseE
                         }],
                         job_uid: None,
                         quota_reserved_at: None,
+                        checkpointed_at: None,
                     },
                     admission: None,
                 })

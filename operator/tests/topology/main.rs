@@ -8,6 +8,7 @@ mod agent;
 mod common;
 mod kueue_tas;
 mod placement;
+mod preemption;
 mod properties;
 mod publish;
 mod sim;

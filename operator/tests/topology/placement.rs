@@ -10,9 +10,9 @@ use sluice_sdk::policy::{
 };
 use sluice_sdk::topology::{Gpu, GpuHealth, MigInstance, NodeGpus, NvlinkIsland};
 
-const GPU: &str = "nvidia.com/gpu";
+pub(crate) const GPU: &str = "nvidia.com/gpu";
 const BLOCK: &str = "cloud.com/block";
-const RACK: &str = "cloud.com/rack";
+pub(crate) const RACK: &str = "cloud.com/rack";
 const HOST: &str = "kubernetes.io/hostname";
 
 fn node(name: &str, block: &str, rack: &str, gpus: i64) -> Node {
@@ -56,7 +56,7 @@ fn gpus_report(n: u32, islands: &[&[u32]], unhealthy: &[u32]) -> NodeGpus {
 
 /// Kueue's TAS fixture shape: block b1 = racks r1 (x1, x2) and r2 (x3); block b2 = rack r3
 /// (x4, x5, x6). 8 GPUs per node; one TAS flavor with ample quota.
-fn env() -> Env {
+pub(crate) fn env() -> Env {
     let mut env = Env::new();
     env.apply(Event::UpsertTopology(TopologyLevels {
         name: "default".into(),
@@ -88,7 +88,13 @@ fn env() -> Env {
     env
 }
 
-fn gang(name: &str, pods: i32, gpus: i64, mode: TopologyMode, level: Option<&str>) -> WlB {
+pub(crate) fn gang(
+    name: &str,
+    pods: i32,
+    gpus: i64,
+    mode: TopologyMode,
+    level: Option<&str>,
+) -> WlB {
     let mut w = wl("ns", name)
         .queue("main")
         .ps("main", pods, &[("cpu", cpu(1)), (GPU, gpus)]);

@@ -8,7 +8,9 @@ pub mod builtin;
 pub mod error;
 pub mod fairness;
 pub mod placement;
+pub mod preemption_cost;
 
 pub use error::{PolicyError, PolicyFailure};
 pub use fairness::{FairnessPolicy, OrderBatch, ShareBatch, Shares};
 pub use placement::{NodeBatch, NodeScores, PlacementPolicy, PodSetRequest, TopologyMode};
+pub use preemption_cost::{CandidateBatch, CostAnswers, PreemptionCostPolicy};

@@ -6,10 +6,12 @@ use std::sync::Arc;
 use sluice_sdk::policy::PlacementPolicy;
 use sluice_sdk::topology::NodeGpus;
 
+use super::TopoState;
 use super::place::PlaceInput;
 use crate::engine::assign::{Assignment, Mode};
-use crate::engine::preempt::Preemptor;
-use crate::engine::{Engine, Node, PodSetPlacement, WorkloadKey};
+use crate::engine::fasthash::FastSet;
+use crate::engine::preempt::{Preemptor, Sim, Target, TasProbe};
+use crate::engine::{CqData, Engine, Flavor, Node, PodSetPlacement, Wl, WorkloadKey};
 
 /// QuotaReserved=False reason when quota fits but the topology does not.
 pub const TOPOLOGY_PLACEMENT_FAILED: &str = "TopologyPlacementFailed";
@@ -51,17 +53,6 @@ impl Engine {
             .name()
     }
 
-    /// The placement policy of the ClusterQueue holding (or queueing) workload `wl`.
-    fn placement_policy_of(&self, wl: u32) -> Arc<dyn PlacementPolicy> {
-        let cq = self
-            .wl(wl)
-            .and_then(|w| w.adm.as_ref().map(|a| a.cq).or(w.queued_in))
-            .and_then(|n| self.cq(n));
-        cq.and_then(|c| self.topo.overrides.get(&c.spec.name))
-            .unwrap_or(&self.topo.policy)
-            .clone()
-    }
-
     /// Places pods ignoring topology levels and NVLink islands (any nodes with room), for
     /// comparing topology-aware placement with plain capacity placement.
     pub fn set_topology_blind(&mut self, blind: bool) {
@@ -90,13 +81,18 @@ impl Engine {
         })
     }
 
-    fn tas_flavor(&self, mut flavors: impl Iterator<Item = u32>) -> Option<u32> {
-        flavors.find(|&f| {
-            self.flavors
-                .get(f as usize)
-                .and_then(|x| x.as_ref())
-                .is_some_and(|x| x.topology_name.is_some())
-        })
+    fn tas_flavor(&self, flavors: impl Iterator<Item = u32>) -> Option<u32> {
+        tas_flavor_in(&self.flavors, flavors)
+    }
+
+    /// The parts of the engine a placement reads and moves, borrowed apart from the quota tree.
+    pub(crate) fn tas_parts(&mut self) -> TasParts<'_> {
+        TasParts {
+            topo: &mut self.topo,
+            wls: &self.wls,
+            cqs: &self.cqs,
+            flavors: &self.flavors,
+        }
     }
 
     /// Places every TAS pod set of `a` for workload `wl`, as if `victims` were gone; all or
@@ -107,147 +103,245 @@ impl Engine {
         a: &Assignment,
         victims: &[u32],
     ) -> Result<Vec<PodSetPlacement>, (usize, String)> {
-        let mut removed = Vec::new();
-        for v in victims {
-            if let Some(ps) = self.topo.holdings.get(v).cloned() {
-                for p in &ps {
-                    self.topo.apply(p, -1);
-                }
-                removed.extend(ps);
-            }
-        }
-        let mut placed: Vec<PodSetPlacement> = Vec::new();
-        let mut result = Ok(());
-        let policy = self.placement_policy_of(wl);
-        if let Some(w) = self.wl(wl) {
-            let workload = w.key.to_string();
-            let priority = w.spec.priority;
-            let pod_sets = w.spec.pod_sets.clone();
-            let group_of = |k: usize| -> Option<&str> {
-                let psa = a.podsets.get(k)?;
-                pod_sets.get(psa.ps)?.topology.as_ref()?.group.as_deref()
-            };
-            let mut done = vec![false; a.podsets.len()];
-            for (k, psa) in a.podsets.iter().enumerate() {
-                if done[k] {
-                    continue;
-                }
-                let Some(fid) = self.tas_flavor(psa.flavors.values().map(|c| c.flavor)) else {
-                    continue;
-                };
-                let (Some(Some(flavor)), Some(_)) = (
-                    self.flavors.get(fid as usize).cloned(),
-                    pod_sets.get(psa.ps),
-                ) else {
-                    continue;
-                };
-                // Kueue places the pod sets of a group in one flavor as one unit: the one with
-                // fewer pods is the leader (the second on a tie).
-                let mates: Vec<usize> = match group_of(k) {
-                    Some(g) => (k + 1..a.podsets.len())
-                        .filter(|&j| {
-                            group_of(j) == Some(g)
-                                && self.tas_flavor(a.podsets[j].flavors.values().map(|c| c.flavor))
-                                    == Some(fid)
-                        })
-                        .collect(),
-                    None => Vec::new(),
-                };
-                if mates.len() > 1 {
-                    result = Err((
-                        k,
-                        format!(
-                            "pod set group {:?} has more than two pod sets",
-                            group_of(k).unwrap_or_default()
-                        ),
-                    ));
-                    break;
-                }
-                let (mut wk, mut lk) = (k, mates.first().copied());
-                if let Some(j) = lk
-                    && a.podsets[j].count > a.podsets[k].count
-                {
-                    (wk, lk) = (j, Some(k));
-                }
-                if let Some(j) = lk {
-                    done[j] = true;
-                    if a.podsets[j].count != 1 {
-                        result = Err((
-                            j,
-                            format!(
-                                "pod set group {:?}: the leader pod set must have one pod",
-                                group_of(k).unwrap_or_default()
-                            ),
-                        ));
-                        break;
-                    }
-                }
-                let Some(wps) = pod_sets.get(a.podsets[wk].ps) else {
-                    continue;
-                };
-                let inp = PlaceInput {
-                    flavor_id: fid,
-                    flavor: &flavor,
-                    pod_set: wps,
-                    count: u32::try_from(a.podsets[wk].count.max(0)).unwrap_or(0),
-                    workload: &workload,
-                    priority,
-                    policy: policy.clone(),
-                    leader: lk.and_then(|j| pod_sets.get(a.podsets[j].ps)),
-                };
-                match self.topo.place(&inp) {
-                    Ok(ps) => {
-                        for p in ps {
-                            self.topo.apply(&p, 1);
-                            placed.push(p);
-                        }
-                    }
-                    Err(m) => {
-                        result = Err((wk, m));
-                        break;
-                    }
-                }
-            }
-        }
-        for p in &placed {
-            self.topo.apply(p, -1);
-        }
-        for p in &removed {
-            self.topo.apply(p, 1);
-        }
-        result.map(|()| placed)
+        self.tas_parts().place_assignment(wl, a, victims)
     }
 
-    /// Checks a nominated assignment against the topology; on failure tries smaller counts
-    /// (partial admission) and else turns the assignment into a TopologyPlacementFailed NoFit.
+    /// Checks a nominated assignment against the topology, as Kueue's TAS does: when the quota fits but the
+    /// topology does not, smaller counts are tried first (partial admission), then preemption for room
+    /// (victims chosen so that the placement fits, [`Engine::tas_targets`]); an assignment that would not fit
+    /// even an empty topology becomes a TopologyPlacementFailed NoFit. Returns the placement when the
+    /// assignment fits without preempting, or with `targets` gone.
     pub(crate) fn nominate_placement(
         &mut self,
         pre: &Preemptor,
         partial: bool,
         a: &mut Assignment,
-        victims: &[u32],
+        targets: &mut Vec<Target>,
     ) -> Option<Vec<PodSetPlacement>> {
         if a.mode() == Mode::NoFit || !self.uses_tas(a) {
             return None;
         }
-        let err = match self.place_assignment(pre.wl, a, victims) {
-            Ok(p) => return Some(p),
-            Err(e) => e,
+        let victims: Vec<u32> = targets.iter().map(|t| t.wl).collect();
+        let quota_fits = a.mode() == Mode::Fit;
+        let room_only = true;
+        let err = if a.mode() == Mode::Fit || !victims.is_empty() {
+            match self.place_assignment(pre.wl, a, &victims) {
+                Ok(p) => return Some(p),
+                Err(e) => Some(e),
+            }
+        } else {
+            None
         };
         if partial
             && a.mode() == Mode::Fit
-            && victims.is_empty()
             && let Some((smaller, p)) = self.shrink_to_fit(pre, a)
         {
             *a = smaller;
             return Some(p);
         }
-        if let Some(ps) = a.podsets.get_mut(err.0) {
-            ps.reasons = vec![err.1];
+        // Would it fit with every placement gone? If not, no preemption can help.
+        let everyone: Vec<u32> = self.topo.holdings.keys().copied().collect();
+        if let Err(e) = self.place_assignment(pre.wl, a, &everyone) {
+            let (ps, message) = err.unwrap_or(e);
+            if let Some(ps) = a.podsets.get_mut(ps) {
+                ps.reasons = vec![message];
+            }
+            a.forced_mode = Some(Mode::NoFit);
+            a.no_fit_reason = TOPOLOGY_PLACEMENT_FAILED;
+            targets.clear();
+            return None;
         }
-        a.forced_mode = Some(Mode::NoFit);
+        // Without an error the quota needs preemption and no candidate set frees it: it waits as Kueue's
+        // preemptor without targets does.
+        let (ps, message) = err?;
+        if let Some(ps) = a.podsets.get_mut(ps) {
+            ps.reasons = vec![message];
+        }
+        // The quota is there, the room is not: shown as a placement failure while no victim can make room.
         a.no_fit_reason = TOPOLOGY_PLACEMENT_FAILED;
-        None
+        self.mark_tas_preempt(a);
+        let room = Preemptor {
+            room_only: room_only && quota_fits,
+            ..pre.clone()
+        };
+        *targets = self.tas_targets(&room, a);
+        if targets.is_empty() {
+            // Nothing to preempt now: it waits, holding its quota as Kueue's preemptor without targets does.
+            return None;
+        }
+        let victims: Vec<u32> = targets.iter().map(|t| t.wl).collect();
+        match self.place_assignment(pre.wl, a, &victims) {
+            Ok(_) => None,
+            Err((ps, message)) => {
+                // The search checked this placement; a heuristic placement can still disagree.
+                if let Some(ps) = a.podsets.get_mut(ps) {
+                    ps.reasons = vec![message];
+                }
+                a.forced_mode = Some(Mode::NoFit);
+                a.no_fit_reason = TOPOLOGY_PLACEMENT_FAILED;
+                targets.clear();
+                None
+            }
+        }
+    }
+
+    /// Marks the flavors of the assignment's TAS pod sets as needing preemption (Kueue's `updateMode(Preempt)`).
+    fn mark_tas_preempt(&self, a: &mut Assignment) {
+        for ps in &mut a.podsets {
+            if self
+                .tas_flavor(ps.flavors.values().map(|c| c.flavor))
+                .is_some()
+            {
+                for c in ps.flavors.values_mut() {
+                    if c.mode == Mode::Fit {
+                        c.mode = Mode::Preempt;
+                    }
+                }
+            }
+        }
+        if a.forced_mode == Some(Mode::Fit) {
+            a.forced_mode = None;
+        }
+    }
+
+    /// Preemption targets for a TAS assignment: Kueue's search (classical or fair sharing) where a candidate
+    /// set is enough only when the quota fits and the placement fits with the candidates' nodes free. The
+    /// search runs once in Kueue's candidate order and once per topology domain of the requested level with
+    /// that domain's workloads tried first; the set with the lowest highest victim priority, then the fewest
+    /// victims, then the least work lost wins (Kueue's order on ties). Every search re-adds each victim whose
+    /// removal turns out not to help, so none is evicted for nothing.
+    pub(crate) fn tas_targets(&mut self, pre: &Preemptor, a: &Assignment) -> Vec<Target> {
+        /// Domains searched on their own, the most crowded with candidates first.
+        const MAX_DOMAINS: usize = 32;
+        let base = self.tas_search(pre, a);
+        let Some(level) = self.requested_level(pre.wl, a) else {
+            return base;
+        };
+        let mut best = (self.victims_cost(&base), base);
+        let mut domains: Vec<FastSet<u32>> = self.domains_at(&level).into_values().collect();
+        domains.sort_by_key(|d| std::cmp::Reverse(d.len()));
+        for members in domains.iter().take(MAX_DOMAINS) {
+            let t = self.tas_search_preferring(pre, a, Some(members));
+            let cost = self.victims_cost(&t);
+            if cost < best.0 {
+                best = (cost, t);
+            }
+        }
+        best.1
+    }
+
+    /// How bad a victim set is: its highest priority, its size, then GPU-milliseconds of work lost. An empty
+    /// set (nothing found) is worst.
+    fn victims_cost(&self, targets: &[Target]) -> (i64, usize, i128) {
+        if targets.is_empty() {
+            return (i64::MAX, usize::MAX, i128::MAX);
+        }
+        let mut top = i64::MIN;
+        let mut lost: i128 = 0;
+        for t in targets {
+            let Some(w) = self.wl(t.wl) else { continue };
+            top = top.max(i64::from(w.spec.priority));
+            let Some(adm) = &w.adm else { continue };
+            let since = w
+                .spec
+                .checkpointed_at
+                .filter(|&c| c >= adm.reserved_at)
+                .unwrap_or(adm.reserved_at);
+            let held: i64 = self
+                .topo
+                .holdings
+                .get(&t.wl)
+                .map(|ps| {
+                    ps.iter()
+                        .flat_map(|p| &p.nodes)
+                        .map(|n| n.gpus.len().max(n.pods as usize) as i64)
+                        .sum()
+                })
+                .unwrap_or(1);
+            lost += i128::from(held) * i128::from(self.now.saturating_sub(since).max(0));
+        }
+        (top, targets.len(), lost)
+    }
+
+    /// The topology level the assignment's first TAS pod set asks for (required or preferred).
+    fn requested_level(&self, wl: u32, a: &Assignment) -> Option<String> {
+        let w = self.wl(wl)?;
+        a.podsets.iter().find_map(|psa| {
+            self.tas_flavor(psa.flavors.values().map(|c| c.flavor))?;
+            let t = w.spec.pod_sets.get(psa.ps)?.topology.as_ref()?;
+            match t.mode {
+                crate::engine::TopologyMode::Required | crate::engine::TopologyMode::Preferred => {
+                    t.level.clone().or_else(|| t.slice_level.clone())
+                }
+                _ => t.slice_level.clone(),
+            }
+        })
+    }
+
+    /// The admitted workloads holding nodes in each domain (node label value) of `level`.
+    fn domains_at(&self, level: &str) -> std::collections::BTreeMap<String, FastSet<u32>> {
+        let mut out: std::collections::BTreeMap<String, FastSet<u32>> = Default::default();
+        for (&w, ps) in &self.topo.holdings {
+            for n in ps.iter().flat_map(|p| &p.nodes) {
+                let Some(&id) = self.topo.node_ids.get(&n.node) else {
+                    continue;
+                };
+                let Some(v) = self
+                    .topo
+                    .nodes
+                    .get(id as usize)
+                    .and_then(|slot| slot.spec.labels.get(level))
+                else {
+                    continue;
+                };
+                out.entry(v.clone()).or_default().insert(w);
+            }
+        }
+        out
+    }
+
+    fn tas_search(&mut self, pre: &Preemptor, a: &Assignment) -> Vec<Target> {
+        self.tas_search_preferring(pre, a, None)
+    }
+
+    fn tas_search_preferring(
+        &mut self,
+        pre: &Preemptor,
+        a: &Assignment,
+        prefer: Option<&FastSet<u32>>,
+    ) -> Vec<Target> {
+        let topologies = self.topo.topologies.clone();
+        let fair = self.config.fair_sharing.as_ref();
+        let mut sim = Sim {
+            tree: &mut self.tree,
+            cqs: &self.cqs,
+            wls: &self.wls,
+            flavors: &self.flavors,
+            ids: &self.ids,
+            fairness: &self.fairness,
+            with_history: false,
+            fair,
+            pods_resource: self.pods_resource,
+            now: self.now,
+            topologies: &topologies,
+            costs: &self.costs,
+            cost_of: Default::default(),
+            tas: Some(TasProbe {
+                parts: TasParts {
+                    topo: &mut self.topo,
+                    wls: &self.wls,
+                    cqs: &self.cqs,
+                    flavors: &self.flavors,
+                },
+                wl: pre.wl,
+                assignment: a,
+            }),
+            removed: Vec::new(),
+            prefer,
+        };
+        let frs = a.frs_need_preemption(&sim);
+        let usage = a.usage_vec();
+        sim.get_targets(pre, &frs, &usage)
     }
 
     /// Largest pod counts down to minCount (Kueue's partial admission order) that fit both quota
@@ -390,6 +484,162 @@ impl Engine {
             }
         }
         Ok(())
+    }
+}
+
+/// What placing a workload reads (workloads, ClusterQueues, flavors) and moves (node usage), without the quota
+/// tree, so a preemption search can check placements while it simulates quota.
+pub(crate) struct TasParts<'a> {
+    pub topo: &'a mut TopoState,
+    pub wls: &'a [Option<Wl>],
+    pub cqs: &'a [Option<CqData>],
+    pub flavors: &'a [Option<Flavor>],
+}
+
+fn tas_flavor_in(flavors: &[Option<Flavor>], mut ids: impl Iterator<Item = u32>) -> Option<u32> {
+    ids.find(|&f| {
+        flavors
+            .get(f as usize)
+            .and_then(|x| x.as_ref())
+            .is_some_and(|x| x.topology_name.is_some())
+    })
+}
+
+impl TasParts<'_> {
+    fn tas_flavor(&self, ids: impl Iterator<Item = u32>) -> Option<u32> {
+        tas_flavor_in(self.flavors, ids)
+    }
+
+    /// The placement policy of the ClusterQueue holding (or queueing) workload `wl`.
+    fn placement_policy_of(&self, wl: u32) -> Arc<dyn PlacementPolicy> {
+        let cq = self
+            .wls
+            .get(wl as usize)
+            .and_then(|w| w.as_ref())
+            .and_then(|w| w.adm.as_ref().map(|a| a.cq).or(w.queued_in))
+            .and_then(|n| self.cqs.get(n as usize).and_then(|c| c.as_ref()));
+        cq.and_then(|c| self.topo.overrides.get(&c.spec.name))
+            .unwrap_or(&self.topo.policy)
+            .clone()
+    }
+
+    /// Places every TAS pod set of `a` for workload `wl`, as if `victims` were gone; all or
+    /// nothing. Err: (pod set index, message).
+    pub(crate) fn place_assignment(
+        &mut self,
+        wl: u32,
+        a: &Assignment,
+        victims: &[u32],
+    ) -> Result<Vec<PodSetPlacement>, (usize, String)> {
+        let mut removed = Vec::new();
+        for v in victims {
+            if let Some(ps) = self.topo.holdings.get(v).cloned() {
+                for p in &ps {
+                    self.topo.apply(p, -1);
+                }
+                removed.extend(ps);
+            }
+        }
+        let mut placed: Vec<PodSetPlacement> = Vec::new();
+        let mut result = Ok(());
+        let policy = self.placement_policy_of(wl);
+        if let Some(w) = self.wls.get(wl as usize).and_then(|w| w.as_ref()) {
+            let workload = w.key.to_string();
+            let priority = w.spec.priority;
+            let pod_sets = w.spec.pod_sets.clone();
+            let group_of = |k: usize| -> Option<&str> {
+                let psa = a.podsets.get(k)?;
+                pod_sets.get(psa.ps)?.topology.as_ref()?.group.as_deref()
+            };
+            let mut done = vec![false; a.podsets.len()];
+            for (k, psa) in a.podsets.iter().enumerate() {
+                if done[k] {
+                    continue;
+                }
+                let Some(fid) = self.tas_flavor(psa.flavors.values().map(|c| c.flavor)) else {
+                    continue;
+                };
+                let (Some(Some(flavor)), Some(_)) = (
+                    self.flavors.get(fid as usize).cloned(),
+                    pod_sets.get(psa.ps),
+                ) else {
+                    continue;
+                };
+                // Kueue places the pod sets of a group in one flavor as one unit: the one with
+                // fewer pods is the leader (the second on a tie).
+                let mates: Vec<usize> = match group_of(k) {
+                    Some(g) => (k + 1..a.podsets.len())
+                        .filter(|&j| {
+                            group_of(j) == Some(g)
+                                && self.tas_flavor(a.podsets[j].flavors.values().map(|c| c.flavor))
+                                    == Some(fid)
+                        })
+                        .collect(),
+                    None => Vec::new(),
+                };
+                if mates.len() > 1 {
+                    result = Err((
+                        k,
+                        format!(
+                            "pod set group {:?} has more than two pod sets",
+                            group_of(k).unwrap_or_default()
+                        ),
+                    ));
+                    break;
+                }
+                let (mut wk, mut lk) = (k, mates.first().copied());
+                if let Some(j) = lk
+                    && a.podsets[j].count > a.podsets[k].count
+                {
+                    (wk, lk) = (j, Some(k));
+                }
+                if let Some(j) = lk {
+                    done[j] = true;
+                    if a.podsets[j].count != 1 {
+                        result = Err((
+                            j,
+                            format!(
+                                "pod set group {:?}: the leader pod set must have one pod",
+                                group_of(k).unwrap_or_default()
+                            ),
+                        ));
+                        break;
+                    }
+                }
+                let Some(wps) = pod_sets.get(a.podsets[wk].ps) else {
+                    continue;
+                };
+                let inp = PlaceInput {
+                    flavor_id: fid,
+                    flavor: &flavor,
+                    pod_set: wps,
+                    count: u32::try_from(a.podsets[wk].count.max(0)).unwrap_or(0),
+                    workload: &workload,
+                    priority,
+                    policy: policy.clone(),
+                    leader: lk.and_then(|j| pod_sets.get(a.podsets[j].ps)),
+                };
+                match self.topo.place(&inp) {
+                    Ok(ps) => {
+                        for p in ps {
+                            self.topo.apply(&p, 1);
+                            placed.push(p);
+                        }
+                    }
+                    Err(m) => {
+                        result = Err((wk, m));
+                        break;
+                    }
+                }
+            }
+        }
+        for p in &placed {
+            self.topo.apply(p, -1);
+        }
+        for p in &removed {
+            self.topo.apply(p, 1);
+        }
+        result.map(|()| placed)
     }
 }
 

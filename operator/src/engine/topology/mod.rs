@@ -142,7 +142,8 @@ pub(crate) struct TopoState {
     pub gpu_res: u32,
     pub nodes: Vec<NodeSlot>,
     pub node_ids: HashMap<String, u32>,
-    pub topologies: HashMap<String, Vec<String>>,
+    /// Shared so a preemption search can read the levels while it moves placements in and out.
+    pub topologies: Arc<HashMap<String, Vec<String>>>,
     /// Bumped when static node data (labels, taints, allocatable, GPU inventory) changes.
     pub generation: u64,
     /// Placements held by admitted (and evicting) workloads.
@@ -167,7 +168,7 @@ impl Default for TopoState {
             gpu_res,
             nodes: Vec::new(),
             node_ids: HashMap::new(),
-            topologies: HashMap::new(),
+            topologies: Arc::default(),
             generation: 0,
             holdings: FastMap::default(),
             cache: FastMap::default(),
