@@ -189,6 +189,7 @@ pub fn synthetic_cluster(args: &BenchArgs) -> (Vec<Event>, Vec<Event>) {
                 job_uid: None,
                 quota_reserved_at: None,
                 checkpointed_at: None,
+                priority_boost: 0,
             },
             admission: None,
         });

@@ -46,6 +46,9 @@ fn name_of(kind: &str, meta: &meta::ObjectMeta) -> Result<String, IngestError> {
         .ok_or_else(|| err(kind, "metadata.name", "required"))
 }
 
+/// Kueue's Workload annotation adding to its priority (PriorityBoost gate).
+pub const PRIORITY_BOOST_ANNOTATION: &str = "kueue.x-k8s.io/priority-boost";
+
 /// Workload annotation: when the workload last wrote a checkpoint (RFC 3339); evicting it loses only the work since.
 pub const LAST_CHECKPOINT_ANNOTATION: &str = "sluice.dev/last-checkpoint";
 
@@ -649,6 +652,15 @@ pub fn workload(
             .cloned(),
         quota_reserved_at,
         checkpointed_at,
+        // Kueue reads a value that does not parse as the base priority alone (its webhook refuses it when the
+        // gate is on).
+        priority_boost: wl
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(PRIORITY_BOOST_ANNOTATION))
+            .and_then(|v| v.trim().parse::<i32>().ok())
+            .unwrap_or(0),
     };
     Ok((out, admission))
 }

@@ -190,6 +190,8 @@ pub struct FeatureGates {
     pub prioritize_preemptor_workloads: bool,
     /// UnadmittedWorkloadsObservability: Kueue's detailed pending reasons (off by default).
     pub unadmitted_workloads_observability: bool,
+    /// PriorityBoost: `kueue.x-k8s.io/priority-boost` adds to the effective priority (off by default).
+    pub priority_boost: bool,
 }
 
 impl Default for FeatureGates {
@@ -198,6 +200,7 @@ impl Default for FeatureGates {
             partial_admission: true,
             prioritize_preemptor_workloads: false,
             unadmitted_workloads_observability: false,
+            priority_boost: false,
         }
     }
 }
@@ -224,6 +227,7 @@ impl FeatureGates {
                 "PartialAdmission" => out.partial_admission = on,
                 "PrioritizePreemptorWorkloads" => out.prioritize_preemptor_workloads = on,
                 "UnadmittedWorkloadsObservability" => out.unadmitted_workloads_observability = on,
+                "PriorityBoost" => out.priority_boost = on,
                 _ if on == default => {}
                 _ => {
                     return Err(invalid(format!(
@@ -388,6 +392,7 @@ impl OperatorConfig {
         let gates = FeatureGates::parse(origin, &file.feature_gates)?;
         out.engine.partial_admission = gates.partial_admission;
         out.engine.prioritize_preemptor_workloads = gates.prioritize_preemptor_workloads;
+        out.engine.priority_boost = gates.priority_boost;
         out.detailed_pending_reasons = gates.unadmitted_workloads_observability;
         // Kueue's v1beta2 has no `enable`: fair sharing and waitForPodsReady are on when present, and
         // waitForPodsReady's timeout defaults to 30 minutes (5 in v1beta1).

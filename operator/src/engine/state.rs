@@ -717,6 +717,11 @@ impl Engine {
         admission: Option<Admission>,
     ) -> Result<(), EngineError> {
         self.validate_workload(&spec)?;
+        let mut spec = spec;
+        if self.config.priority_boost {
+            // Kueue's effective priority: queue order, entry order and every preemption rule read it.
+            spec.priority = spec.priority.saturating_add(spec.priority_boost);
+        }
         let key = spec.key();
         let restore_cq = match &admission {
             Some(a) => match self.cq_by_name.get(&a.cluster_queue) {

@@ -22,6 +22,9 @@ pub struct EngineConfig {
     /// Kueue's PrioritizePreemptorWorkloads feature gate (alpha, off by default): a workload whose preemptions
     /// were issued goes first in the fair-sharing order.
     pub prioritize_preemptor_workloads: bool,
+    /// Kueue's PriorityBoost feature gate (alpha, off by default): the effective priority is the priority plus
+    /// the Workload's `kueue.x-k8s.io/priority-boost`.
+    pub priority_boost: bool,
 }
 
 impl Default for EngineConfig {
@@ -30,6 +33,7 @@ impl Default for EngineConfig {
             fair_sharing: None,
             partial_admission: true,
             prioritize_preemptor_workloads: false,
+            priority_boost: false,
         }
     }
 }
@@ -588,6 +592,9 @@ pub struct Workload {
     /// When the workload last reported a checkpoint (`sluice.dev/last-checkpoint`): work before it survives an
     /// eviction (a preemption-cost signal).
     pub checkpointed_at: Option<Time>,
+    /// Kueue's `kueue.x-k8s.io/priority-boost` annotation (0 when absent or not a 32-bit integer); added to
+    /// `priority` wherever the engine orders or preempts when the PriorityBoost gate is on.
+    pub priority_boost: i32,
 }
 
 impl Workload {

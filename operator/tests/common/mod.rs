@@ -130,6 +130,7 @@ pub fn wl(ns: &str, name: &str) -> WlB {
         job_uid: None,
         quota_reserved_at: None,
         checkpointed_at: None,
+        priority_boost: 0,
     })
 }
 

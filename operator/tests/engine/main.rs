@@ -12,6 +12,7 @@ mod kueue_more;
 mod kueue_scenarios;
 mod livelock;
 mod preemption;
+mod priority_boost;
 mod properties;
 mod queues;
 mod quota;

@@ -334,6 +334,7 @@ fn run(specs: Vec<CqSpec>, steps: Vec<Step>, fair: bool) -> Result<(), TestCaseE
                         job_uid: None,
                         quota_reserved_at: None,
                         checkpointed_at: None,
+                        priority_boost: 0,
                     },
                     admission: None,
                 })
