@@ -15,6 +15,7 @@ const MODULES: &[(&str, &str)] = &[
     ("sluice-policy-spread", "sluice_policy_spread"),
     ("sluice-policy-fair-credits", "sluice_policy_fair_credits"),
     ("sluice-policy-drs", "sluice_policy_drs"),
+    ("sluice-policy-anti-thrash", "sluice_policy_anti_thrash"),
 ];
 
 /// Environment variables passed through to the nested cargo; everything else is dropped.

@@ -1,17 +1,19 @@
 //! Placement scoring of 10,000 candidate nodes in one call: the shipped topology-pack and spread
 //! modules in WebAssembly vs the same policies native, and the per-decision overhead (instantiate +
-//! init + inventory + call + copies) of a fresh instance.
+//! init + inventory + call + copies) of a fresh instance. Preemption cost: the shipped anti-thrash
+//! module vs its native build on one search of 64 and of 1,024 candidates.
 //!
-//! `cargo bench -p sluice-operator --bench policy_wasm`
+//! `cargo bench -p sluice-operator --bench policy_wasm` (`-- preemption` for preemption cost only)
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use sluice_operator::cli::policy::synthetic_candidates;
 use sluice_operator::policy::embedded;
 use sluice_sdk::harness::{PodSetBuilder, synthetic_cluster};
 use sluice_sdk::host::{HostConfig, ModuleLimits, PolicyHost};
-use sluice_sdk::policy::PlacementPolicy;
+use sluice_sdk::policy::{PlacementPolicy, PreemptionCostPolicy};
 
 fn placement(c: &mut Criterion) {
     let host = PolicyHost::new(HostConfig::default()).expect("host starts");
@@ -71,5 +73,29 @@ fn placement(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, placement);
+fn preemption_cost(c: &mut Criterion) {
+    let host = PolicyHost::new(HostConfig::default()).expect("host starts");
+    let limits = ModuleLimits {
+        deadline: Some(Duration::from_secs(1)),
+        memory_limit: None,
+    };
+    let wasm = host
+        .load_preemption_cost("anti-thrash", embedded::ANTI_THRASH, "", limits)
+        .expect("module loads");
+    let native = sluice_policy_anti_thrash::AntiThrash::default();
+    for n in [64usize, 1024] {
+        let batch = synthetic_candidates(n);
+        let mut g = c.benchmark_group(format!("preemption_cost_anti_thrash_{n}_candidates"));
+        g.sample_size(30).measurement_time(Duration::from_secs(3));
+        g.bench_function("native", |b| {
+            b.iter(|| black_box(native.costs(black_box(&batch))))
+        });
+        g.bench_function("wasm_resident_instance", |b| {
+            b.iter(|| black_box(wasm.costs(black_box(&batch))))
+        });
+        g.finish();
+    }
+}
+
+criterion_group!(benches, placement, preemption_cost);
 criterion_main!(benches);

@@ -82,9 +82,10 @@ struct SimulateArgs {
     /// Placement policy scoring nodes for topology-aware flavors.
     #[arg(long, value_enum, default_value_t = PlacementPolicyArg::TopologyPack)]
     placement_policy: PlacementPolicyArg,
-    /// Policy module to simulate with: `fairness=FILE.wasm|NAME` (implies --fair-sharing) or
-    /// `placement=FILE.wasm|NAME` (scores nodes for topology-aware flavors; overrides --placement-policy).
-    /// NAME is an embedded module: topology-pack, spread, fair-credits, drs. Repeatable.
+    /// Policy module to simulate with: `fairness=FILE.wasm|NAME` (implies --fair-sharing),
+    /// `placement=FILE.wasm|NAME` (scores nodes for topology-aware flavors; overrides --placement-policy) or
+    /// `preemptioncost=FILE.wasm|NAME` (boosts or protects the candidates of every ClusterQueue's preemptions).
+    /// NAME is an embedded module: topology-pack, spread, fair-credits, drs, anti-thrash. Repeatable.
     #[arg(long = "policy", value_parser = sluice_operator::cli::policy::parse_policy_flag)]
     policies: Vec<sluice_operator::cli::policy::PolicyFlag>,
 }
@@ -390,6 +391,11 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
     }
     if let Some(module) = &policies.placement {
         simulation.set_placement_policy(Box::new(module.clone()));
+    }
+    if let Some(module) = &policies.preemption_cost {
+        simulation
+            .engine
+            .set_preemption_cost_policy(Some(module.clone()));
     }
     let show_progress =
         simulation.is_timed() && !args.no_progress && std::io::stderr().is_terminal();

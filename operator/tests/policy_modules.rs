@@ -1,6 +1,7 @@
 //! The shipped policy modules (embedded WebAssembly) and the operator's guards around modules:
-//! harness cases, topology-pack vs spread on the same input, WebAssembly vs native, the DRS module
-//! against the built-in DRS, and the fallback, counting and Degraded marking of failing modules.
+//! harness cases, topology-pack vs spread on the same input, WebAssembly vs native (topology-pack,
+//! anti-thrash), the DRS module against the built-in DRS, preemption-cost selection, and the
+//! fallback, counting and Degraded marking of failing modules.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -19,7 +20,7 @@ use sluice_sdk::host::{HostConfig, ModuleKind, ModuleLimits, PolicyHost};
 use sluice_sdk::policy::fairness::{
     FairnessPolicy as ModulePolicy, OrderBatch, ShareBatch, Shares,
 };
-use sluice_sdk::policy::{PlacementPolicy, PolicyError, PolicyFailure};
+use sluice_sdk::policy::{PlacementPolicy, PolicyError, PolicyFailure, PreemptionCostPolicy};
 
 fn host() -> PolicyHost {
     static H: OnceLock<PolicyHost> = OnceLock::new();
@@ -55,7 +56,13 @@ fn shipped_modules_pass_their_harness_cases() {
         ..HostConfig::default()
     })
     .expect("host");
-    for name in ["topology-pack", "spread", "fair-credits", "drs"] {
+    for name in [
+        "topology-pack",
+        "spread",
+        "fair-credits",
+        "drs",
+        "anti-thrash",
+    ] {
         let (_, bytes) = embedded::by_name(name).expect("embedded");
         let path = root().join("policies-wasm").join(name).join("cases.yaml");
         let text = std::fs::read_to_string(&path).expect("cases file");
@@ -88,6 +95,81 @@ fn webassembly_and_native_topology_pack_agree() {
         wasm.score(&gang, &nodes).expect("wasm scores"),
         native.score(&gang, &nodes).expect("native scores")
     );
+}
+
+#[test]
+fn webassembly_and_native_anti_thrash_agree() {
+    let config = r#"{"minRunSeconds": 3000, "boostPerPreemption": 70, "maxBoost": 400}"#;
+    let wasm = host()
+        .load_preemption_cost(
+            "anti-thrash",
+            embedded::ANTI_THRASH,
+            config,
+            ModuleLimits::default(),
+        )
+        .expect("loads");
+    let native = sluice_policy_anti_thrash::Config::parse(config)
+        .map(sluice_policy_anti_thrash::AntiThrash::new)
+        .expect("config");
+    for n in [0, 1, 64, 1024] {
+        let batch = sluice_operator::cli::policy::synthetic_candidates(n);
+        let w = wasm.costs(&batch).expect("wasm answers");
+        assert_eq!(w, native.costs(&batch).expect("native answers"), "{n}");
+        if n == 1024 {
+            // The synthetic batch exercises both rules, so equality is not two empty answers.
+            assert!(w.protected.iter().any(|&p| p) && w.protected.iter().any(|&p| !p));
+            assert!(w.boost.contains(&400) && w.boost.contains(&70));
+        }
+    }
+}
+
+#[test]
+fn preemption_cost_selection_follows_the_annotation() {
+    let mut reg = registry(3);
+    reg.load_embedded("anti-thrash", "").expect("loads");
+    reg.load_embedded("drs", "").expect("loads");
+    let annotated = |key: &str, v: &str| BTreeMap::from([(key.to_string(), v.to_string())]);
+    let costs = "sluice.dev/preemption-policy";
+    let Ok(Selection::Module(m)) = reg.preemption_cost_for(&annotated(costs, "anti-thrash")) else {
+        panic!("anti-thrash is a preemption-cost module");
+    };
+    let mut batch = sluice_sdk::policy::CandidateBatch::default();
+    batch.push("t/a", "cq", 0, 60.0, 60.0, 2, 1);
+    let a = m.costs(&batch).expect("answers");
+    assert_eq!((a.boost, a.protected), (vec![200], vec![true]));
+    assert!(matches!(
+        reg.preemption_cost_for(&BTreeMap::new()),
+        Ok(Selection::Builtin)
+    ));
+    let e = reg
+        .preemption_cost_for(&annotated(costs, "drs"))
+        .expect_err("wrong kind");
+    assert_eq!(
+        e.to_string(),
+        "PolicyModule drs is a fairness module, but sluice.dev/preemption-policy needs a preemption-cost module"
+    );
+    let e = reg
+        .preemption_cost_for(&annotated(costs, "typo"))
+        .expect_err("unknown");
+    assert_eq!(e.to_string(), "no PolicyModule named \"typo\" is loaded");
+    let e = reg
+        .placement_for(&annotated("sluice.dev/placement-policy", "anti-thrash"))
+        .expect_err("wrong kind");
+    assert!(e.to_string().contains("is a preemption-cost module"), "{e}");
+    let e = reg
+        .fairness_named(["anti-thrash".to_string()])
+        .expect_err("wrong kind");
+    assert!(e.to_string().contains("is a preemption-cost module"), "{e}");
+    let LoadedModule::PreemptionCost(_) =
+        reg.load_embedded("anti-thrash", "").expect("same module")
+    else {
+        panic!("loaded as preemption cost");
+    };
+    // A config the module refuses is a load error naming the field.
+    let e = reg
+        .load_embedded("anti-thrash", r#"{"minRunSeconds": -5}"#)
+        .expect_err("refused");
+    assert!(e.to_string().contains("minRunSeconds"), "{e}");
 }
 
 /// A small deterministic generator (no extra dependency).

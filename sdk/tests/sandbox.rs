@@ -1,5 +1,5 @@
 //! Sandbox tests: hand-written components that loop, grow memory without bound, trap, return the
-//! wrong number of scores or import a socket. Each call must end in a classed `PolicyError` with a
+//! wrong number of scores (or of preemption-cost answers) or import a socket. Each call must end in a classed `PolicyError` with a
 //! clear message (the operator then falls back to the built-in policy), never in a hang or crash.
 #![cfg(feature = "host")]
 
@@ -7,8 +7,12 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use sluice_sdk::harness::{Harness, NodeBatchBuilder, NodeSpec, PodSetBuilder};
-use sluice_sdk::host::{HostConfig, LoadError, ModuleLimits};
-use sluice_sdk::policy::{NodeBatch, PlacementPolicy, PodSetRequest, PolicyFailure};
+use sluice_sdk::host::validate::validate_policy_module;
+use sluice_sdk::host::{HostConfig, LoadError, ModuleLimits, sha256_hex};
+use sluice_sdk::policy::{
+    CandidateBatch, NodeBatch, PlacementPolicy, PodSetRequest, PolicyFailure, PreemptionCostPolicy,
+};
+use sluice_sdk::sluice::policy_module::{PolicyKind, PolicyModule, PolicyModuleSpec};
 
 fn harness() -> &'static Harness {
     static H: OnceLock<Harness> = OnceLock::new();
@@ -175,4 +179,95 @@ fn init_is_not_held_to_the_call_deadline() {
     h.placement(&fixture("slow_init"), "")
         .expect("a slow but finite init loads");
     eprintln!("slow init loaded in {:?}", t.elapsed());
+}
+
+fn candidates(n: usize) -> CandidateBatch {
+    let mut b = CandidateBatch {
+        preemptor_priority: 10,
+        ..CandidateBatch::default()
+    };
+    for i in 0..n {
+        b.push(format!("ns/w{i}"), "cq", 0, 60.0, 30.0, 1, 2);
+    }
+    b
+}
+
+#[test]
+fn preemption_cost_answers_cross_the_boundary_and_a_wrong_length_is_malformed() {
+    let p = harness()
+        .preemption_cost(&fixture("preemption_wrong_length"), "")
+        .expect("loads");
+    // One candidate: the fixed answer fits, and comes back as the module wrote it.
+    let a = p
+        .costs(&candidates(1))
+        .expect("one answer for one candidate");
+    assert_eq!((a.boost, a.protected), (vec![7], vec![true]));
+    let err = p
+        .costs(&candidates(3))
+        .expect_err("one answer for three candidates");
+    assert_eq!(err.failure, PolicyFailure::Malformed, "{err}");
+    assert!(
+        err.message
+            .contains("returned 1 boosts and 1 protection flags for 3 candidates"),
+        "{err}"
+    );
+    // A malformed answer leaves the instance sound: the next call is answered again.
+    assert!(p.costs(&candidates(1)).is_ok());
+}
+
+#[test]
+fn worlds_are_told_apart_both_ways() {
+    let err = harness()
+        .preemption_cost(&fixture("trap"), "")
+        .expect_err("a placement component is not a preemption-cost module");
+    assert!(
+        err.to_string().contains("sluice:policy/preemption-cost"),
+        "{err}"
+    );
+    let err = harness()
+        .placement(&fixture("preemption_wrong_length"), "")
+        .expect_err("a preemption-cost component is not a placement module");
+    assert!(err.to_string().contains("sluice:policy/placement"), "{err}");
+}
+
+fn policy_module(kind: PolicyKind, bytes: &[u8]) -> PolicyModule {
+    PolicyModule::new(
+        "costs",
+        PolicyModuleSpec {
+            kind,
+            sha256: sha256_hex(bytes),
+            module: Some(sluice_sdk::k8s::ByteString(bytes.to_vec())),
+            ..PolicyModuleSpec::default()
+        },
+    )
+}
+
+#[test]
+fn policy_module_validation_checks_the_preemption_cost_world() {
+    let host = harness().host();
+    let costs = fixture("preemption_wrong_length");
+    validate_policy_module(
+        host,
+        &policy_module(PolicyKind::PreemptionCost, &costs),
+        None,
+    )
+    .expect("a preemption-cost module declared as one is valid");
+    let err = validate_policy_module(host, &policy_module(PolicyKind::Placement, &costs), None)
+        .expect_err("declared as placement");
+    assert!(
+        err.starts_with("PolicyModule costs: spec.kind: the module does not implement the sluice:policy/placement world"),
+        "{err}"
+    );
+    let err = validate_policy_module(
+        host,
+        &policy_module(PolicyKind::PreemptionCost, &fixture("trap")),
+        None,
+    )
+    .expect_err("a placement module declared as preemption-cost");
+    assert!(
+        err.starts_with(
+            "PolicyModule costs: spec.kind: the module does not implement the sluice:policy/preemption-cost world"
+        ),
+        "{err}"
+    );
 }

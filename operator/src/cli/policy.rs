@@ -12,7 +12,7 @@ use sluice_sdk::harness::{self, Harness, Percentiles, PodSetBuilder, synthetic_c
 use sluice_sdk::host::validate::validate_policy_module;
 use sluice_sdk::host::{HostConfig, ModuleKind, ModuleLimits, PolicyHost, sha256_hex};
 use sluice_sdk::policy::fairness::{FairnessPolicy as _, OrderBatch, ShareBatch};
-use sluice_sdk::policy::{PlacementPolicy, PolicyError};
+use sluice_sdk::policy::{CandidateBatch, PlacementPolicy, PolicyError, PreemptionCostPolicy};
 use sluice_sdk::sluice::policy_module::{PolicyKind, PolicyModule, PolicyModuleSpec};
 use thiserror::Error;
 
@@ -134,7 +134,8 @@ pub struct PushArgs {
 /// `sluice policy test`.
 #[derive(Args, Debug)]
 pub struct TestArgs {
-    /// The compiled component, or a shipped module's name (topology-pack, spread, fair-credits, drs).
+    /// The compiled component, or a shipped module's name (topology-pack, spread, fair-credits, drs,
+    /// anti-thrash).
     pub file: PathBuf,
     /// The case file (YAML).
     pub cases: PathBuf,
@@ -143,12 +144,14 @@ pub struct TestArgs {
 /// `sluice policy bench`.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// The compiled component, or the name of an embedded module (topology-pack, spread, fair-credits, drs).
+    /// The compiled component, or the name of an embedded module (topology-pack, spread, fair-credits, drs,
+    /// anti-thrash).
     pub file: String,
-    /// World the module implements.
-    #[arg(long, value_parser = parse_kind, default_value = "placement")]
-    pub kind: ModuleKind,
-    /// Candidate nodes (placement) or queues (fairness) per call.
+    /// World the module implements (placement, fairness or preemptioncost; an embedded module's own kind
+    /// when FILE names one).
+    #[arg(long, value_parser = parse_kind)]
+    pub kind: Option<ModuleKind>,
+    /// Candidate nodes (placement), queues (fairness) or preemption candidates (preemptioncost) per call.
     #[arg(long, default_value_t = 10_000)]
     pub nodes: usize,
     /// Measured calls.
@@ -206,6 +209,7 @@ fn push(a: &PushArgs, out: &mut impl Write) -> Result<(), PolicyCliError> {
             kind: match a.kind {
                 ModuleKind::Placement => PolicyKind::Placement,
                 ModuleKind::Fairness => PolicyKind::Fairness,
+                ModuleKind::PreemptionCost => PolicyKind::PreemptionCost,
             },
             sha256: sha256_hex(&bytes),
             module: Some(ByteString(bytes)),
@@ -258,15 +262,54 @@ fn test(a: &TestArgs, out: &mut impl Write) -> Result<(), PolicyCliError> {
 
 /// The bytes of `file`, or of the shipped module of that name when no such file exists.
 fn module_bytes(file: impl AsRef<Path>) -> Result<Vec<u8>, PolicyCliError> {
+    Ok(module_source(file)?.1)
+}
+
+/// The bytes of `file` (kind unknown), or the kind and bytes of the shipped module of that name when no such
+/// file exists.
+fn module_source(file: impl AsRef<Path>) -> Result<(Option<ModuleKind>, Vec<u8>), PolicyCliError> {
     let file = file.as_ref();
     match file.to_str().and_then(embedded::by_name) {
-        Some((_, b)) if !file.exists() => Ok(b.to_vec()),
-        _ => read(file),
+        Some((kind, b)) if !file.exists() => Ok((Some(kind), b.to_vec())),
+        _ => Ok((None, read(file)?)),
     }
 }
 
+/// A synthetic preemption search of `n` candidates: mixed ages, checkpoints, GPUs and earlier preemptions.
+pub fn synthetic_candidates(n: usize) -> CandidateBatch {
+    let mut b = CandidateBatch {
+        preemptor_priority: 1000,
+        ..CandidateBatch::default()
+    };
+    for i in 0..n {
+        let admitted = ((i * 577) % 14_400) as f64;
+        b.push(
+            format!("team-{}/job-{i}", i % 16),
+            format!("cq-{}", i % 8),
+            [0, 100, 500][i % 3],
+            admitted,
+            admitted * [1.0, 0.5, 0.1][i % 3],
+            (i % 7) as u32,
+            [1, 2, 4, 8][i % 4],
+        );
+    }
+    b
+}
+
 fn bench(a: &BenchArgs, out: &mut impl Write) -> Result<(), PolicyCliError> {
-    let bytes = module_bytes(&a.file)?;
+    let (embedded_kind, bytes) = module_source(&a.file)?;
+    let kind = match (a.kind, embedded_kind) {
+        (Some(k), Some(e)) if k != e => {
+            return Err(PolicyCliError::Invalid(format!(
+                "--kind {}: {} is a {} module",
+                k.as_str(),
+                a.file,
+                e.as_str()
+            )));
+        }
+        (Some(k), _) | (None, Some(k)) => k,
+        (None, None) => ModuleKind::Placement,
+    };
     let host = host()?;
     let limits = ModuleLimits {
         deadline: Some(Duration::from_millis(u64::from(a.deadline_ms.max(1)))),
@@ -276,7 +319,7 @@ fn bench(a: &BenchArgs, out: &mut impl Write) -> Result<(), PolicyCliError> {
     let name = a.file.clone();
     let invalid = |e: sluice_sdk::host::LoadError| PolicyCliError::Invalid(format!("{name}: {e}"));
     let warmup = (a.calls / 10).max(3);
-    match a.kind {
+    match kind {
         ModuleKind::Placement => {
             let p = host
                 .load_placement(&name, &bytes, &config, limits)
@@ -350,6 +393,32 @@ fn bench(a: &BenchArgs, out: &mut impl Write) -> Result<(), PolicyCliError> {
             let o = harness::measure(warmup, a.calls, || f.order(&order))?;
             report(out, &format!("order, {} heads", a.nodes), &o)?;
         }
+        ModuleKind::PreemptionCost => {
+            let p = host
+                .load_preemption_cost(&name, &bytes, &config, limits)
+                .map_err(invalid)?;
+            let batch = synthetic_candidates(a.nodes);
+            let warm = harness::measure(warmup, a.calls, || p.costs(&batch))?;
+            report(
+                out,
+                &format!("costs, {} candidates, resident instance", a.nodes),
+                &warm,
+            )?;
+            if name == "anti-thrash" {
+                let native = sluice_policy_anti_thrash::Config::parse(&config)
+                    .map(sluice_policy_anti_thrash::AntiThrash::new)
+                    .map_err(PolicyCliError::Invalid)?;
+                let n = harness::measure(warmup, a.calls, || native.costs(&batch))?;
+                report(
+                    out,
+                    &format!(
+                        "costs, {} candidates, native (same policy, no WebAssembly)",
+                        a.nodes
+                    ),
+                    &n,
+                )?;
+            }
+        }
     }
     Ok(())
 }
@@ -372,11 +441,13 @@ pub struct PolicyFlag {
     pub source: String,
 }
 
-/// Parses `placement=FILE.wasm|NAME` or `fairness=FILE.wasm|NAME`.
+/// Parses `placement=FILE.wasm|NAME`, `fairness=FILE.wasm|NAME` or `preemptioncost=FILE.wasm|NAME`.
 pub fn parse_policy_flag(s: &str) -> Result<PolicyFlag, String> {
-    let (kind, source) = s
-        .split_once('=')
-        .ok_or_else(|| format!("expected placement=FILE.wasm or fairness=FILE.wasm, got {s:?}"))?;
+    let (kind, source) = s.split_once('=').ok_or_else(|| {
+        format!(
+            "expected placement=FILE.wasm, fairness=FILE.wasm or preemptioncost=FILE.wasm, got {s:?}"
+        )
+    })?;
     let kind: ModuleKind = kind.parse()?;
     if source.is_empty() {
         return Err(format!(
@@ -397,6 +468,8 @@ pub struct SimulationPolicies {
     pub fairness: Option<Arc<dyn FairnessPolicy>>,
     /// Placement policy, loaded and checked.
     pub placement: Option<Arc<dyn PlacementPolicy>>,
+    /// Preemption-cost policy of every ClusterQueue (None: Kueue's preemption).
+    pub preemption_cost: Option<Arc<dyn PreemptionCostPolicy>>,
     /// The registry holding the modules (for their failure counters).
     pub registry: Option<PolicyRegistry>,
 }
@@ -437,6 +510,7 @@ pub fn load_simulation_policies(
         match registry.load(&f.source, kind, &bytes, "", ModuleLimits::default())? {
             LoadedModule::Fairness(m) => out.fairness = Some(m),
             LoadedModule::Placement(m) => out.placement = Some(m),
+            LoadedModule::PreemptionCost(m) => out.preemption_cost = Some(m),
         }
     }
     out.registry = Some(registry);
@@ -452,7 +526,7 @@ pub mod cluster {
     use sluice_sdk::kueue::v1beta2 as api;
     use sluice_sdk::sluice::policy_module::{
         CONDITION_COMPILED, CONDITION_DEGRADED, FAIRNESS_POLICY_ANNOTATION,
-        PLACEMENT_POLICY_ANNOTATION, PolicyModule,
+        PLACEMENT_POLICY_ANNOTATION, PREEMPTION_POLICY_ANNOTATION, PolicyModule,
     };
 
     use super::PolicyCommand;
@@ -558,7 +632,7 @@ pub mod cluster {
         ))
     }
 
-    /// ClusterQueues naming `name`, by annotation (placement, fairness).
+    /// ClusterQueues naming `name`, by annotation (placement, fairness, preemption).
     fn selected_by(cqs: &[api::ClusterQueue], name: &str) -> BTreeMap<&'static str, Vec<String>> {
         let mut out: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
         for cq in cqs {
@@ -566,6 +640,7 @@ pub mod cluster {
             for (key, what) in [
                 (PLACEMENT_POLICY_ANNOTATION, "placement"),
                 (FAIRNESS_POLICY_ANNOTATION, "fairness"),
+                (PREEMPTION_POLICY_ANNOTATION, "preemption"),
             ] {
                 if a.get(key).is_some_and(|v| v == name) {
                     out.entry(what)
@@ -745,7 +820,14 @@ pub mod cluster {
                  "metadata": {"name": "credits", "resourceVersion": "6", "creationTimestamp": "2026-01-01T02:00:00Z"},
                  "spec": {"kind": "fairness", "sha256": "fedcba9876543210fedc",
                     "configMapRef": {"namespace": "sluice-system", "name": "mods", "key": "credits.wasm"},
-                    "config": "{\"halfLifeSeconds\": 60}"}}
+                    "config": "{\"halfLifeSeconds\": 60}"}},
+                {"apiVersion": "sluice.dev/v1alpha1", "kind": "PolicyModule",
+                 "metadata": {"name": "calm", "resourceVersion": "7", "creationTimestamp": "2026-01-01T02:30:00Z"},
+                 "spec": {"kind": "preemptioncost", "module": "AGFzbQ0AAQA=", "sha256": "aabbccddeeff00112233",
+                    "config": "{\"minRunSeconds\": 600}"},
+                 "status": {"sha256": "aabbccddeeff00112233", "calls": 12,
+                    "conditions": [cond("Compiled", "True", "Loaded", "compiled and initialised"),
+                                   cond("Degraded", "False", "Healthy", "")]}}
             ]})
         }
 
@@ -760,7 +842,10 @@ pub mod cluster {
                                                                 "sluice.dev/fairness-policy": "credits"}},
                  "spec": {"namespaceSelector": {}, "resourceGroups": []}},
                 {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-                 "metadata": {"name": "plain"}, "spec": {"namespaceSelector": {}, "resourceGroups": []}}
+                 "metadata": {"name": "plain"}, "spec": {"namespaceSelector": {}, "resourceGroups": []}},
+                {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+                 "metadata": {"name": "careful", "annotations": {"sluice.dev/preemption-policy": "calm"}},
+                 "spec": {"namespaceSelector": {}, "resourceGroups": []}}
             ]})
         }
 
@@ -782,6 +867,11 @@ pub mod cluster {
                     "GET",
                     "/apis/sluice.dev/v1alpha1/policymodules/credits".into(),
                     items[1].clone(),
+                ),
+                (
+                    "GET",
+                    "/apis/sluice.dev/v1alpha1/policymodules/calm".into(),
+                    items[2].clone(),
                 ),
                 (
                     "GET",
@@ -813,9 +903,10 @@ pub mod cluster {
             let out = run_with(&m, &["ls"]).expect("ls");
             assert_eq!(
                 out,
-                "NAME      KIND        SHA256         COMPILED   DEGRADED   CALLS   FAILURES   AGE\n\
-                 pack      placement   0123456789ab   True       True       1250    5          3h\n\
-                 credits   fairness    fedcba987654   -          -          -       0          60m\n"
+                "NAME      KIND             SHA256         COMPILED   DEGRADED   CALLS   FAILURES   AGE\n\
+                 pack      placement        0123456789ab   True       True       1250    5          3h\n\
+                 credits   fairness         fedcba987654   -          -          -       0          60m\n\
+                 calm      preemptioncost   aabbccddeeff   True       False      12      0          30m\n"
             );
         }
 
@@ -878,10 +969,170 @@ pub mod cluster {
         }
 
         #[test]
+        fn inspect_shows_a_preemption_cost_module_and_its_cluster_queues() {
+            let m = cluster();
+            let out = run_with(&m, &["inspect", "calm"]).expect("inspect");
+            for needle in [
+                "Kind:          preemptioncost\n",
+                "Config:        {\"minRunSeconds\": 600}\n",
+                "  preemption       careful\n",
+            ] {
+                assert!(out.contains(needle), "{needle:?} not in\n{out}");
+            }
+            let out = run_with(&m, &["inspect", "calm", "-o", "json"]).expect("inspect");
+            let v: Value = serde_json::from_str(&out).expect("json");
+            assert_eq!(v["kind"], "preemptioncost");
+            assert_eq!(v["selectedBy"], json!({"preemption": ["careful"]}));
+        }
+
+        #[test]
         fn inspect_of_a_missing_module_is_an_api_error() {
             let m = cluster();
             let err = run_with(&m, &["inspect", "nope"]).expect_err("404");
             assert!(err.to_string().contains("not found"), "{err}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    }
+
+    fn run_to_string(command: PolicyCommand) -> (Result<(), PolicyCliError>, String) {
+        let mut out = Vec::new();
+        let r = run(&PolicyArgs { command }, &mut out);
+        (r, String::from_utf8(out).unwrap_or_default())
+    }
+
+    #[test]
+    fn policy_test_runs_the_anti_thrash_cases_by_name() {
+        let (r, out) = run_to_string(PolicyCommand::Test(TestArgs {
+            file: "anti-thrash".into(),
+            cases: root().join("policies-wasm/anti-thrash/cases.yaml"),
+        }));
+        assert!(r.is_ok(), "{r:?}\n{out}");
+        assert!(out.ends_with("3 passed, 0 failed\n"), "{out}");
+    }
+
+    #[test]
+    fn policy_test_reports_a_preemption_cost_case_that_fails() {
+        let dir = std::env::temp_dir().join(format!("sluice-cost-cases-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let cases = dir.join("cases.yaml");
+        std::fs::write(
+            &cases,
+            "kind: preemption-cost\nconfig: {minRunSeconds: 60}\ncases:\n\
+             - name: wrong on purpose\n  candidates:\n  - {workload: t/a, admittedSeconds: 10, timesPreempted: 1}\n\
+             \x20 expect: {boosts: [5], protected: []}\n",
+        )
+        .expect("case file");
+        let (r, out) = run_to_string(PolicyCommand::Test(TestArgs {
+            file: "anti-thrash".into(),
+            cases,
+        }));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            matches!(
+                r,
+                Err(PolicyCliError::CasesFailed {
+                    failed: 1,
+                    total: 1
+                })
+            ),
+            "{r:?}"
+        );
+        assert!(
+            out.contains("FAIL  wrong on purpose: boosts are [100], expected [5]"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn policy_bench_measures_anti_thrash_against_its_native_build() {
+        let (r, out) = run_to_string(PolicyCommand::Bench(BenchArgs {
+            file: "anti-thrash".into(),
+            kind: None,
+            nodes: 64,
+            calls: 10,
+            config: None,
+            deadline_ms: 1000,
+        }));
+        assert!(r.is_ok(), "{r:?}\n{out}");
+        assert!(
+            out.contains("costs, 64 candidates, resident instance: 10 calls"),
+            "{out}"
+        );
+        assert!(
+            out.contains("costs, 64 candidates, native (same policy, no WebAssembly): 10 calls"),
+            "{out}"
+        );
+        let (r, _) = run_to_string(PolicyCommand::Bench(BenchArgs {
+            file: "anti-thrash".into(),
+            kind: Some(ModuleKind::Placement),
+            nodes: 64,
+            calls: 10,
+            config: None,
+            deadline_ms: 1000,
+        }));
+        assert!(r.is_err_and(
+            |e| e.to_string() == "--kind placement: anti-thrash is a preemptioncost module"
+        ),);
+    }
+
+    #[test]
+    fn policy_push_prints_a_preemption_cost_manifest() {
+        let dir = std::env::temp_dir().join(format!("sluice-cost-push-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let wasm = dir.join("anti-thrash.wasm");
+        std::fs::write(&wasm, embedded::ANTI_THRASH).expect("module file");
+        let push = |config: &str| {
+            run_to_string(PolicyCommand::Push(PushArgs {
+                file: wasm.clone(),
+                name: "calm".into(),
+                kind: "preemption-cost"
+                    .parse()
+                    .expect("the world's name is a kind"),
+                config: Some(config.into()),
+                deadline_ms: None,
+                memory_limit_bytes: None,
+            }))
+        };
+        let (r, out) = push(r#"{"minRunSeconds": 600}"#);
+        let (refused, _) = push(r#"{"maxBoost": -1}"#);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(r.is_ok(), "{r:?}");
+        let pm: PolicyModule = serde_yaml::from_str(&out).expect("a PolicyModule");
+        assert_eq!(pm.spec.kind, PolicyKind::PreemptionCost);
+        assert!(out.contains("  kind: preemptioncost\n"), "{out}");
+        assert_eq!(pm.spec.sha256, sha256_hex(embedded::ANTI_THRASH));
+        let e = refused.expect_err("init refuses the config").to_string();
+        assert!(
+            e.contains("spec.config: the module's init refused it: anti-thrash config: maxBoost"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_simulator_flag_loads_a_preemption_cost_module() {
+        let flag = parse_policy_flag("preemptioncost=anti-thrash").expect("parses");
+        assert_eq!(flag.kind, ModuleKind::PreemptionCost);
+        let p = load_simulation_policies(&[flag]).expect("loads");
+        let policy = p.preemption_cost.expect("a preemption-cost policy");
+        assert_eq!(policy.name(), "anti-thrash");
+        let a = policy.costs(&synthetic_candidates(8)).expect("answers");
+        assert_eq!(a.boost.len(), 8);
+        let wrong =
+            load_simulation_policies(&[parse_policy_flag("fairness=anti-thrash").expect("parses")])
+                .expect_err("anti-thrash is not a fairness module");
+        assert!(
+            wrong
+                .to_string()
+                .contains("--policy fairness=anti-thrash: that is a preemptioncost module"),
+            "{wrong}"
+        );
     }
 }

@@ -1,5 +1,5 @@
 //! PolicyModules in the running operator: load (and reload) them as they change, route each ClusterQueue to the
-//! module its annotation names, keep the last good version serving when a new one fails, and work out the
+//! modules its annotations name (placement, preemption cost; fairness per cohort tree), keep the last good version serving when a new one fails, and work out the
 //! status, events and metrics that report all of it.
 //!
 //! The engine task owns one [`Policies`]; this module does no I/O itself: the engine task spawns the ConfigMap
@@ -15,17 +15,20 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{Resource, ResourceExt};
 use sluice_sdk::host::{HostConfig, PolicyHost};
 use sluice_sdk::kueue::v1beta2 as api;
+use sluice_sdk::kueue::v1beta2::PreemptionPolicy;
 use sluice_sdk::policy::PlacementPolicy;
+use sluice_sdk::policy::PreemptionCostPolicy;
 use sluice_sdk::policy::builtin::TopologyPack;
 use sluice_sdk::sluice::policy_module::{
     CONDITION_COMPILED, CONDITION_DEGRADED, FAIRNESS_POLICY_ANNOTATION,
-    PLACEMENT_POLICY_ANNOTATION, PolicyModule, PolicyModuleStatus,
+    PLACEMENT_POLICY_ANNOTATION, PREEMPTION_POLICY_ANNOTATION, PolicyModule, PolicyModuleStatus,
 };
 use tokio::time::Instant;
 
 use crate::engine::Engine;
 use crate::policy::{
-    GuardedFairness, GuardedPlacement, HealthSnapshot, PolicyRegistry, RegistryError, Selection,
+    GuardedFairness, GuardedPlacement, GuardedPreemptionCost, HealthSnapshot, PolicyRegistry,
+    RegistryError, Selection,
 };
 use crate::telemetry::{EventSeverity, Metrics};
 
@@ -89,6 +92,8 @@ pub struct Policies {
     applied_placement: BTreeMap<String, Arc<GuardedPlacement>>,
     /// Fairness modules applied to the engine, by root Cohort of the tree they order.
     applied_fairness: BTreeMap<String, Arc<GuardedFairness>>,
+    /// Preemption-cost modules applied to the engine, by ClusterQueue.
+    applied_preemption: BTreeMap<String, Arc<GuardedPreemptionCost>>,
     /// Selection problem reported per ClusterQueue.
     reported: BTreeMap<String, String>,
     /// Selection problem reported per Cohort.
@@ -181,6 +186,7 @@ impl Policies {
             written: BTreeMap::new(),
             applied_placement: BTreeMap::new(),
             applied_fairness: BTreeMap::new(),
+            applied_preemption: BTreeMap::new(),
             reported: BTreeMap::new(),
             reported_cohorts: BTreeMap::new(),
             degraded: BTreeSet::new(),
@@ -410,6 +416,7 @@ impl Policies {
     pub fn engine_rebuilt(&mut self) {
         self.applied_placement.clear();
         self.applied_fairness.clear();
+        self.applied_preemption.clear();
     }
 
     /// The fairness module that annotations name (see [`PolicyRegistry::fairness_named`]); with no host, every
@@ -427,9 +434,10 @@ impl Policies {
         }
     }
 
-    /// Puts each ClusterQueue on the placement module its annotation names, and each cohort tree on the
-    /// fairness module its ClusterQueues name; anything that cannot be honoured leaves the built-in serving,
-    /// with a Warning event on the ClusterQueue (once per problem).
+    /// Puts each ClusterQueue on the placement and preemption-cost modules its annotations name, and each cohort
+    /// tree on the fairness module its ClusterQueues name; anything that cannot be honoured leaves the built-in
+    /// serving (for preemption cost: Kueue's preemption, without boosts or protections), with a Warning event on
+    /// the ClusterQueue (once per problem).
     pub fn route(
         &mut self,
         cluster_queues: &BTreeMap<String, api::ClusterQueue>,
@@ -466,6 +474,7 @@ impl Policies {
                 }
             }
         }
+        let preemption = self.preemption_by_queue(cluster_queues, &mut problems);
         let mut cohort_problems: BTreeMap<String, String> = BTreeMap::new();
         let fairness = self.fairness_by_tree(
             cluster_queues,
@@ -492,6 +501,23 @@ impl Policies {
             }
         }
         self.applied_placement = placement;
+        for (cq, p) in &preemption {
+            if self
+                .applied_preemption
+                .get(cq)
+                .is_none_or(|old| !Arc::ptr_eq(old, p))
+            {
+                tracing::info!(cluster_queue = %cq, module = %p.name(), "preemption-cost module selected");
+                engine
+                    .set_preemption_cost_policy_for(cq, p.clone() as Arc<dyn PreemptionCostPolicy>);
+            }
+        }
+        for cq in self.applied_preemption.keys() {
+            if !preemption.contains_key(cq) {
+                engine.clear_preemption_cost_policy_for(cq);
+            }
+        }
+        self.applied_preemption = preemption;
         let fairness_changed = fairness.len() != self.applied_fairness.len()
             || fairness.iter().any(|(root, f)| {
                 self.applied_fairness
@@ -529,6 +555,55 @@ impl Policies {
         );
         self.reported = problems;
         self.reported_cohorts = cohort_problems;
+        out
+    }
+
+    /// The preemption-cost module of each ClusterQueue whose annotation names one that is loaded. Problems (a
+    /// module missing or of another kind, or one that is never consulted because the ClusterQueue preempts
+    /// nothing) go to the ClusterQueue.
+    fn preemption_by_queue(
+        &self,
+        cluster_queues: &BTreeMap<String, api::ClusterQueue>,
+        problems: &mut BTreeMap<String, String>,
+    ) -> BTreeMap<String, Arc<GuardedPreemptionCost>> {
+        let mut out = BTreeMap::new();
+        for (name, cq) in cluster_queues {
+            let a = cq.metadata.annotations.clone().unwrap_or_default();
+            let selected = match self.registry.as_ref() {
+                Some(r) => r.preemption_cost_for(&a),
+                None => match a.get(PREEMPTION_POLICY_ANNOTATION) {
+                    Some(m) => Err(RegistryError::Unknown(m.clone())),
+                    None => Ok(Selection::Builtin),
+                },
+            };
+            match selected {
+                Ok(Selection::Module(p)) => {
+                    // The policy of the preempting ClusterQueue is asked; one that preempts nothing never asks.
+                    let preemption = cq.spec.preemption();
+                    if preemption.within_cluster_queue() == PreemptionPolicy::Never
+                        && preemption.reclaim_within_cohort() == PreemptionPolicy::Never
+                    {
+                        append_problem(
+                            problems,
+                            name,
+                            &format!(
+                                "{PREEMPTION_POLICY_ANNOTATION}: PolicyModule {} is loaded but not consulted: this ClusterQueue's spec.preemption (withinClusterQueue and reclaimWithinCohort Never) lets its workloads preempt nothing",
+                                p.name()
+                            ),
+                        );
+                    }
+                    out.insert(name.clone(), p);
+                }
+                Ok(Selection::Builtin) => {}
+                Err(e) => append_problem(
+                    problems,
+                    name,
+                    &format!(
+                        "{PREEMPTION_POLICY_ANNOTATION}: {e}; this ClusterQueue's workloads preempt by Kueue's rules, without boosts or protections"
+                    ),
+                ),
+            }
+        }
         out
     }
 
@@ -883,6 +958,8 @@ pub fn merge_status(
 
 #[cfg(test)]
 mod tests {
+    use sluice_sdk::sluice::policy_module::{PolicyKind, PolicyModuleSpec};
+
     use super::*;
 
     fn cond(t: &str, s: &str, reason: &str, msg: &str) -> Condition {
@@ -1238,6 +1315,126 @@ mod tests {
             "{}",
             notices[0].note
         );
+    }
+
+    /// The shipped anti-thrash module as PolicyModule `name`.
+    fn cost_module(name: &str) -> PolicyModule {
+        let bytes = crate::policy::embedded::ANTI_THRASH;
+        PolicyModule::new(
+            name,
+            PolicyModuleSpec {
+                kind: PolicyKind::PreemptionCost,
+                module: Some(k8s_openapi::ByteString(bytes.to_vec())),
+                sha256: sluice_sdk::host::sha256_hex(bytes),
+                config: Some(r#"{"minRunSeconds": 600}"#.into()),
+                ..Default::default()
+            },
+        )
+    }
+
+    /// A ClusterQueue that preempts within itself (`LowerPriority`), so its preemption-cost module is asked.
+    fn preempting(name: &str, annotations: &[(&str, &str)]) -> (String, api::ClusterQueue) {
+        let (name, mut c) = cq(name, annotations);
+        c.spec.preemption = Some(api::ClusterQueuePreemption {
+            within_cluster_queue: Some(PreemptionPolicy::LowerPriority),
+            ..Default::default()
+        });
+        (name, c)
+    }
+
+    #[test]
+    fn each_cluster_queue_gets_the_preemption_cost_module_it_names() {
+        let mut p = policies_with_credits();
+        p.module_changed(cost_module("calm"), false);
+        let loaded = p.load_pending();
+        assert_eq!(loaded.len(), 1);
+        assert_eq!(loaded[0].reason, REASON_LOADED);
+        assert!(
+            loaded[0]
+                .note
+                .starts_with("preemptioncost module compiled and loaded"),
+            "{}",
+            loaded[0].note
+        );
+        let mut cqs: BTreeMap<String, api::ClusterQueue> = [
+            preempting("a", &[(PREEMPTION_POLICY_ANNOTATION, "calm")]),
+            preempting("b", &[(PREEMPTION_POLICY_ANNOTATION, "credits")]),
+            preempting("c", &[(PREEMPTION_POLICY_ANNOTATION, "missing")]),
+            cq("d", &[(PREEMPTION_POLICY_ANNOTATION, "calm")]),
+            preempting("e", &[(PLACEMENT_POLICY_ANNOTATION, "calm")]),
+            preempting("f", &[]),
+        ]
+        .into();
+        let mut engine = Engine::new(crate::engine::EngineConfig::default());
+        sync(&mut engine, &cqs);
+        let notices = p.route(&cqs, &BTreeMap::new(), &mut engine);
+        // a names it; d names it too but preempts nothing, which it is told; f names nothing.
+        assert_eq!(engine.preemption_cost_policy_name("a"), Some("calm"));
+        assert_eq!(engine.preemption_cost_policy_name("d"), Some("calm"));
+        assert_eq!(engine.preemption_cost_policy_name("b"), None);
+        assert_eq!(engine.preemption_cost_policy_name("c"), None);
+        assert_eq!(engine.preemption_cost_policy_name("f"), None);
+        assert_eq!(
+            names(&notices),
+            [
+                (REASON_FALLBACK, "b".into()),
+                (REASON_FALLBACK, "c".into()),
+                (REASON_FALLBACK, "d".into()),
+                (REASON_FALLBACK, "e".into())
+            ]
+        );
+        let problem = |cq: &str| p.problem(cq).unwrap_or_default().to_string();
+        assert_eq!(
+            problem("b"),
+            "sluice.dev/preemption-policy: PolicyModule credits is a fairness module, but sluice.dev/preemption-policy needs a preemption-cost module; this ClusterQueue's workloads preempt by Kueue's rules, without boosts or protections"
+        );
+        assert!(
+            problem("c").contains("no PolicyModule named \"missing\" is loaded"),
+            "{}",
+            problem("c")
+        );
+        assert!(
+            problem("d").contains("calm is loaded but not consulted")
+                && problem("d").contains("preempt nothing"),
+            "{}",
+            problem("d")
+        );
+        assert!(
+            problem("e").contains("calm is a preemption-cost module, but sluice.dev/placement-policy needs a placement module"),
+            "{}",
+            problem("e")
+        );
+        assert!(p.route(&cqs, &BTreeMap::new(), &mut engine).is_empty());
+
+        // c's annotation removed: it is told the problem is gone; deleting the module clears a and d.
+        cqs.extend([preempting("c", &[])]);
+        let notices = p.route(&cqs, &BTreeMap::new(), &mut engine);
+        assert_eq!(names(&notices), [(REASON_SELECTED, "c".into())]);
+        p.module_changed(cost_module("calm"), true);
+        let notices = p.route(&cqs, &BTreeMap::new(), &mut engine);
+        assert_eq!(engine.preemption_cost_policy_name("a"), None);
+        assert_eq!(engine.preemption_cost_policy_name("d"), None);
+        assert!(
+            note_of(&notices, "a").is_some_and(|m| m.contains("no PolicyModule named \"calm\"")),
+            "{notices:?}"
+        );
+    }
+
+    #[test]
+    fn a_rebuilt_engine_gets_the_preemption_cost_modules_again() {
+        let mut p = policies_with_credits();
+        p.module_changed(cost_module("calm"), false);
+        p.load_pending();
+        let cqs: BTreeMap<String, api::ClusterQueue> =
+            [preempting("a", &[(PREEMPTION_POLICY_ANNOTATION, "calm")])].into();
+        let mut engine = Engine::new(crate::engine::EngineConfig::default());
+        sync(&mut engine, &cqs);
+        p.route(&cqs, &BTreeMap::new(), &mut engine);
+        let mut fresh = Engine::new(crate::engine::EngineConfig::default());
+        sync(&mut fresh, &cqs);
+        p.engine_rebuilt();
+        p.route(&cqs, &BTreeMap::new(), &mut fresh);
+        assert_eq!(fresh.preemption_cost_policy_name("a"), Some("calm"));
     }
 
     #[test]

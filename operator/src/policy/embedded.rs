@@ -15,8 +15,18 @@ pub const FAIR_CREDITS: &[u8] =
 /// `drs` (fairness; the built-in DRS reimplemented as a module).
 pub const DRS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sluice_policy_drs.wasm"));
 
+/// `anti-thrash` (preemption cost).
+pub const ANTI_THRASH: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/sluice_policy_anti_thrash.wasm"));
+
 /// Names of the embedded modules.
-pub const NAMES: &[&str] = &["topology-pack", "spread", "fair-credits", "drs"];
+pub const NAMES: &[&str] = &[
+    "topology-pack",
+    "spread",
+    "fair-credits",
+    "drs",
+    "anti-thrash",
+];
 
 /// The kind and bytes of an embedded module.
 pub fn by_name(name: &str) -> Option<(ModuleKind, &'static [u8])> {
@@ -25,6 +35,7 @@ pub fn by_name(name: &str) -> Option<(ModuleKind, &'static [u8])> {
         "spread" => Some((ModuleKind::Placement, SPREAD)),
         "fair-credits" => Some((ModuleKind::Fairness, FAIR_CREDITS)),
         "drs" => Some((ModuleKind::Fairness, DRS)),
+        "anti-thrash" => Some((ModuleKind::PreemptionCost, ANTI_THRASH)),
         _ => None,
     }
 }

@@ -8,7 +8,7 @@ use sluice_sdk::host::{LoadError, ModuleKind, ModuleLimits, PolicyHost, sha256_h
 use sluice_sdk::policy::PlacementPolicy;
 use sluice_sdk::sluice::policy_module::{
     CONDITION_COMPILED, CONDITION_DEGRADED, FAIRNESS_POLICY_ANNOTATION,
-    PLACEMENT_POLICY_ANNOTATION, PolicyModule, PolicyModuleStatus,
+    PLACEMENT_POLICY_ANNOTATION, PREEMPTION_POLICY_ANNOTATION, PolicyModule, PolicyModuleStatus,
 };
 use thiserror::Error;
 
@@ -16,6 +16,7 @@ use super::embedded;
 use super::fairness::GuardedFairness;
 use super::health::{HealthSnapshot, ModuleHealth};
 use super::placement::GuardedPlacement;
+use super::preemption_cost::GuardedPreemptionCost;
 
 /// Why a module could not be registered or selected.
 #[derive(Debug, Error, PartialEq)]
@@ -34,7 +35,7 @@ pub enum RegistryError {
     /// No module of that name is loaded.
     #[error("no PolicyModule named {0:?} is loaded")]
     Unknown(String),
-    /// The named module is of the other kind.
+    /// The named module is of another kind.
     #[error("PolicyModule {name} is a {got} module, but {annotation} needs a {want} module")]
     WrongKind {
         /// Module name.
@@ -58,6 +59,19 @@ pub enum LoadedModule {
     Placement(Arc<GuardedPlacement>),
     /// A fairness module.
     Fairness(Arc<GuardedFairness>),
+    /// A preemption-cost module.
+    PreemptionCost(Arc<GuardedPreemptionCost>),
+}
+
+impl LoadedModule {
+    /// The world the module implements.
+    pub fn kind(&self) -> ModuleKind {
+        match self {
+            Self::Placement(_) => ModuleKind::Placement,
+            Self::Fairness(_) => ModuleKind::Fairness,
+            Self::PreemptionCost(_) => ModuleKind::PreemptionCost,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -151,6 +165,17 @@ impl PolicyRegistry {
                     .load_fairness(name, bytes, config, limits)
                     .map_err(err)?;
                 LoadedModule::Fairness(Arc::new(GuardedFairness::new(
+                    name,
+                    Arc::new(m),
+                    health.clone(),
+                )))
+            }
+            ModuleKind::PreemptionCost => {
+                let m = self
+                    .host
+                    .load_preemption_cost(name, bytes, config, limits)
+                    .map_err(err)?;
+                LoadedModule::PreemptionCost(Arc::new(GuardedPreemptionCost::new(
                     name,
                     Arc::new(m),
                     health.clone(),
@@ -306,12 +331,33 @@ impl PolicyRegistry {
         match self.modules.get(name).map(|e| &e.module) {
             None => Err(RegistryError::Unknown(name.clone())),
             Some(LoadedModule::Placement(p)) => Ok(Selection::Module(p.clone())),
-            Some(LoadedModule::Fairness(_)) => Err(RegistryError::WrongKind {
-                name: name.clone(),
-                annotation: PLACEMENT_POLICY_ANNOTATION,
-                want: "placement",
-                got: "fairness",
-            }),
+            Some(other) => Err(wrong_kind(
+                name,
+                PLACEMENT_POLICY_ANNOTATION,
+                ModuleKind::Placement,
+                other,
+            )),
+        }
+    }
+
+    /// The preemption-cost policy of a ClusterQueue with `annotations`: the module
+    /// [`PREEMPTION_POLICY_ANNOTATION`] names, or none (Kueue's preemption) without it.
+    pub fn preemption_cost_for(
+        &self,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<Selection<Arc<GuardedPreemptionCost>>, RegistryError> {
+        let Some(name) = annotations.get(PREEMPTION_POLICY_ANNOTATION) else {
+            return Ok(Selection::Builtin);
+        };
+        match self.modules.get(name).map(|e| &e.module) {
+            None => Err(RegistryError::Unknown(name.clone())),
+            Some(LoadedModule::PreemptionCost(p)) => Ok(Selection::Module(p.clone())),
+            Some(other) => Err(wrong_kind(
+                name,
+                PREEMPTION_POLICY_ANNOTATION,
+                ModuleKind::PreemptionCost,
+                other,
+            )),
         }
     }
 
@@ -333,12 +379,27 @@ impl PolicyRegistry {
         match self.modules.get(name).map(|e| &e.module) {
             None => Err(RegistryError::Unknown(name.clone())),
             Some(LoadedModule::Fairness(f)) => Ok(Selection::Module(f.clone())),
-            Some(LoadedModule::Placement(_)) => Err(RegistryError::WrongKind {
-                name: name.clone(),
-                annotation: FAIRNESS_POLICY_ANNOTATION,
-                want: "fairness",
-                got: "placement",
-            }),
+            Some(other) => Err(wrong_kind(
+                name,
+                FAIRNESS_POLICY_ANNOTATION,
+                ModuleKind::Fairness,
+                other,
+            )),
         }
+    }
+}
+
+/// The error for `annotation` naming module `name`, which is `got` rather than a `want` module.
+fn wrong_kind(
+    name: &str,
+    annotation: &'static str,
+    want: ModuleKind,
+    got: &LoadedModule,
+) -> RegistryError {
+    RegistryError::WrongKind {
+        name: name.to_string(),
+        annotation,
+        want: want.world(),
+        got: got.kind().world(),
     }
 }

@@ -1,6 +1,7 @@
 //! Policy modules on the real API server: `sluice policy push` of a shipped module, the operator loading it and
-//! switching the ClusterQueue that names it (PolicySelected), a new version hot-swapped, and a broken module
-//! refused by the API server through the validating webhook.
+//! switching the ClusterQueue that names it (PolicySelected), a new version hot-swapped, a broken module
+//! refused by the API server through the validating webhook, and the same for a preemption-cost module (the
+//! CRD's `preemptioncost` kind, the webhook's world check, the ClusterQueue's `sluice.dev/preemption-policy`).
 
 use k8s_openapi::api::core::v1::Event;
 use kube::Api;
@@ -144,6 +145,83 @@ spec:
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("vpolicymodule.sluice.dev"), "{err}");
     assert!(err.contains("spec.module"), "{err}");
+
+    // Preemption cost: a ClusterQueue naming a module not pushed yet falls back to Kueue's rules.
+    plane.kubectl(
+        &["apply", "-f", "-"],
+        Some(
+            r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: careful
+  annotations: {sluice.dev/preemption-policy: calm}
+spec:
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default
+      resources: [{name: cpu, nominalQuota: 4}]
+"#,
+        ),
+    );
+    wait_event(
+        &client,
+        "PolicyFallback",
+        "ClusterQueue/careful",
+        "no PolicyModule named \"calm\"",
+    )
+    .await;
+    let costs = plane.file("anti-thrash.wasm");
+    std::fs::write(&costs, embedded::ANTI_THRASH).expect("module file");
+    let costs = costs.display().to_string();
+    let manifest = sluice_stdout(&[
+        "policy",
+        "push",
+        &costs,
+        "--name",
+        "calm",
+        "--kind",
+        "preemptioncost",
+        "--config",
+        r#"{"minRunSeconds": 600}"#,
+    ]);
+    assert!(manifest.contains("kind: preemptioncost"), "{manifest}");
+    plane.kubectl(&["apply", "--server-side", "-f", "-"], Some(&manifest));
+    wait_event(
+        &client,
+        "PolicyModuleLoaded",
+        "PolicyModule/calm",
+        "preemptioncost module compiled and loaded",
+    )
+    .await;
+    wait_event(&client, "PolicySelected", "ClusterQueue/careful", "").await;
+    let inspect = sluice_on(&plane, &["policy", "inspect", "calm"]);
+    assert!(
+        inspect.contains("Kind:          preemptioncost")
+            && inspect.contains("preemption       careful"),
+        "{inspect}"
+    );
+
+    // A placement module declared as a preemption-cost one is refused by the webhook's world check.
+    let wrong = format!(
+        "apiVersion: sluice.dev/v1alpha1\nkind: PolicyModule\nmetadata: {{name: wrong-world}}\nspec:\n  kind: preemptioncost\n  sha256: {}\n  module: {}\n",
+        sluice_sdk::host::sha256_hex(embedded::SPREAD),
+        base64_of(embedded::SPREAD),
+    );
+    let out = plane.kubectl_output(&["apply", "-f", "-"], Some(&wrong));
+    assert!(
+        !out.status.success(),
+        "a module of the wrong world was accepted"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "spec.kind: the module does not implement the sluice:policy/preemption-cost world"
+        ),
+        "{err}"
+    );
 }
 
 fn base64_of(bytes: &[u8]) -> String {

@@ -1,7 +1,7 @@
 //! Table-driven cases for `sluice policy test FILE.wasm CASES.yaml`.
 //!
 //! ```yaml
-//! kind: placement            # or fairness
+//! kind: placement            # or fairness, preemptioncost
 //! config: {}                 # the module's JSON configuration
 //! levels: [block, rack]      # topology levels of the fixture nodes (hostname is added)
 //! cases:
@@ -16,6 +16,12 @@
 //!   - {ratio: 500, priority: 0, timestamp: 1}
 //!   - {ratio: 100, priority: 0, timestamp: 2}
 //!   expect: {order: [1, 0]}
+//! - name: preemption cost          # preemptioncost modules: candidates of one search
+//!   preemptorPriority: 100
+//!   candidates:
+//!   - {workload: team/fresh, admittedSeconds: 60}
+//!   - {workload: team/old, admittedSeconds: 7200, timesPreempted: 2, gpus: 8}
+//!   expect: {boosts: [0, 200], protected: [team/fresh]}
 //! ```
 
 use std::collections::BTreeMap;
@@ -27,6 +33,7 @@ use super::{Harness, HarnessError, place_gang, ranking, rejected};
 use crate::host::ModuleKind;
 use crate::policy::fairness::{FairnessPolicy, OrderBatch, ShareBatch};
 use crate::policy::placement::PlacementPolicy;
+use crate::policy::preemption_cost::{CandidateBatch, PreemptionCostPolicy};
 
 /// A file of cases for one module.
 #[derive(Clone, Debug, Deserialize)]
@@ -62,6 +69,12 @@ pub struct Case {
     /// Fairness: share inputs.
     #[serde(default)]
     pub shares: Vec<ShareCase>,
+    /// Preemption cost: the candidates of one preemption search.
+    #[serde(default)]
+    pub candidates: Vec<CandidateCase>,
+    /// Preemption cost: the preemptor's priority.
+    #[serde(default)]
+    pub preemptor_priority: i32,
     /// What must hold.
     pub expect: Expect,
 }
@@ -163,6 +176,37 @@ pub struct ShareCase {
     pub history: f64,
 }
 
+/// A preemption candidate.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CandidateCase {
+    /// `namespace/name` of the Workload (default `cases/candidate-N`, N from 0).
+    #[serde(default)]
+    pub workload: Option<String>,
+    /// ClusterQueue holding it.
+    #[serde(default = "default_cluster_queue")]
+    pub cluster_queue: String,
+    /// Base priority.
+    #[serde(default)]
+    pub priority: i32,
+    /// Seconds since its quota was reserved.
+    #[serde(default)]
+    pub admitted_seconds: f64,
+    /// Seconds since its last checkpoint (default: `admittedSeconds`).
+    #[serde(default)]
+    pub since_checkpoint_seconds: Option<f64>,
+    /// Times it was preempted before.
+    #[serde(default)]
+    pub times_preempted: u32,
+    /// GPUs it holds.
+    #[serde(default = "one")]
+    pub gpus: u32,
+}
+
+fn default_cluster_queue() -> String {
+    "cases".to_string()
+}
+
 /// Expectations; every one given must hold.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -185,6 +229,12 @@ pub struct Expect {
     /// Fairness: the share ratios (within 1e-9).
     #[serde(default)]
     pub ratios: Option<Vec<f64>>,
+    /// Preemption cost: the boost of each candidate, in order.
+    #[serde(default)]
+    pub boosts: Option<Vec<i32>>,
+    /// Preemption cost: exactly these candidates (by workload) are protected.
+    #[serde(default)]
+    pub protected: Option<Vec<String>>,
 }
 
 /// Outcome of one case.
@@ -228,8 +278,67 @@ pub fn run(h: &Harness, bytes: &[u8], file: &CaseFile) -> Result<Vec<CaseResult>
                 });
             }
         }
+        ModuleKind::PreemptionCost => {
+            let p = h.preemption_cost(bytes, &config)?;
+            for c in &file.cases {
+                out.push(CaseResult {
+                    name: c.name.clone(),
+                    failure: preemption_cost_case(&p, c).err(),
+                });
+            }
+        }
     }
     Ok(out)
+}
+
+/// The candidate batch a case describes.
+pub fn candidate_batch(c: &Case) -> CandidateBatch {
+    let mut b = CandidateBatch {
+        preemptor_priority: c.preemptor_priority,
+        ..CandidateBatch::default()
+    };
+    for (i, k) in c.candidates.iter().enumerate() {
+        b.push(
+            k.workload
+                .clone()
+                .unwrap_or_else(|| format!("cases/candidate-{i}")),
+            k.cluster_queue.clone(),
+            k.priority,
+            k.admitted_seconds,
+            k.since_checkpoint_seconds.unwrap_or(k.admitted_seconds),
+            k.times_preempted,
+            k.gpus,
+        );
+    }
+    b
+}
+
+fn preemption_cost_case(p: &dyn PreemptionCostPolicy, c: &Case) -> Result<(), String> {
+    if c.candidates.is_empty() {
+        return Err("a preemption-cost case needs candidates".into());
+    }
+    let batch = candidate_batch(c);
+    let answers = p.costs(&batch).map_err(|e| e.to_string())?;
+    answers
+        .check(p.name(), batch.len())
+        .map_err(|e| e.to_string())?;
+    if let Some(want) = &c.expect.boosts
+        && &answers.boost != want
+    {
+        return Err(format!("boosts are {:?}, expected {want:?}", answers.boost));
+    }
+    if let Some(want) = &c.expect.protected {
+        let got: Vec<&String> = batch
+            .workload
+            .iter()
+            .zip(&answers.protected)
+            .filter_map(|(w, &p)| p.then_some(w))
+            .collect();
+        if got.iter().copied().ne(want.iter()) {
+            return Err(format!("protected {got:?}, expected {want:?}"));
+        }
+    }
+    Ok(())
 }
 
 fn placement_case(

@@ -27,7 +27,10 @@ pub use builders::{NodeBatchBuilder, NodeSpec, PodSetBuilder, synthetic_cluster}
 pub use gang::{GangPlacement, place_gang};
 pub use latency::{Percentiles, measure};
 
-use crate::host::{HostConfig, LoadError, ModuleLimits, PolicyHost, WasmFairness, WasmPlacement};
+use crate::host::{
+    HostConfig, LoadError, ModuleLimits, PolicyHost, WasmFairness, WasmPlacement,
+    WasmPreemptionCostPolicy,
+};
 use crate::policy::placement::{NodeBatch, NodeScores};
 
 /// Why the harness could not load a module.
@@ -126,6 +129,33 @@ impl Harness {
         let (name, bytes) = read(path.as_ref())?;
         self.host
             .load_fairness(&name, &bytes, config, self.limits)
+            .map_err(|error| HarnessError::Load { path: name, error })
+    }
+
+    /// Loads a preemption-cost module from bytes.
+    pub fn preemption_cost(
+        &self,
+        bytes: &[u8],
+        config: &str,
+    ) -> Result<WasmPreemptionCostPolicy, HarnessError> {
+        let name = format!("sha256:{}", &crate::host::sha256_hex(bytes)[..12]);
+        self.host
+            .load_preemption_cost(&name, bytes, config, self.limits)
+            .map_err(|error| HarnessError::Load {
+                path: "bytes".into(),
+                error,
+            })
+    }
+
+    /// Loads a preemption-cost module from a file.
+    pub fn preemption_cost_file(
+        &self,
+        path: impl AsRef<Path>,
+        config: &str,
+    ) -> Result<WasmPreemptionCostPolicy, HarnessError> {
+        let (name, bytes) = read(path.as_ref())?;
+        self.host
+            .load_preemption_cost(&name, &bytes, config, self.limits)
             .map_err(|error| HarnessError::Load { path: name, error })
     }
 }

@@ -46,6 +46,7 @@ pub(crate) fn check_bytes(bytes: &[u8]) -> Result<(), LoadError> {
 pub const TYPE_INTERFACES: &[&str] = &[
     "sluice:policy/placement-types@0.1.0",
     "sluice:policy/fairness-types@0.1.0",
+    "sluice:policy/preemption-cost-types@0.1.0",
 ];
 
 /// Rejects a component whose imports go beyond [`ALLOWED_IMPORT_PREFIXES`] and the contract's

@@ -14,6 +14,7 @@
 mod fairness;
 mod load;
 mod placement;
+mod preemption_cost;
 mod sandbox;
 #[cfg(feature = "api")]
 pub mod validate;
@@ -30,6 +31,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 pub use fairness::WasmFairness;
 pub use load::ALLOWED_IMPORT_PREFIXES;
 pub use placement::WasmPlacement;
+pub use preemption_cost::WasmPreemptionCostPolicy;
 use sandbox::StoreState;
 
 /// The world a module implements.
@@ -40,14 +42,31 @@ pub enum ModuleKind {
     Placement,
     /// `sluice:policy/fairness`.
     Fairness,
+    /// `sluice:policy/preemption-cost` (written `preemptioncost`, as `PolicyModule.spec.kind` is).
+    #[serde(alias = "preemption-cost")]
+    PreemptionCost,
 }
 
 impl ModuleKind {
-    /// Lower-case name (`placement`, `fairness`).
+    /// Every kind.
+    pub const ALL: [ModuleKind; 3] = [Self::Placement, Self::Fairness, Self::PreemptionCost];
+
+    /// Lower-case name, as `PolicyModule.spec.kind` and the case files spell it (`placement`,
+    /// `fairness`, `preemptioncost`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Placement => "placement",
             Self::Fairness => "fairness",
+            Self::PreemptionCost => "preemptioncost",
+        }
+    }
+
+    /// Name of the WIT world in `sluice:policy` (`placement`, `fairness`, `preemption-cost`).
+    pub fn world(self) -> &'static str {
+        match self {
+            Self::Placement => "placement",
+            Self::Fairness => "fairness",
+            Self::PreemptionCost => "preemption-cost",
         }
     }
 }
@@ -55,11 +74,11 @@ impl ModuleKind {
 impl std::str::FromStr for ModuleKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "placement" => Ok(Self::Placement),
-            "fairness" => Ok(Self::Fairness),
-            _ => Err(format!("kind must be placement or fairness, not {s:?}")),
-        }
+        // The world's own name is accepted too: it is what a module author knows the world by.
+        Self::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s || k.world() == s)
+            .ok_or_else(|| format!("kind must be placement, fairness or preemptioncost, not {s:?}"))
     }
 }
 
@@ -326,6 +345,26 @@ impl PolicyHost {
         )
     }
 
+    /// Loads a preemption-cost module: compiles (cached), checks the world, instantiates and runs `init`.
+    pub fn load_preemption_cost(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        config: &str,
+        limits: ModuleLimits,
+    ) -> Result<WasmPreemptionCostPolicy, LoadError> {
+        let (deadline, memory) = self.resolve_limits(limits)?;
+        let compiled = self.compile(bytes)?;
+        WasmPreemptionCostPolicy::new(
+            self.shared.clone(),
+            compiled,
+            name,
+            config,
+            deadline,
+            memory,
+        )
+    }
+
     /// Validates a module of `kind`: compiles it, checks its imports and world, runs `init`.
     pub fn validate(
         &self,
@@ -340,6 +379,9 @@ impl PolicyHost {
                 .map(drop),
             ModuleKind::Fairness => self
                 .load_fairness("validate", bytes, config, limits)
+                .map(drop),
+            ModuleKind::PreemptionCost => self
+                .load_preemption_cost("validate", bytes, config, limits)
                 .map(drop),
         }
     }

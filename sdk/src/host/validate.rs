@@ -22,6 +22,7 @@ pub fn kind_of(kind: PolicyKind) -> ModuleKind {
     match kind {
         PolicyKind::Placement => ModuleKind::Placement,
         PolicyKind::Fairness => ModuleKind::Fairness,
+        PolicyKind::PreemptionCost => ModuleKind::PreemptionCost,
     }
 }
 

@@ -1,8 +1,10 @@
-//! `PolicyModule` (`sluice.dev/v1alpha1`): a placement or fairness policy compiled to WebAssembly.
+//! `PolicyModule` (`sluice.dev/v1alpha1`): a placement, fairness or preemption-cost policy compiled
+//! to WebAssembly.
 //!
 //! Cluster-scoped, like the ClusterQueues that select it: a ClusterQueue names a module in the
-//! annotation [`PLACEMENT_POLICY_ANNOTATION`] or [`FAIRNESS_POLICY_ANNOTATION`], and an
-//! annotation has no namespace to resolve a namespaced name in. The module bytes come inline
+//! annotation [`PLACEMENT_POLICY_ANNOTATION`], [`FAIRNESS_POLICY_ANNOTATION`] or
+//! [`PREEMPTION_POLICY_ANNOTATION`], and an annotation has no namespace to resolve a namespaced
+//! name in. The module bytes come inline
 //! (`spec.module`, base64) or from a ConfigMap's `binaryData` (`spec.configMapRef`); either way
 //! `spec.sha256` pins them.
 
@@ -18,6 +20,9 @@ use serde::{Deserialize, Serialize};
 pub const PLACEMENT_POLICY_ANNOTATION: &str = "sluice.dev/placement-policy";
 /// ClusterQueue annotation naming the PolicyModule that orders its cohort's heads.
 pub const FAIRNESS_POLICY_ANNOTATION: &str = "sluice.dev/fairness-policy";
+/// ClusterQueue annotation naming the PolicyModule that boosts or protects the candidates of the
+/// preemptions its workloads make.
+pub const PREEMPTION_POLICY_ANNOTATION: &str = "sluice.dev/preemption-policy";
 /// Condition type: the module compiled, passed the import and world checks, and `init` accepted its config.
 pub const CONDITION_COMPILED: &str = "Compiled";
 /// Condition type: the module failed too many calls in a row and is no longer called.
@@ -32,6 +37,8 @@ pub enum PolicyKind {
     Placement,
     /// `sluice:policy/fairness`: shares and order of competing heads.
     Fairness,
+    /// `sluice:policy/preemption-cost`: a priority boost or a protection per preemption candidate.
+    PreemptionCost,
 }
 
 impl PolicyKind {
@@ -40,6 +47,7 @@ impl PolicyKind {
         match self {
             Self::Placement => "placement",
             Self::Fairness => "fairness",
+            Self::PreemptionCost => "preemptioncost",
         }
     }
 }
@@ -70,7 +78,7 @@ pub struct ConfigMapModuleRef {
     printcolumn = r#"{"name":"Kind","type":"string","jsonPath":".spec.kind"}"#,
     printcolumn = r#"{"name":"Compiled","type":"string","jsonPath":".status.conditions[?(@.type==\"Compiled\")].status"}"#,
     printcolumn = r#"{"name":"Degraded","type":"string","jsonPath":".status.conditions[?(@.type==\"Degraded\")].status"}"#,
-    doc = "A Sluice placement or fairness policy compiled to a WebAssembly component (wasm32-wasip2)."
+    doc = "A Sluice placement, fairness or preemption-cost policy compiled to a WebAssembly component (wasm32-wasip2)."
 )]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyModuleSpec {
@@ -150,5 +158,23 @@ mod tests {
         assert_eq!(pm.spec.deadline_ms, Some(3));
         let back = serde_json::to_value(&pm).unwrap();
         assert_eq!(back["spec"]["module"], "AGFzbQ0AAQA=");
+    }
+
+    #[test]
+    fn kinds_are_written_as_the_schema_lists_them() {
+        let crd = serde_json::to_value(PolicyModule::crd()).unwrap();
+        let listed = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            ["properties"]["kind"]["enum"];
+        assert_eq!(
+            listed,
+            &serde_json::json!(["placement", "fairness", "preemptioncost"])
+        );
+        for kind in [
+            PolicyKind::Placement,
+            PolicyKind::Fairness,
+            PolicyKind::PreemptionCost,
+        ] {
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
+        }
     }
 }
