@@ -57,7 +57,7 @@ fn status_mut(wl: &mut api::Workload) -> &mut api::WorkloadStatus {
     wl.status.get_or_insert_with(Default::default)
 }
 
-/// An active condition of `type_` becomes False with "Previously: <message>", as Kueue does on re-admission.
+/// An active condition of `type_` becomes False with `"Previously: <message>"`, as Kueue does on re-admission.
 fn reset_active(conditions: &mut Vec<Condition>, type_: &str, reason: &str, now: engine::Time) {
     if let Some(prev) = condition(conditions, type_).filter(|c| c.status == "True") {
         let message = format!("Previously: {}", prev.message);

@@ -880,13 +880,7 @@ impl Policies {
             let ok_before = base.calls.saturating_sub(failed(&base));
             let add = |outcome: &str, n: u64| {
                 if n > 0 {
-                    metrics
-                        .policy_module_calls
-                        .get_or_create(&vec![
-                            ("module", name.clone()),
-                            ("outcome", outcome.to_string()),
-                        ])
-                        .inc_by(n);
+                    metrics.policy_module_called(&name, outcome, n);
                 }
             };
             add("ok", ok_now.saturating_sub(ok_before));
@@ -894,10 +888,7 @@ impl Policies {
                 let was = base.failures.get(class).copied().unwrap_or(0);
                 add(class, n.saturating_sub(was));
             }
-            metrics
-                .policy_degraded
-                .get_or_create(&vec![("module", name.clone())])
-                .set(i64::from(h.degraded));
+            metrics.policy_module_degraded(&name, h.degraded);
             self.metered.insert(name, h);
         }
         self.metered

@@ -113,13 +113,7 @@ impl Writer {
     }
 
     fn retried(&self, verb: &str, reason: &str) {
-        self.metrics
-            .api_write_retries
-            .get_or_create(&vec![
-                ("verb", verb.to_string()),
-                ("reason", reason.to_string()),
-            ])
-            .inc();
+        self.metrics.api_write_retried(verb, reason);
     }
 
     /// Applies `mutate` to `cached` (the last copy read) and writes the difference to `endpoint`, re-reading and

@@ -229,43 +229,17 @@ impl EngineTask {
     }
 
     async fn create_pod_group_workload(&mut self, key: &PodGroupKey, pods: &[Pod]) -> bool {
-        let wl = match pod_group::workload(key, pods, &self.cache.priorities) {
-            Ok(Some(w)) => w,
+        match pod_group::workload(key, pods, &self.cache.priorities) {
+            Ok(Some(wl)) => {
+                self.create_owned_workload(pods.first().map(reference), &wl)
+                    .await
+            }
             Ok(None) => return false,
             Err(e) => {
-                tracing::warn!(error = %e, "cannot build a workload for the pod group");
                 self.unbuilt_pod_groups.insert(key.clone());
-                if let Some(p) = pods.first() {
-                    self.event(
-                        reference(p),
-                        EventSeverity::Warning,
-                        "ErrWorkloadCompose",
-                        "Create",
-                        format!("Workload not created: {e}"),
-                    );
-                }
+                self.workload_not_built(pods.first().map(reference), "ErrWorkloadCompose", &e);
                 return false;
             }
-        };
-        let api = self.apis.workloads(key.namespace());
-        match self.writer.create(&api, &wl).await {
-            Ok(Some(created)) => {
-                let wkey = workload_key(&created);
-                if let Some(p) = pods.first() {
-                    self.event(
-                        reference(p),
-                        EventSeverity::Normal,
-                        "CreatedWorkload",
-                        "Create",
-                        format!("Created Workload: {wkey}"),
-                    );
-                }
-                self.cache.workloads.insert(wkey.clone(), created);
-                self.sync_workload(&wkey);
-                self.queues_dirty = true;
-            }
-            Ok(None) => {}
-            Err(e) => tracing::error!(error = %e, "workload creation failed"),
         }
         true
     }

@@ -242,7 +242,7 @@ fn section(html: &mut String, id: &str, heading: &str, note: &str, svg: &str) {
     );
 }
 
-/// plotters writes a standalone SVG document; inline in HTML only the <svg> element is wanted.
+/// plotters writes a standalone SVG document; inline in HTML only the `<svg>` element is wanted.
 fn strip_xml_declaration(svg: &str) -> &str {
     match svg.find("<svg") {
         Some(i) => &svg[i..],

@@ -1,0 +1,472 @@
+//! Watched objects into the cache and the engine: each change absorbed, the engine's view of a workload kept
+//! in line with the cache, and the engine rebuilt from the cache on taking the lead.
+
+use k8s_openapi::api::core::v1::Node;
+use kube::{Resource, ResourceExt};
+use sluice_sdk::kueue::labels::condition;
+use sluice_sdk::kueue::v1beta2 as api;
+use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
+
+use super::{EngineTask, Input, now_ms};
+use crate::controller::objects::*;
+use crate::controller::tas;
+use crate::controller::watch::Change;
+use crate::engine::{self, Engine, Event, WorkloadKey};
+use crate::ingest;
+use crate::jobs::PodGroupKey;
+
+impl EngineTask {
+    fn count_event(&self, kind: &str) {
+        self.metrics.watch_event(kind);
+    }
+
+    /// Takes one watch input into the cache (and the engine, when leading).
+    pub(super) fn absorb(&mut self, input: Input) {
+        match input {
+            Input::Synced(kind) => {
+                self.synced.insert(kind);
+            }
+            Input::Flavor(c) => {
+                self.count_event("ResourceFlavor");
+                let (obj, deleted) = split(c);
+                let name = obj.name_any();
+                if deleted {
+                    self.cache.flavors.remove(&name);
+                    self.engine_apply(Event::DeleteFlavor(name));
+                } else {
+                    self.cache.flavors.insert(name, obj.clone());
+                    self.sync_flavor(&obj);
+                }
+                self.queues_dirty = true;
+            }
+            Input::ClusterQueue(c) => {
+                self.count_event("ClusterQueue");
+                let (obj, deleted) = split(c);
+                let name = obj.name_any();
+                if deleted {
+                    self.cache.cluster_queues.remove(&name);
+                    self.engine_apply(Event::DeleteClusterQueue(name));
+                } else {
+                    self.cache.cluster_queues.insert(name, obj.clone());
+                    self.sync_cluster_queue(&obj);
+                }
+                self.queues_dirty = true;
+                self.policies_dirty = true;
+            }
+            Input::Cohort(c) => {
+                self.count_event("Cohort");
+                let (obj, deleted) = split(c);
+                let name = obj.name_any();
+                if deleted {
+                    self.cache.cohorts.remove(&name);
+                    self.engine_apply(Event::DeleteCohort(name));
+                } else {
+                    self.cache.cohorts.insert(name, obj.clone());
+                    match ingest::cohort(&obj) {
+                        Ok(c) => self.engine_apply(Event::UpsertCohort(c)),
+                        Err(e) => tracing::warn!(error = %e, "cohort ignored"),
+                    }
+                }
+                self.queues_dirty = true;
+                // A new parent can join trees: their fairness modules are chosen again.
+                self.policies_dirty = true;
+            }
+            Input::LocalQueue(c) => {
+                self.count_event("LocalQueue");
+                let (obj, deleted) = split(c);
+                let key = (obj.namespace().unwrap_or_default(), obj.name_any());
+                if deleted {
+                    self.cache.local_queues.remove(&key);
+                    self.engine_apply(Event::DeleteLocalQueue {
+                        namespace: key.0,
+                        name: key.1,
+                    });
+                } else {
+                    self.cache.local_queues.insert(key, obj.clone());
+                    match ingest::local_queue(&obj) {
+                        Ok(l) => self.engine_apply(Event::UpsertLocalQueue(l)),
+                        Err(e) => tracing::warn!(error = %e, "local queue ignored"),
+                    }
+                }
+                self.queues_dirty = true;
+            }
+            Input::Namespace(c) => {
+                self.count_event("Namespace");
+                let (obj, deleted) = split(c);
+                let name = obj.name_any();
+                if deleted {
+                    self.cache.namespaces.remove(&name);
+                    self.engine_apply(Event::DeleteNamespace(name));
+                } else {
+                    self.cache.namespaces.insert(name, obj.clone());
+                    if let Ok(ns) = ingest::namespace(&obj) {
+                        self.engine_apply(Event::UpsertNamespace(ns));
+                    }
+                }
+            }
+            Input::WorkloadPriorityClass(c) => {
+                self.count_event("WorkloadPriorityClass");
+                match c {
+                    Change::Apply(o) => {
+                        self.cache.priorities.upsert_workload_class(&o);
+                        self.retry_unbuilt();
+                    }
+                    Change::Delete(o) => self.cache.priorities.delete_workload_class(&o.name_any()),
+                }
+            }
+            Input::PriorityClass(c) => {
+                self.count_event("PriorityClass");
+                match c {
+                    Change::Apply(o) => {
+                        self.cache.priorities.upsert_pod_class(&o);
+                        self.retry_unbuilt();
+                    }
+                    Change::Delete(o) => self.cache.priorities.delete_pod_class(&o.name_any()),
+                }
+            }
+            Input::Node(c) => {
+                self.count_event("Node");
+                let (obj, deleted) = split(c);
+                let name = obj.name_any();
+                if deleted {
+                    self.cache.nodes.remove(&name);
+                    self.engine_apply(Event::DeleteNode(name));
+                } else {
+                    self.cache.nodes.insert(name, obj.clone());
+                    self.sync_node(&obj);
+                }
+            }
+            Input::Topology(c) => {
+                self.count_event("Topology");
+                let (obj, deleted) = split(c);
+                let name = obj.name_any();
+                if deleted {
+                    self.cache.topologies.remove(&name);
+                    self.engine_apply(Event::DeleteTopology(name));
+                } else {
+                    self.cache.topologies.insert(name, obj.clone());
+                    self.sync_topology(&obj);
+                }
+                self.queues_dirty = true;
+            }
+            Input::NodeGpuTopology(c) => {
+                self.count_event("NodeGpuTopology");
+                let (obj, deleted) = split(c);
+                let name = obj.name_any();
+                if deleted {
+                    let node = if obj.spec.node_name.is_empty() {
+                        name.clone()
+                    } else {
+                        obj.spec.node_name.clone()
+                    };
+                    self.cache.node_gpus.remove(&name);
+                    self.engine_apply(Event::DeleteNodeGpus(node));
+                } else {
+                    self.cache.node_gpus.insert(name, obj.clone());
+                    self.sync_node_gpus(&obj);
+                }
+            }
+            Input::Pod(c) => {
+                self.count_event("Pod");
+                let (obj, deleted) = split(c);
+                self.absorb_managed_pod(&obj, deleted);
+                let key = (obj.namespace().unwrap_or_default(), obj.name_any());
+                let Some((ns, wl)) = tas::pod_workload(&obj) else {
+                    self.cache.pods.remove(&key);
+                    return;
+                };
+                if deleted {
+                    self.cache.pods.remove(&key);
+                    return;
+                }
+                if let Some(cached) = self.cache.pods.get(&key)
+                    && is_stale(cached, &obj)
+                {
+                    return;
+                }
+                if tas::is_gated(&obj) {
+                    self.dirty_ungates.insert(WorkloadKey::new(ns, wl));
+                }
+                self.cache.pods.insert(key, obj);
+            }
+            Input::Workload(c) => {
+                self.count_event("Workload");
+                let (obj, deleted) = split(c);
+                let key = workload_key(&obj);
+                if deleted {
+                    self.cache.workloads.remove(&key);
+                } else {
+                    if let Some(cached) = self.cache.workloads.get(&key)
+                        && is_stale(cached, &obj)
+                    {
+                        return;
+                    }
+                    self.cache.workloads.insert(key.clone(), obj.clone());
+                }
+                if let Some(j) = owner_job(&obj) {
+                    self.dirty_jobs.insert(j);
+                }
+                if let Some(g) = PodGroupKey::of_workload(&obj) {
+                    self.dirty_pod_groups.insert(g);
+                }
+                if !deleted && has_topology_assignment(&obj) {
+                    self.dirty_ungates.insert(key.clone());
+                }
+                self.sync_workload(&key);
+                self.dirty_workloads.insert(key);
+                self.queues_dirty = true;
+            }
+            Input::PolicyModule(c) => {
+                self.count_event("PolicyModule");
+                let (obj, deleted) = split(c);
+                self.policies.module_changed(obj, deleted);
+                self.policies_dirty = true;
+            }
+            Input::ConfigMap(c) => {
+                self.count_event("ConfigMap");
+                let (obj, deleted) = split(c);
+                self.policies.config_map_changed(obj, deleted);
+                self.policies_dirty = true;
+            }
+            Input::Job(c) => {
+                self.count_event("Job");
+                let (obj, deleted) = split(c);
+                let key = job_key(&obj);
+                if deleted {
+                    self.cache.jobs.remove(&key);
+                    self.deleted_jobs.push(obj);
+                } else {
+                    if let Some(cached) = self.cache.jobs.get(&key)
+                        && is_stale(cached, &obj)
+                    {
+                        return;
+                    }
+                    self.cache.jobs.insert(key.clone(), obj);
+                    self.dirty_jobs.insert(key);
+                }
+            }
+        }
+    }
+
+    pub(super) fn engine_apply(&mut self, event: Event) {
+        let Some(engine) = self.engine.as_mut() else {
+            return;
+        };
+        match engine.apply(event) {
+            Ok(d) => self.queued.extend(d),
+            Err(e) => tracing::warn!(error = %e, "engine refused an object"),
+        }
+    }
+
+    fn sync_flavor(&mut self, rf: &api::ResourceFlavor) {
+        if rf.meta().deletion_timestamp.is_some() {
+            return;
+        }
+        match ingest::flavor(rf) {
+            Ok(f) => self.engine_apply(Event::UpsertFlavor(f)),
+            Err(e) => tracing::warn!(error = %e, "resource flavor ignored"),
+        }
+    }
+
+    fn sync_cluster_queue(&mut self, cq: &api::ClusterQueue) {
+        if cq.meta().deletion_timestamp.is_some() {
+            // Kueue stops admitting to a ClusterQueue being deleted; its admitted workloads keep their quota
+            // until they leave (the engine keeps it Terminating).
+            self.engine_apply(Event::DeleteClusterQueue(cq.name_any()));
+            return;
+        }
+        match ingest::cluster_queue(cq) {
+            Ok(c) => self.engine_apply(Event::UpsertClusterQueue(c)),
+            Err(e) => tracing::warn!(error = %e, "cluster queue ignored"),
+        }
+    }
+
+    fn sync_node(&mut self, n: &Node) {
+        match ingest::node(n) {
+            Ok(n) => self.engine_apply(Event::UpsertNode(n)),
+            Err(e) => tracing::warn!(error = %e, "node ignored"),
+        }
+    }
+
+    fn sync_topology(&mut self, t: &api::Topology) {
+        match ingest::topology(t) {
+            Ok(t) => self.engine_apply(Event::UpsertTopology(t)),
+            Err(e) => tracing::warn!(error = %e, "topology ignored"),
+        }
+    }
+
+    fn sync_node_gpus(&mut self, t: &NodeGpuTopology) {
+        match ingest::node_gpu_topology(t) {
+            Ok(ev) => self.engine_apply(ev),
+            Err(e) => tracing::warn!(error = %e, "NodeGpuTopology ignored"),
+        }
+    }
+
+    /// Re-charges the nodes an admitted workload's recorded topology assignment holds, unless this engine
+    /// placed it itself (its own placement also knows the GPUs).
+    fn restore_placement(&mut self, key: &WorkloadKey, w: &engine::Workload) {
+        let Some(engine) = self.engine.as_ref() else {
+            return;
+        };
+        if engine.placement(key).is_some() {
+            return;
+        }
+        let Some(wl) = self.cache.workloads.get(key) else {
+            return;
+        };
+        match tas::restored_placements(wl, w, &self.cache.flavors, &self.cache.nodes) {
+            Ok(p) if p.is_empty() => {}
+            Ok(pod_sets) => self.engine_apply(Event::RestorePlacement {
+                workload: key.clone(),
+                pod_sets,
+            }),
+            Err(e) => {
+                tracing::warn!(workload = %key, error = %e, "topology assignment not restored")
+            }
+        }
+    }
+
+    /// Brings the engine's view of one workload in line with the cache.
+    pub(super) fn sync_workload(&mut self, key: &WorkloadKey) {
+        if self.engine.is_none() {
+            return;
+        }
+        let Some(wl) = self.cache.workloads.get(key) else {
+            self.engine_apply(Event::DeleteWorkload(key.clone()));
+            return;
+        };
+        if wl.meta().deletion_timestamp.is_some() {
+            self.engine_apply(Event::DeleteWorkload(key.clone()));
+            return;
+        }
+        if is_finished(wl) {
+            self.engine_apply(Event::FinishWorkload(key.clone()));
+            return;
+        }
+        let now = now_ms();
+        let until = match (requeue_at(wl), self.backoffs.get(key)) {
+            (Some(a), Some(b)) => Some(a.max(*b)),
+            (a, b) => a.or(b.copied()),
+        };
+        if !has_admission(wl)
+            && let Some(t) = until.filter(|t| *t > now)
+        {
+            // Backing off: out of the queue until requeueAt, as Kueue keeps it inadmissible.
+            self.backoffs.insert(key.clone(), t);
+            self.engine_apply(Event::DeleteWorkload(key.clone()));
+            return;
+        }
+        let evicted_by_timeout = cond_reason(wl, condition::EVICTED) == Some("PodsReadyTimeout");
+        let eviction_time = cond_time(wl, condition::EVICTED);
+        match ingest::workload(wl) {
+            Ok((mut w, admission)) => {
+                if evicted_by_timeout
+                    && self
+                        .config
+                        .wait_for_pods_ready
+                        .as_ref()
+                        .is_some_and(|c| c.order_by_eviction)
+                    && let Some(t) = eviction_time
+                {
+                    w.creation_time = t;
+                }
+                let admitted = admission.is_some();
+                let restore = admitted.then(|| w.clone());
+                self.engine_apply(Event::UpsertWorkload {
+                    workload: w,
+                    admission,
+                });
+                if let Some(w) = restore {
+                    self.restore_placement(key, &w);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "workload ignored"),
+        }
+    }
+
+    /// Builds the engine from the cache: quota objects first, then every workload (admitted ones restore their
+    /// quota).
+    pub(super) fn rebuild(&mut self) {
+        self.engine = Some(Engine::new(self.config.engine.clone()));
+        self.policies.engine_rebuilt();
+        self.policies_dirty = true;
+        self.role = "leader";
+        self.metrics.leader.set(1);
+        let flavors: Vec<_> = self.cache.flavors.values().cloned().collect();
+        for f in &flavors {
+            self.sync_flavor(f);
+        }
+        // Topology and nodes before workloads: restored placements charge nodes the engine must know.
+        let topologies: Vec<_> = self.cache.topologies.values().cloned().collect();
+        for t in &topologies {
+            self.sync_topology(t);
+        }
+        let nodes: Vec<_> = self.cache.nodes.values().cloned().collect();
+        for n in &nodes {
+            self.sync_node(n);
+        }
+        let gpus: Vec<_> = self.cache.node_gpus.values().cloned().collect();
+        for g in &gpus {
+            self.sync_node_gpus(g);
+        }
+        let cohorts: Vec<_> = self.cache.cohorts.values().cloned().collect();
+        for c in &cohorts {
+            if let Ok(c) = ingest::cohort(c) {
+                self.engine_apply(Event::UpsertCohort(c));
+            }
+        }
+        let cqs: Vec<_> = self.cache.cluster_queues.values().cloned().collect();
+        for c in &cqs {
+            self.sync_cluster_queue(c);
+        }
+        let nss: Vec<_> = self.cache.namespaces.values().cloned().collect();
+        for n in &nss {
+            if let Ok(ns) = ingest::namespace(n) {
+                self.engine_apply(Event::UpsertNamespace(ns));
+            }
+        }
+        let lqs: Vec<_> = self.cache.local_queues.values().cloned().collect();
+        for l in &lqs {
+            if let Ok(l) = ingest::local_queue(l) {
+                self.engine_apply(Event::UpsertLocalQueue(l));
+            }
+        }
+        let keys: Vec<_> = self.cache.workloads.keys().cloned().collect();
+        // Admitted workloads first, so their quota is held before anything pending is considered.
+        let (admitted, rest): (Vec<_>, Vec<_>) = keys
+            .into_iter()
+            .partition(|k| self.cache.workloads.get(k).is_some_and(has_admission));
+        for k in admitted.iter().chain(rest.iter()) {
+            self.sync_workload(k);
+            self.dirty_workloads.insert(k.clone());
+        }
+        self.dirty_jobs.extend(self.cache.jobs.keys().cloned());
+        let groups: Vec<_> = self.cache.managed_pods.groups().cloned().collect();
+        self.dirty_pod_groups.extend(groups);
+        self.queues_dirty = true;
+        tracing::info!(
+            workloads = self.cache.workloads.len(),
+            cluster_queues = self.cache.cluster_queues.len(),
+            "engine rebuilt from the API server's objects"
+        );
+    }
+}
+
+fn split<K>(c: Change<K>) -> (K, bool) {
+    match c {
+        Change::Apply(o) => (o, false),
+        Change::Delete(o) => (o, true),
+    }
+}
+
+/// Whether any pod set of the Workload's admission carries a topology assignment.
+fn has_topology_assignment(wl: &api::Workload) -> bool {
+    wl.status
+        .as_ref()
+        .and_then(|s| s.admission.as_ref())
+        .is_some_and(|a| {
+            a.pod_set_assignments
+                .iter()
+                .any(|p| p.topology_assignment.is_some())
+        })
+}

@@ -1,0 +1,275 @@
+//! Deadlines of admitted and evicted workloads: waitForPodsReady (the PodsReady condition and its timeout),
+//! requeue backoffs and checkpoint graces.
+
+use k8s_openapi::api::batch::v1::Job;
+use kube::Resource;
+use sluice_sdk::kueue::labels::{self, condition};
+use sluice_sdk::kueue::v1beta2 as api;
+
+use super::{EngineTask, now_ms, reference};
+use crate::controller::checkpoint::{self};
+use crate::controller::objects::*;
+use crate::engine::{Time, WorkloadKey};
+use crate::status;
+use crate::telemetry::EventSeverity;
+
+impl EngineTask {
+    /// Finalizers and waitForPodsReady deadlines of one workload.
+    pub(super) async fn reconcile_workload(&mut self, key: &WorkloadKey) {
+        let Some(wl) = self.cache.workloads.get(key).cloned() else {
+            self.ready_deadlines.remove(key);
+            self.backoffs.remove(key);
+            return;
+        };
+        if wl.meta().deletion_timestamp.is_some() {
+            self.ready_deadlines.remove(key);
+            self.backoffs.remove(key);
+            if has_finalizer(&wl, labels::RESOURCE_IN_USE_FINALIZER) {
+                self.write_workload_main(key, |w| {
+                    Ok(set_finalizer(w, labels::RESOURCE_IN_USE_FINALIZER, false))
+                })
+                .await;
+            }
+            return;
+        }
+        if self.checkpoints.contains_key(key) {
+            let done = wl
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(checkpoint::DONE_ANNOTATION))
+                || cond_true(&wl, checkpoint::DONE_CONDITION);
+            if done {
+                self.finish_checkpoint(key, "done").await;
+                return;
+            }
+        }
+        if !is_admitted(&wl) {
+            self.admitted_at.remove(key);
+        }
+        // An eviction under way with no Job left to stop (e.g. found so after a takeover) completes now.
+        if is_evicting(&wl)
+            && owner_job(&wl).is_none_or(|j| !self.cache.jobs.contains_key(&j))
+            && !self.pod_group_running(&wl)
+        {
+            self.complete_eviction(key).await;
+            return;
+        }
+        match &self.config.wait_for_pods_ready {
+            Some(cfg)
+                if is_admitted(&wl)
+                    && !cond_true(&wl, condition::PODS_READY)
+                    && wl.spec.is_active() =>
+            {
+                let since = self
+                    .admitted_at
+                    .get(key)
+                    .copied()
+                    .or_else(|| cond_time(&wl, condition::ADMITTED))
+                    .or_else(|| cond_time(&wl, condition::QUOTA_RESERVED))
+                    .unwrap_or_else(now_ms);
+                self.ready_deadlines
+                    .insert(key.clone(), since + cfg.timeout.as_millis() as Time);
+            }
+            _ => {
+                self.ready_deadlines.remove(key);
+            }
+        }
+    }
+
+    /// Deadlines that passed: PodsReady timeouts, finished backoffs and checkpoint graces. Returns whether
+    /// anything happened.
+    pub(super) async fn fire_timers(&mut self) -> bool {
+        let now = now_ms();
+        let mut did = false;
+        let due: Vec<_> = self
+            .checkpoints
+            .iter()
+            .filter(|(_, c)| c.deadline <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in due {
+            did = true;
+            self.finish_checkpoint(&key, "timeout").await;
+        }
+        let due: Vec<_> = self
+            .ready_deadlines
+            .iter()
+            .filter(|(_, t)| **t <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in due {
+            self.ready_deadlines.remove(&key);
+            did = true;
+            self.pods_ready_timeout(&key).await;
+        }
+        let due: Vec<_> = self
+            .backoffs
+            .iter()
+            .filter(|(_, t)| **t <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in due {
+            self.backoffs.remove(&key);
+            did = true;
+            let written = self
+                .write_workload_status(&key, |wl| {
+                    let st = wl.status.get_or_insert_with(Default::default);
+                    let Some(rs) = st.requeue_state.as_mut() else {
+                        return Ok(false);
+                    };
+                    if rs.requeue_at.is_none() {
+                        return Ok(false);
+                    }
+                    rs.requeue_at = None;
+                    status::set_condition(
+                        &mut st.conditions,
+                        condition::REQUEUED,
+                        true,
+                        "BackoffFinished",
+                        "The workload backoff was finished",
+                        now,
+                    );
+                    Ok(true)
+                })
+                .await;
+            if written.is_some() {
+                self.sync_workload(&key);
+            }
+        }
+        did
+    }
+
+    async fn pods_ready_timeout(&mut self, key: &WorkloadKey) {
+        let Some(cfg) = self.config.wait_for_pods_ready.clone() else {
+            return;
+        };
+        let Some(wl) = self.cache.workloads.get(key).cloned() else {
+            return;
+        };
+        if !is_admitted(&wl) || cond_true(&wl, condition::PODS_READY) || !wl.spec.is_active() {
+            return;
+        }
+        let count = wl
+            .status
+            .as_ref()
+            .and_then(|s| s.requeue_state.as_ref())
+            .and_then(|r| r.count)
+            .unwrap_or(0);
+        let now = now_ms();
+        if cfg
+            .backoff_limit_count
+            .is_some_and(|limit| count + 1 > limit)
+        {
+            // Over the limit: deactivate, as Kueue does (the engine then evicts it as Deactivated).
+            self.write_workload_status(key, |wl| {
+                let st = wl.status.get_or_insert_with(Default::default);
+                Ok(status::set_condition(
+                    &mut st.conditions,
+                    condition::DEACTIVATION_TARGET,
+                    true,
+                    "RequeuingLimitExceeded",
+                    "exceeding the maximum number of re-queuing retries",
+                    now,
+                ))
+            })
+            .await;
+            if self
+                .write_workload_main(key, |wl| {
+                    if wl.spec.active == Some(false) {
+                        return Ok(false);
+                    }
+                    wl.spec.active = Some(false);
+                    Ok(true)
+                })
+                .await
+                .is_some()
+            {
+                self.sync_workload(key);
+            }
+            return;
+        }
+        let message = format!("Exceeded the PodsReady timeout {key}");
+        let requeue_at = now + cfg.backoff(count + 1).as_millis() as Time;
+        let written = self
+            .write_workload_status(key, |wl| {
+                status::evict(wl, "PodsReadyTimeout", None, &message, now);
+                let st = wl.status.get_or_insert_with(Default::default);
+                let rs = st.requeue_state.get_or_insert_with(Default::default);
+                rs.count = Some(count + 1);
+                rs.requeue_at = Some(status::k8s_time(requeue_at));
+                Ok(true)
+            })
+            .await;
+        let Some(wl) = written else { return };
+        self.backoffs.insert(key.clone(), requeue_at);
+        let cq = wl
+            .status
+            .as_ref()
+            .and_then(|s| s.admission.as_ref())
+            .map(|a| a.cluster_queue.clone())
+            .unwrap_or_default();
+        self.metrics.evicted(
+            &cq,
+            "PodsReadyTimeout",
+            &Self::priority_class(&wl),
+            self.role,
+        );
+        self.event(
+            reference(&wl),
+            EventSeverity::Normal,
+            "EvictedDueToPodsReadyTimeout",
+            "Eviction",
+            message,
+        );
+        self.stop_owner(key, &wl).await;
+    }
+
+    pub(super) async fn update_pods_ready(
+        &mut self,
+        wkey: &WorkloadKey,
+        wl: &api::Workload,
+        job: &Job,
+    ) -> bool {
+        if self.config.wait_for_pods_ready.is_none() {
+            return false;
+        }
+        let ready = ready_pods(job) >= admitted_pods(wl);
+        self.set_pods_ready(wkey, wl, ready).await
+    }
+
+    /// Writes the Workload's PodsReady condition for `ready` (waitForPodsReady); returns false (nothing for
+    /// the job to do).
+    pub(super) async fn set_pods_ready(
+        &mut self,
+        wkey: &WorkloadKey,
+        wl: &api::Workload,
+        ready: bool,
+    ) -> bool {
+        let (ready, reason, message) = status::pods_ready_condition(wl, ready);
+        if cond_true(wl, condition::PODS_READY) == ready
+            && cond_reason(wl, condition::PODS_READY) == Some(reason)
+        {
+            // Kueue rewrites the condition only when its status or reason changes.
+            return false;
+        }
+        let now = now_ms();
+        let written = self
+            .write_workload_status(wkey, |w| {
+                let st = w.status.get_or_insert_with(Default::default);
+                Ok(status::set_condition(
+                    &mut st.conditions,
+                    condition::PODS_READY,
+                    ready,
+                    reason,
+                    message,
+                    now,
+                ))
+            })
+            .await;
+        if written.is_some() {
+            self.dirty_workloads.insert(wkey.clone());
+        }
+        false
+    }
+}
