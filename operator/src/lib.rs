@@ -4,14 +4,18 @@ pub mod agent;
 pub mod bench;
 pub mod cli;
 pub mod controller;
+pub mod duration;
 pub mod engine;
 pub mod ingest;
 pub mod jobs;
 pub mod leader;
 pub mod manifest;
+pub mod output;
 pub mod policy;
 pub mod sim;
 pub mod status;
 pub mod telemetry;
+/// The in-memory API server the controller tests and benchmarks script (feature `testing`).
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod visibility;

@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use sluice_operator::engine::FairSharingConfig;
 use sluice_operator::manifest::{self, Document};
-use sluice_operator::sim::{self, OutputFormat, Simulation};
+use sluice_operator::output::OutputFormat;
+use sluice_operator::sim::{self, Simulation};
 
 /// Sluice: Kueue-compatible queueing for GPU clusters.
 #[derive(Parser)]
@@ -42,7 +43,7 @@ enum Command {
     /// Serve the admission, defaulting and conversion webhook over HTTPS (Kueue's webhook paths).
     Webhook(WebhookArgs),
     #[command(flatten)]
-    Cluster(sluice_operator::cli::kueue::ClusterCommand),
+    Cluster(sluice_operator::cli::ClusterCommand),
     /// Validate, test and benchmark placement and fairness policy modules (WebAssembly).
     Policy(sluice_operator::cli::policy::PolicyArgs),
 }
@@ -147,7 +148,7 @@ enum PlacementPolicyArg {
 }
 
 fn parse_until(s: &str) -> Result<i64, String> {
-    sim::parse_duration(s).map_err(|e| e.to_string())
+    sluice_operator::duration::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// An error with its exit code: 2 for bad input, 1 otherwise.
@@ -318,8 +319,8 @@ fn policy_module_validator()
 }
 
 /// Runs a cluster subcommand; bad flags exit with 2.
-fn cluster(command: sluice_operator::cli::kueue::ClusterCommand) -> Result<(), Failure> {
-    use sluice_operator::cli::kueue::{CliError, run};
+fn cluster(command: sluice_operator::cli::ClusterCommand) -> Result<(), Failure> {
+    use sluice_operator::cli::{CliError, run};
     let text = run(command).map_err(|e| match e {
         CliError::Flag { .. } => bad_input(e),
         e => Failure::from(e),

@@ -1,11 +1,71 @@
-//! Engine decisions written into Kueue's Workload status: the conditions, reasons and messages Kueue writes.
+//! Engine decisions written into Kueue's Workload status: the admission in Kueue's form, and the conditions,
+//! reasons and messages Kueue writes.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use sluice_sdk::kueue::labels;
 use sluice_sdk::kueue::v1beta2 as api;
+use sluice_sdk::quantity::format_resource_value;
 
 use crate::engine;
+
+/// Engine admission -> Kueue's `status.admission`.
+pub fn api_admission(a: &engine::Admission) -> api::Admission {
+    api::Admission {
+        cluster_queue: a.cluster_queue.clone(),
+        pod_set_assignments: a
+            .pod_set_assignments
+            .iter()
+            .map(|p| api::PodSetAssignment {
+                name: p.name.clone(),
+                flavors: p.flavors.clone(),
+                resource_usage: p
+                    .resource_usage
+                    .iter()
+                    .map(|(r, v)| (r.clone(), format_resource_value(r, *v)))
+                    .collect(),
+                count: Some(p.count),
+                ..Default::default()
+            })
+            .collect(),
+    }
+}
+
+/// Engine admission plus its topology placement -> Kueue's `status.admission`, with each TAS pod
+/// set's `topologyAssignment` in v1beta2's compressed form.
+pub fn api_admission_with_placement(
+    a: &engine::Admission,
+    placement: Option<&[engine::PodSetPlacement]>,
+) -> api::Admission {
+    let mut out = api_admission(a);
+    for psa in &mut out.pod_set_assignments {
+        if let Some(p) = placement
+            .into_iter()
+            .flatten()
+            .find(|p| p.pod_set == psa.name)
+        {
+            psa.topology_assignment = Some(api_topology_assignment(&p.assignment));
+        }
+    }
+    out
+}
+
+/// An engine placement's assignment in Kueue's v1beta2 (compressed) form.
+pub fn api_topology_assignment(a: &engine::TopologyAssignment) -> api::TopologyAssignment {
+    use sluice_sdk::kueue::v1beta1;
+    let ta = v1beta1::TopologyAssignment {
+        levels: a.levels.clone(),
+        domains: a
+            .domains
+            .iter()
+            .map(|d| v1beta1::TopologyDomainAssignment {
+                values: d.values.clone(),
+                count: d.count,
+            })
+            .collect(),
+    };
+    sluice_sdk::kueue::conversion::compress_topology_assignment(&ta)
+}
 
 /// Kubernetes time of engine milliseconds (the epoch when out of range).
 pub fn k8s_time(ms: engine::Time) -> Time {

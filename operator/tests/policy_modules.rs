@@ -11,10 +11,11 @@ use sluice_operator::engine::{
     DrsPolicy, EngineConfig, FairSharingConfig, FairnessPolicy, OrderKey, ResourceBorrowing, Share,
     ShareInput,
 };
+use sluice_operator::output::OutputFormat;
 use sluice_operator::policy::{
     GuardedFairness, LoadedModule, ModuleHealth, PolicyRegistry, Selection, embedded,
 };
-use sluice_operator::sim::{self, OutputFormat, Simulation};
+use sluice_operator::sim::{self, Simulation};
 use sluice_sdk::harness::{self, Harness, PodSetBuilder, synthetic_cluster};
 use sluice_sdk::host::{HostConfig, ModuleKind, ModuleLimits, PolicyHost};
 use sluice_sdk::policy::fairness::{

@@ -40,7 +40,7 @@ pub struct AgentArgs {
 }
 
 fn parse_interval(s: &str) -> Result<Duration, String> {
-    let ms = crate::sim::parse_duration(s).map_err(|e| e.to_string())?;
+    let ms = crate::duration::parse_duration(s).map_err(|e| e.to_string())?;
     if ms <= 0 {
         return Err(format!("interval {s:?} must be positive"));
     }

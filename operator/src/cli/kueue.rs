@@ -3,7 +3,6 @@
 //! drive it with recorded API responses.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -12,179 +11,9 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use sluice_sdk::kueue::v1beta2 as api;
 
-use crate::sim::{GPU_RESOURCE, OutputFormat};
-
-/// Why a cluster subcommand failed.
-#[derive(Debug, thiserror::Error)]
-pub enum CliError {
-    /// The API server refused or could not be reached.
-    #[error("{0}")]
-    Kube(kube::Error),
-    /// No usable kubeconfig.
-    #[error("kubeconfig: {0}")]
-    Config(String),
-    /// A flag's value cannot be used.
-    #[error("flag --{flag} {value:?}: {reason}")]
-    Flag {
-        /// The flag.
-        flag: &'static str,
-        /// Its value.
-        value: String,
-        /// Why.
-        reason: String,
-    },
-    /// Output could not be encoded.
-    #[error("encoding output: {0}")]
-    Json(serde_json::Error),
-    /// Output could not be encoded.
-    #[error("encoding output: {0}")]
-    Yaml(serde_yaml::Error),
-    /// The async runtime could not start.
-    #[error("starting the runtime: {0}")]
-    Runtime(std::io::Error),
-}
-
-// Each variant's message already carries its cause's text, so the causes are not also chained as `source`s
-// (a chain printer such as anyhow's `{:#}` would print them twice).
-impl From<kube::Error> for CliError {
-    fn from(e: kube::Error) -> Self {
-        Self::Kube(e)
-    }
-}
-
-impl From<serde_json::Error> for CliError {
-    fn from(e: serde_json::Error) -> Self {
-        Self::Json(e)
-    }
-}
-
-impl From<serde_yaml::Error> for CliError {
-    fn from(e: serde_yaml::Error) -> Self {
-        Self::Yaml(e)
-    }
-}
-
-impl From<std::io::Error> for CliError {
-    fn from(e: std::io::Error) -> Self {
-        Self::Runtime(e)
-    }
-}
-
-/// Why no client could be made: the kubeconfig's error alone when not running in a pod (the in-cluster
-/// attempt cannot apply there), and kube's words for both attempts otherwise.
-fn config_error(e: kube::Error) -> CliError {
-    use std::error::Error as _;
-    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
-    match &e {
-        kube::Error::InferConfig(infer) => match infer.source() {
-            Some(kubeconfig) if !in_cluster => CliError::Config(kubeconfig.to_string()),
-            _ => CliError::Config(infer.to_string()),
-        },
-        _ => CliError::Config(e.to_string()),
-    }
-}
-
-/// Renders a header and rows as aligned columns.
-pub fn columns(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            if i < widths.len() {
-                widths[i] = widths[i].max(c.chars().count());
-            }
-        }
-    }
-    let mut out = String::new();
-    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
-    for r in std::iter::once(&header).chain(rows) {
-        let mut line = String::new();
-        for (i, c) in r.iter().enumerate() {
-            if i + 1 == r.len() {
-                line.push_str(c);
-            } else {
-                let _ = write!(line, "{c:<w$}   ", w = widths[i]);
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
-/// The objects as a `v1` List in JSON or YAML (as `kubectl get -o json|yaml` prints them).
-pub fn list<T: Serialize>(items: &[T], format: OutputFormat) -> Result<String, CliError> {
-    let items = items
-        .iter()
-        .map(serde_json::to_value)
-        .collect::<Result<Vec<Value>, _>>()?;
-    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
-    encode(&list, format)
-}
-
-/// One value in JSON or YAML.
-pub fn encode(value: &Value, format: OutputFormat) -> Result<String, CliError> {
-    Ok(match format {
-        OutputFormat::Yaml => serde_yaml::to_string(value)?,
-        _ => serde_json::to_string_pretty(value)? + "\n",
-    })
-}
-
-/// A timestamp's age at `now` (Unix seconds), as kubectl shows it (e.g. 5m, 3h, 2d).
-pub fn age(
-    created: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
-    now: i64,
-) -> String {
-    let Some(t) = created else {
-        return "<unknown>".to_string();
-    };
-    let secs = (now - t.0.as_second()).max(0);
-    match secs {
-        s if s < 120 => format!("{s}s"),
-        s if s < 7200 => format!("{}m", s / 60),
-        s if s < 172_800 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86_400),
-    }
-}
-
-/// How `-o` prints: human table or the objects.
-#[derive(clap::Args, Clone, Debug)]
-pub struct Output {
-    /// Output format.
-    #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
-    pub output: OutputFormat,
-}
-
-/// Which namespace(s).
-#[derive(clap::Args, Clone, Debug)]
-pub struct Namespaces {
-    /// Namespace (default: the kubeconfig context's).
-    #[arg(short, long)]
-    pub namespace: Option<String>,
-    /// All namespaces.
-    #[arg(short = 'A', long, conflicts_with = "namespace")]
-    pub all_namespaces: bool,
-}
-
-/// Subcommands that talk to the cluster of the current kubeconfig (flattened into `sluice`'s).
-#[derive(clap::Subcommand, Debug)]
-pub enum ClusterCommand {
-    /// List ClusterQueues, LocalQueues, Workloads or ResourceFlavors.
-    #[command(subcommand)]
-    List(ListCommand),
-    /// Create a ClusterQueue, LocalQueue or ResourceFlavor from flags.
-    #[command(subcommand)]
-    Create(CreateCommand),
-    /// Stop a ClusterQueue or LocalQueue (no new admissions; drains unless --keep-already-running) or
-    /// deactivate a Workload.
-    #[command(subcommand)]
-    Stop(StopCommand),
-    /// Resume a stopped ClusterQueue or LocalQueue, or reactivate a Workload.
-    #[command(subcommand)]
-    Resume(ResumeCommand),
-    /// GPU use per node and per ClusterQueue.
-    #[command(subcommand)]
-    Top(super::top::TopCommand),
-}
+use super::{CliError, Namespaces, Output, age, namespace_of, namespaced};
+use crate::output::{OutputFormat, encode, list, table};
+use sluice_sdk::topology::GPU_RESOURCE;
 
 /// `sluice list ...`.
 #[derive(clap::Subcommand, Debug)]
@@ -383,61 +212,6 @@ pub enum ResumeCommand {
     },
 }
 
-/// Runs a cluster subcommand against the current kubeconfig's cluster and returns what to print.
-pub fn run(command: ClusterCommand) -> Result<String, CliError> {
-    with_cluster(|client, now| async move { execute(&client, command, now).await })
-}
-
-/// Runs `f` on a one-thread runtime with a client for the current kubeconfig's cluster and the time now
-/// (Unix seconds, for ages): the shell of every cluster command.
-pub fn with_cluster<F, Fut>(f: F) -> Result<String, CliError>
-where
-    F: FnOnce(kube::Client, i64) -> Fut,
-    Fut: std::future::Future<Output = Result<String, CliError>>,
-{
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        let client = kube::Client::try_default().await.map_err(config_error)?;
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
-        f(client, now).await
-    })
-}
-
-/// Runs a cluster subcommand with `client`; `now` (Unix seconds) is for ages.
-pub async fn execute(
-    client: &kube::Client,
-    command: ClusterCommand,
-    now: i64,
-) -> Result<String, CliError> {
-    match command {
-        ClusterCommand::List(l) => list_command(client, l, now).await,
-        ClusterCommand::Create(c) => create_command(client, c).await,
-        ClusterCommand::Stop(s) => stop_command(client, s).await,
-        ClusterCommand::Resume(r) => resume_command(client, r).await,
-        ClusterCommand::Top(t) => super::top::execute(client, t).await,
-    }
-}
-
-fn namespace_of(client: &kube::Client, ns: Option<String>) -> String {
-    ns.unwrap_or_else(|| client.default_namespace().to_string())
-}
-
-fn namespaced<K>(client: &kube::Client, ns: &Namespaces) -> Api<K>
-where
-    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>,
-    K::DynamicType: Default,
-{
-    if ns.all_namespaces {
-        Api::all(client.clone())
-    } else {
-        Api::namespaced(client.clone(), &namespace_of(client, ns.namespace.clone()))
-    }
-}
-
 fn name(meta: &ObjectMeta) -> String {
     meta.name.clone().unwrap_or_default()
 }
@@ -465,7 +239,7 @@ fn gpus<'a>(resources: impl Iterator<Item = (&'a str, &'a Quantity)>) -> i64 {
         .sum()
 }
 
-async fn list_command(
+pub(super) async fn list_command(
     client: &kube::Client,
     command: ListCommand,
     now: i64,
@@ -583,7 +357,7 @@ pub fn cluster_queue_table(items: &[api::ClusterQueue], now: i64) -> String {
             ]
         })
         .collect();
-    columns(
+    table(
         &[
             "NAME",
             "COHORT",
@@ -630,7 +404,7 @@ pub fn local_queue_table(items: &[api::LocalQueue], with_namespace: bool, now: i
     if with_namespace {
         header.insert(0, "NAMESPACE");
     }
-    columns(&header, &rows)
+    table(&header, &rows)
 }
 
 /// The ResourceFlavors table.
@@ -669,7 +443,7 @@ pub fn resource_flavor_table(items: &[api::ResourceFlavor], now: i64) -> String 
             ]
         })
         .collect();
-    columns(
+    table(
         &["NAME", "NODE LABELS", "NODE TAINTS", "TOPOLOGY", "AGE"],
         &rows,
     )
@@ -871,7 +645,7 @@ async fn list_workloads(
     if ns.all_namespaces {
         header.insert(0, "NAMESPACE");
     }
-    Ok(columns(&header, &rows))
+    Ok(table(&header, &rows))
 }
 
 /// Parses key=value[,key=value].
@@ -1101,7 +875,10 @@ fn created<T: Serialize>(
     }
 }
 
-async fn create_command(client: &kube::Client, command: CreateCommand) -> Result<String, CliError> {
+pub(super) async fn create_command(
+    client: &kube::Client,
+    command: CreateCommand,
+) -> Result<String, CliError> {
     let pp = PostParams::default();
     match command {
         CreateCommand::Clusterqueue {
@@ -1201,7 +978,10 @@ where
     Ok(())
 }
 
-async fn stop_command(client: &kube::Client, command: StopCommand) -> Result<String, CliError> {
+pub(super) async fn stop_command(
+    client: &kube::Client,
+    command: StopCommand,
+) -> Result<String, CliError> {
     let policy = |keep: bool| if keep { "Hold" } else { "HoldAndDrain" };
     match command {
         StopCommand::Clusterqueue {
@@ -1239,7 +1019,10 @@ async fn stop_command(client: &kube::Client, command: StopCommand) -> Result<Str
     }
 }
 
-async fn resume_command(client: &kube::Client, command: ResumeCommand) -> Result<String, CliError> {
+pub(super) async fn resume_command(
+    client: &kube::Client,
+    command: ResumeCommand,
+) -> Result<String, CliError> {
     match command {
         ResumeCommand::Clusterqueue { name } => {
             let api = Api::<api::ClusterQueue>::all(client.clone());
@@ -1264,159 +1047,14 @@ async fn resume_command(client: &kube::Client, command: ResumeCommand) -> Result
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     //! The commands against recorded API server responses, served by a tower service in place of the cluster.
 
-    use std::sync::{Arc, Mutex};
-
-    use clap::Parser;
-
     use super::*;
-
-    /// One API call the mock answered: method, path, content type, body.
-    #[derive(Clone, Debug)]
-    pub struct Call {
-        pub method: String,
-        pub path: String,
-        pub content_type: String,
-        pub body: Value,
-    }
-
-    type Calls = Arc<Mutex<Vec<Call>>>;
-
-    /// A client on its own runtime, with the calls its mock API server answered.
-    pub struct Mock {
-        /// Runs the commands (the client's buffer task lives on it).
-        pub runtime: tokio::runtime::Runtime,
-        /// The client.
-        pub client: kube::Client,
-        /// Every call, in order.
-        pub calls: Calls,
-    }
-
-    impl Mock {
-        /// The calls so far.
-        pub fn calls(&self) -> Vec<Call> {
-            self.calls.lock().map(|c| c.clone()).unwrap_or_default()
-        }
-    }
-
-    /// A client whose API server answers (method, path) from `routes`, 404 otherwise, echoing POST bodies.
-    pub fn mock(routes: Vec<(&'static str, String, Value)>) -> Mock {
-        let calls: Calls = Arc::default();
-        let seen = calls.clone();
-        let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
-            let seen = seen.clone();
-            let routes = routes.clone();
-            async move {
-                let method = req.method().to_string();
-                let path = req.uri().path().to_string();
-                let content_type = req
-                    .headers()
-                    .get(http::header::CONTENT_TYPE)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or_default()
-                    .to_string();
-                let bytes = req.into_body().collect_bytes().await?;
-                let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-                seen.lock().map_err(|e| e.to_string())?.push(Call {
-                    method: method.clone(),
-                    path: path.clone(),
-                    content_type,
-                    body: body.clone(),
-                });
-                let found = routes.iter().find(|(m, p, _)| *m == method && *p == path);
-                let (status, reply) = match (found, method.as_str()) {
-                    (Some((_, _, v)), _) => (200, v.clone()),
-                    (None, "POST") => (201, body),
-                    (None, _) => (
-                        404,
-                        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                               "reason": "NotFound", "code": 404, "message": format!("{path} not found")}),
-                    ),
-                };
-                let response = http::Response::builder()
-                    .status(status)
-                    .header(http::header::CONTENT_TYPE, "application/json")
-                    .body(kube::client::Body::from(serde_json::to_vec(&reply)?))?;
-                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(response)
-            }
-        });
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap_or_else(|e| panic!("test runtime: {e}"));
-        let client = {
-            let _inside = runtime.enter();
-            kube::Client::new(service, "team-a")
-        };
-        Mock {
-            runtime,
-            client,
-            calls,
-        }
-    }
-
-    #[derive(Parser)]
-    struct Args {
-        #[command(subcommand)]
-        command: ClusterCommand,
-    }
-
-    /// 2026-01-01T03:00:00Z: three hours after the fixtures' creation times.
-    pub const NOW: i64 = 1_767_236_400;
-
-    /// Parses `args` as the `sluice` command line would and runs them against `client`.
-    pub fn run_with(m: &Mock, args: &[&str]) -> Result<String, CliError> {
-        let command = Args::try_parse_from(std::iter::once("sluice").chain(args.iter().copied()))
-            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
-            .command;
-        m.runtime.block_on(execute(&m.client, command, NOW))
-    }
-
-    fn list(kind: &str, items: Vec<Value>) -> Value {
-        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": format!("{kind}List"),
-               "metadata": {"resourceVersion": "42"}, "items": items})
-    }
-
-    fn meta(name: &str, ns: Option<&str>) -> Value {
-        let mut m = json!({"name": name, "uid": format!("uid-{name}"), "resourceVersion": "7",
-                           "creationTimestamp": "2026-01-01T00:00:00Z"});
-        if let Some(ns) = ns {
-            m["namespace"] = ns.into();
-        }
-        m
-    }
-
-    fn cond(t: &str, status: &str, reason: &str, message: &str) -> Value {
-        json!({"type": t, "status": status, "reason": reason, "message": message,
-               "lastTransitionTime": "2026-01-01T01:00:00Z"})
-    }
-
-    pub fn cluster_queues() -> Value {
-        list(
-            "ClusterQueue",
-            vec![
-                json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": meta("team-a", None),
-                    "spec": {"cohortName": "ai", "namespaceSelector": {}, "resourceGroups": [
-                        {"coveredResources": ["cpu", "nvidia.com/gpu"], "flavors": [
-                            {"name": "h100", "resources": [{"name": "cpu", "nominalQuota": "64"},
-                                                           {"name": "nvidia.com/gpu", "nominalQuota": "16"}]}]}]},
-                    "status": {"pendingWorkloads": 2, "reservingWorkloads": 1, "admittedWorkloads": 1,
-                        "conditions": [cond("Active", "True", "Ready", "Can admit new workloads")],
-                        "flavorsUsage": [{"name": "h100", "resources": [
-                            {"name": "cpu", "total": "8", "borrowed": "0"},
-                            {"name": "nvidia.com/gpu", "total": "20", "borrowed": "4"}]}]}}),
-                json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": meta("team-b", None),
-                    "spec": {"namespaceSelector": {}, "queueingStrategy": "StrictFIFO", "stopPolicy": "Hold",
-                             "resourceGroups": []},
-                    "status": {"conditions": [cond("Active", "False", "Stopped", "Stopped by user")]}}),
-            ],
-        )
-    }
+    use crate::cli::test_support::*;
 
     fn local_queues() -> Value {
-        list(
+        kueue_list(
             "LocalQueue",
             vec![
                 json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
@@ -1447,7 +1085,7 @@ pub(crate) mod tests {
     }
 
     fn workloads() -> Value {
-        list(
+        kueue_list(
             "Workload",
             vec![
                 workload(
@@ -1527,7 +1165,7 @@ pub(crate) mod tests {
             (
                 "GET",
                 "/apis/kueue.x-k8s.io/v1beta2/resourceflavors".into(),
-                list(
+                kueue_list(
                     "ResourceFlavor",
                     vec![
                         json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",

@@ -16,7 +16,7 @@ use sluice_sdk::policy::{CandidateBatch, PlacementPolicy, PolicyError, Preemptio
 use sluice_sdk::sluice::policy_module::{PolicyKind, PolicyModule, PolicyModuleSpec};
 use thiserror::Error;
 
-use crate::cli::kueue::{CliError, Output};
+use crate::cli::{CliError, Output};
 use crate::engine::FairnessPolicy;
 use crate::policy::{LoadedModule, PolicyRegistry, RegistryError, embedded};
 
@@ -530,8 +530,8 @@ pub mod cluster {
     };
 
     use super::PolicyCommand;
-    use crate::cli::kueue::{CliError, age, columns, encode, with_cluster};
-    use crate::sim::OutputFormat;
+    use crate::cli::{CliError, age, with_cluster};
+    use crate::output::{OutputFormat, encode, table};
 
     /// Runs `ls` or `inspect` against the current kubeconfig's cluster and returns what to print.
     pub fn run(command: &PolicyCommand) -> Result<String, CliError> {
@@ -624,7 +624,7 @@ pub mod cluster {
         if rows.is_empty() {
             return Ok("No PolicyModules found.\n".to_string());
         }
-        Ok(columns(
+        Ok(table(
             &[
                 "NAME", "KIND", "SHA256", "COMPILED", "DEGRADED", "CALLS", "FAILURES", "AGE",
             ],
@@ -786,7 +786,7 @@ pub mod cluster {
 
         use super::super::PolicyArgs;
         use super::*;
-        use crate::cli::kueue::tests::{Mock, NOW, mock};
+        use crate::cli::test_support::{Mock, NOW, mock};
 
         #[derive(Parser)]
         struct Cli {

@@ -11,8 +11,9 @@ use sluice_sdk::kueue::v1beta2 as api;
 use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
 use sluice_sdk::topology::NodeGpus as Reported;
 
-use super::kueue::{CliError, Output, columns, encode};
-use crate::sim::{GPU_RESOURCE, OutputFormat};
+use super::{CliError, Output};
+use crate::output::{OutputFormat, encode, table};
+use sluice_sdk::topology::GPU_RESOURCE;
 
 /// `sluice top ...`.
 #[derive(clap::Subcommand, Debug)]
@@ -234,7 +235,7 @@ pub fn render(
     let total_used: i64 = nodes.iter().map(|n| n.in_use).sum();
     Ok(format!(
         "{}\nGPU nodes: {}, GPUs {}/{} in use ({})\n\n{}",
-        columns(
+        table(
             &[
                 "NODE",
                 "PRODUCT",
@@ -250,7 +251,7 @@ pub fn render(
         total_used,
         total_alloc,
         percent(total_used, total_alloc),
-        columns(
+        table(
             &[
                 "CLUSTERQUEUE",
                 "GPUS IN USE",
@@ -302,8 +303,8 @@ pub async fn execute(client: &kube::Client, command: TopCommand) -> Result<Strin
 mod tests {
     use serde_json::{Value, json};
 
-    use super::super::kueue::tests::{cluster_queues, mock, run_with};
     use super::*;
+    use crate::cli::test_support::{cluster_queues, mock, run_with};
 
     fn node(name: &str, gpus: &str) -> Value {
         json!({"apiVersion": "v1", "kind": "Node",

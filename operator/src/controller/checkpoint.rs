@@ -42,7 +42,7 @@ pub struct PendingCheckpoint {
 /// The grace of an annotation value, in milliseconds; None when absent, Err naming the problem when malformed.
 pub fn parse_grace(value: Option<&str>) -> Result<Option<Time>, String> {
     let Some(v) = value else { return Ok(None) };
-    let ms = crate::sim::parse_duration(v).map_err(|e| format!("{GRACE_ANNOTATION}: {e}"))?;
+    let ms = crate::duration::parse_duration(v).map_err(|e| format!("{GRACE_ANNOTATION}: {e}"))?;
     if ms <= 0 {
         return Err(format!("{GRACE_ANNOTATION}: must be positive, got {v:?}"));
     }

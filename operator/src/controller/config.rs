@@ -434,7 +434,7 @@ impl OperatorConfig {
             } else {
                 let mut cfg = out.wait_for_pods_ready.clone().unwrap_or_default();
                 if let Some(t) = &w.timeout {
-                    let ms = crate::sim::parse_duration(t)
+                    let ms = crate::duration::parse_duration(t)
                         .map_err(|e| invalid(format!("waitForPodsReady.timeout: {e}")))?;
                     if ms <= 0 {
                         return Err(invalid("waitForPodsReady.timeout: must be positive".into()));

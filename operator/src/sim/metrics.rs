@@ -6,9 +6,6 @@ use serde::Serialize;
 
 use crate::engine::{Time, WorkloadKey};
 
-/// The resource counted as GPUs.
-pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
-
 /// How a run of a workload ended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -12,12 +12,12 @@ mod timing;
 pub mod topology;
 
 pub use load::{ClusterObjects, LoadError, Loaded, NsName};
-pub use metrics::{GPU_RESOURCE, Recorder, RunEnd, SimulationReport, jain};
-pub use output::{OutputFormat, render_final_state, render_report};
-pub use timing::{
-    ARRIVAL_TIME_ANNOTATION, DurationError, RUN_TIME_ANNOTATION, format_duration, parse_duration,
-};
+pub use metrics::{Recorder, RunEnd, SimulationReport, jain};
+pub use output::{render_final_state, render_report};
+pub use timing::{ARRIVAL_TIME_ANNOTATION, RUN_TIME_ANNOTATION};
 
+use crate::duration::{DurationError, format_duration, parse_duration};
+use sluice_sdk::topology::GPU_RESOURCE;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
@@ -641,7 +641,7 @@ impl Simulation {
                         self.topo.admitted(p);
                     }
                     let api_adm =
-                        ingest::api_admission_with_placement(&admission, placement.as_deref());
+                        status::api_admission_with_placement(&admission, placement.as_deref());
                     status::admit(&mut sw.workload, api_adm.clone(), has_checks, time);
                     sw.run += 1;
                     recorder.admit(

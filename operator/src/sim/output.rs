@@ -6,54 +6,11 @@ use serde_json::{Value, json};
 use sluice_sdk::kueue::labels;
 use sluice_sdk::kueue::v1beta2 as api;
 
-use super::{SIM_EPOCH, Simulation, SimulationReport, format_duration};
+use super::{SIM_EPOCH, Simulation, SimulationReport};
+use crate::duration::format_duration;
 use crate::engine::WorkloadState;
+use crate::output::{OutputError, OutputFormat, columns, encode};
 use crate::status;
-
-/// How to print results.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutputFormat {
-    /// A readable summary.
-    Table,
-    /// JSON.
-    Json,
-    /// YAML.
-    Yaml,
-}
-
-fn encode(value: &Value, format: OutputFormat) -> String {
-    match format {
-        OutputFormat::Yaml => serde_yaml::to_string(value).unwrap_or_default(),
-        _ => serde_json::to_string_pretty(value).unwrap_or_default() + "\n",
-    }
-}
-
-/// Renders rows as aligned columns.
-fn columns(rows: &[Vec<String>]) -> String {
-    let mut widths = Vec::new();
-    for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            if widths.len() <= i {
-                widths.push(0);
-            }
-            widths[i] = widths[i].max(c.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for r in rows {
-        let mut line = String::new();
-        for (i, c) in r.iter().enumerate() {
-            if i + 1 == r.len() {
-                line.push_str(c);
-            } else {
-                let _ = write!(line, "{c:<w$}  ", w = widths[i]);
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
 
 /// The final ClusterQueues and LocalQueues (with status), Workloads and Jobs.
 fn final_objects(sim: &Simulation, now: i64) -> Vec<Value> {
@@ -132,10 +89,12 @@ fn quantity(q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity) -> &str
 pub fn render_final_state(sim: &Simulation, format: OutputFormat) -> String {
     let now = SIM_EPOCH;
     if format != OutputFormat::Table {
-        return encode(
+        // A JSON value always encodes.
+        return encode::<OutputError>(
             &json!({"apiVersion": "v1", "kind": "List", "items": final_objects(sim, now)}),
             format,
-        );
+        )
+        .unwrap_or_default();
     }
     let mut out = String::new();
     let mut rows = vec![vec![
@@ -157,7 +116,7 @@ pub fn render_final_state(sim: &Simulation, format: OutputFormat) -> String {
                         .and_then(|f| f.resources.iter().find(|r| r.name == rq.name))
                         .map(|r| (r.total, r.borrowed))
                         .unwrap_or((0, 0));
-                    if used == 0 && rq.name != super::GPU_RESOURCE {
+                    if used == 0 && rq.name != sluice_sdk::topology::GPU_RESOURCE {
                         continue;
                     }
                     let used = sluice_sdk::quantity::format_resource_value(&rq.name, used);
@@ -194,7 +153,7 @@ pub fn render_final_state(sim: &Simulation, format: OutputFormat) -> String {
             },
         ]);
     }
-    out.push_str(&columns(&rows));
+    out.push_str(&columns(&rows, 2));
     out.push('\n');
 
     let mut rows = vec![vec![
@@ -248,7 +207,7 @@ pub fn render_final_state(sim: &Simulation, format: OutputFormat) -> String {
             detail,
         ]);
     }
-    out.push_str(&columns(&rows));
+    out.push_str(&columns(&rows, 2));
     let _ = writeln!(out, "\n{} scheduling cycles.", sim.cycles());
     out
 }
@@ -275,10 +234,11 @@ pub fn render_report(sim: &Simulation, report: &SimulationReport, format: Output
         if let Value::Object(m) = &mut v {
             m.insert("schedulingCycles".into(), json!(sim.cycles()));
         }
-        return encode(
+        return encode::<OutputError>(
             &json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "SimulationReport", "report": v}),
             format,
-        );
+        )
+        .unwrap_or_default();
     }
     let mut out = String::new();
     let _ = writeln!(
@@ -326,7 +286,7 @@ pub fn render_report(sim: &Simulation, report: &SimulationReport, format: Output
             format!("{:.1}%", q.entitlement_share * 100.0),
         ]);
     }
-    out.push_str(&columns(&rows));
+    out.push_str(&columns(&rows, 2));
     out.push('\n');
     let mut rows = vec![
         [
@@ -347,7 +307,7 @@ pub fn render_report(sim: &Simulation, report: &SimulationReport, format: Output
             sparkline(&series, f.gpus),
         ]);
     }
-    out.push_str(&columns(&rows));
+    out.push_str(&columns(&rows, 2));
     let _ = writeln!(
         out,
         "\nFairness: Jain's index of GPU-hours per ClusterQueue {:.3}; of GPU-hours relative to nominal quota {:.3} (1 = perfectly fair).",

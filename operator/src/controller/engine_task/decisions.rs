@@ -93,7 +93,7 @@ impl EngineTask {
             .and_then(|cq| cq.spec.admission_checks_strategy.as_ref())
             .is_some_and(|s| !s.admission_checks.is_empty());
         let placement = self.engine.as_ref().and_then(|e| e.placement(key));
-        let api_adm = ingest::api_admission_with_placement(admission, placement);
+        let api_adm = status::api_admission_with_placement(admission, placement);
         let written = self
             .write_workload_status(key, |wl| {
                 let before = wl.status.clone();

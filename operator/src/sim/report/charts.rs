@@ -6,7 +6,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::ReportError;
-use crate::sim::format_duration;
+use crate::duration::format_duration;
 use crate::sim::metrics::{EvictionRecord, FlavorUtilisation, QueueReport};
 
 /// Width and height of a chart in SVG pixels (it scales down with the page).

@@ -8,7 +8,9 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::ReportError;
 use super::charts::svg;
-use crate::sim::{GPU_RESOURCE, Simulation, SimulationReport};
+use sluice_sdk::topology::GPU_RESOURCE;
+
+use crate::sim::{Simulation, SimulationReport};
 
 /// The node label Kueue's topology-aware scheduling uses for the host level.
 const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";

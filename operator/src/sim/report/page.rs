@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use super::charts::{self, is_preemption};
 use super::heatmap::{self, NodeUse};
 use super::{ReportError, escape};
+use crate::duration::format_duration;
 use crate::sim::SimulationReport;
-use crate::sim::format_duration;
 
 /// Evictions listed in the page's table; the chart shows all of them.
 const EVICTIONS_LISTED: usize = 500;
