@@ -621,3 +621,38 @@ fn simulate_config_refuses_what_it_cannot_honour() {
         }
     }
 }
+
+#[test]
+fn simulator_logs_instants_as_virtual_time_not_epoch_milliseconds() {
+    // The bundled example injects node failures; each is logged with the instant it happens.
+    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["simulate", "--log-json"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("RUST_LOG", "sluice_operator=debug")
+        .output()
+        .expect("the sluice binary runs");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    let injected: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("injecting failure"))
+        .collect();
+    assert!(!injected.is_empty(), "no failure was logged: {err}");
+    for line in err.lines() {
+        // Epoch milliseconds of the simulation's instants have 13 digits; virtual time reads like "2h05m".
+        let longest = line
+            .split(|c: char| !c.is_ascii_digit())
+            .map(str::len)
+            .max()
+            .unwrap_or(0);
+        assert!(longest < 12, "a raw instant in: {line}");
+    }
+    for line in injected {
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        let at = v["fields"]["at"].as_str().unwrap_or_default();
+        assert!(
+            at.ends_with(['s', 'm']) && at.starts_with(|c: char| c.is_ascii_digit()),
+            "{line}"
+        );
+    }
+}

@@ -980,11 +980,6 @@ impl Simulation {
         self.engine.set_placement_policy(policy);
     }
 
-    /// Figures on gang placement so far.
-    pub fn topology_report(&self) -> topology::TopologyReport {
-        self.topo.finish()
-    }
-
     /// Injects failure `i`: the node goes NotReady, or its listed GPUs turn unhealthy.
     fn fail(
         &mut self,

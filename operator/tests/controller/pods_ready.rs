@@ -144,3 +144,62 @@ async fn timeout_evicts_requeues_with_backoff_then_deactivates_at_the_limit() {
     );
     op.abort();
 }
+
+#[tokio::test]
+async fn a_restarted_operator_keeps_the_backoff_and_the_requeue_count_from_status() {
+    // Kueue keeps the eviction state across restarts: a workload backing off after a PodsReady timeout stays out
+    // of the queue until its requeueAt, and its next timeout counts on from the recorded requeue count.
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    fake.put(&job("stuck", 1, 1, None));
+    let mut cfg = pods_ready_config(None, 300);
+    if let Some(w) = cfg.wait_for_pods_ready.as_mut() {
+        w.backoff_base = Duration::from_secs(3);
+        w.backoff_max = Duration::from_secs(6);
+    }
+    let first = start(&fake, "first", cfg.clone());
+    wait_for(5, "workload", || workload_of(&fake, "stuck").is_some()).await;
+    let name = workload_of(&fake, "stuck").unwrap().metadata.name.unwrap();
+    let backing_off = |w: &api::Workload| {
+        w.status.as_ref().is_some_and(|s| {
+            s.admission.is_none()
+                && s.requeue_state
+                    .as_ref()
+                    .is_some_and(|r| r.count == Some(1) && r.requeue_at.is_some())
+        })
+    };
+    wait_for(5, "evicted and backing off", || {
+        get_workload(&fake, &name).is_some_and(|w| backing_off(&w))
+    })
+    .await;
+    first.abort();
+    let requeue_at = get_workload(&fake, &name)
+        .and_then(|w| w.status?.requeue_state?.requeue_at)
+        .unwrap()
+        .0;
+    let admissions_before = admission_writes(&fake, &name);
+
+    let second = start(&fake, "second", cfg);
+    // Until requeueAt the restarted operator leaves it out of the queue (half a second of slack for the
+    // whole-second precision of status times).
+    while k8s_openapi::jiff::Timestamp::now() < requeue_at - std::time::Duration::from_millis(500) {
+        assert_eq!(
+            admission_writes(&fake, &name),
+            admissions_before,
+            "admitted before its requeueAt {requeue_at}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Then it is admitted again, times out again, and the count goes on from 1.
+    wait_for(10, "second timeout with requeue count 2", || {
+        get_workload(&fake, &name).is_some_and(|w| {
+            w.status
+                .as_ref()
+                .and_then(|s| s.requeue_state.as_ref())
+                .is_some_and(|r| r.count == Some(2))
+        })
+    })
+    .await;
+    assert_eq!(admission_writes(&fake, &name), admissions_before + 1);
+    second.abort();
+}
