@@ -7,14 +7,11 @@ use std::collections::VecDeque;
 use super::fasthash::{FastMap, FastSet};
 
 use super::assign::Assignment;
-use super::fairness::{
-    ResourceBorrowing, Share, ShareInput, compare as compare_shares, weighted_share,
-};
+use super::fairness::{Share, compare as compare_shares, weighted_share};
 use super::preemption_cost::{Cost, CostInput, PreemptionCosts};
 use super::quota::{Fr, NodeId, Tree};
 use super::topology::admit::TasParts;
 use super::tree_fairness::TreeFairness;
-use super::usage_history::UsageHistory;
 use super::{
     BorrowWithinCohortPolicy, CqData, FairSharingConfig, FairSharingStrategy, Flavor, Interner,
     Phase, ReclaimPolicy, ScanProgress, Time, WithinCqPolicy, Wl,
@@ -821,63 +818,6 @@ impl<'a> Sim<'a> {
         let s = self.share(b);
         self.add_workloads(&[w]);
         s
-    }
-}
-
-/// The share input of one node: what it borrows beyond its subtree quota, and what its parent
-/// could lend of those resources.
-pub(crate) fn share_input<'t>(
-    tree: &'t Tree,
-    ids: &Interner,
-    history: Option<&UsageHistory>,
-    n: NodeId,
-) -> ShareInput<'t> {
-    let node = tree.node(n);
-    let weight = node.weight;
-    let hist = history.map_or(0.0, |h| h.dominant(tree, n));
-    let Some(parent) = tree.parent(n) else {
-        return ShareInput {
-            name: &node.name,
-            weight,
-            has_parent: false,
-            borrowing: Vec::new(),
-            history: hist,
-        };
-    };
-    let mut borrowing: Vec<ResourceBorrowing> = Vec::new();
-    let len = node.subtree.len().max(node.usage.len());
-    for fr in 0..len as Fr {
-        let b = tree.usage(n, fr) - tree.subtree(n, fr);
-        if b > 0 {
-            let (_, r) = ids.fr_parts(fr);
-            match borrowing.iter_mut().find(|e| e.resource == r) {
-                Some(e) => e.borrowed = e.borrowed.saturating_add(b),
-                None => borrowing.push(ResourceBorrowing {
-                    resource: r,
-                    borrowed: b,
-                    lendable: 0,
-                }),
-            }
-        }
-    }
-    if !borrowing.is_empty() {
-        let root = tree.root(parent);
-        let rlen = tree.node(root).subtree.len();
-        for fr in 0..rlen as Fr {
-            let (_, r) = ids.fr_parts(fr);
-            if let Some(e) = borrowing.iter_mut().find(|e| e.resource == r) {
-                e.lendable = e
-                    .lendable
-                    .saturating_add(tree.potential_available(parent, fr));
-            }
-        }
-    }
-    ShareInput {
-        name: &node.name,
-        weight,
-        has_parent: true,
-        borrowing,
-        history: hist,
     }
 }
 

@@ -5,14 +5,16 @@
 //! its own policy; a tree without one uses the engine's default. Usage history is kept once per
 //! half-life in use, so trees whose policies share a half-life share one history, and a tree that
 //! moves to another policy with the same half-life keeps its past.
+//!
+//! Every share the engine uses (admission order, preemption, status) is computed here: each node's
+//! [`ShareInput`] read off the quota tree, then one call to its tree's policy.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::Interner;
-use super::fairness::{FairnessPolicy, Share};
-use super::preempt::share_input;
-use super::quota::{NodeId, Tree};
+use super::fairness::{FairnessPolicy, ResourceBorrowing, Share, ShareInput};
+use super::quota::{Fr, NodeId, Tree};
 use super::types::Time;
 use super::usage_history::UsageHistory;
 
@@ -210,6 +212,63 @@ impl TreeFairness {
         out.clear();
         policy.shares(&inputs, out);
         out.resize(nodes.len(), Share::negative());
+    }
+}
+
+/// The share input of one node: what it borrows beyond its subtree quota, and what its parent
+/// could lend of those resources.
+fn share_input<'t>(
+    tree: &'t Tree,
+    ids: &Interner,
+    history: Option<&UsageHistory>,
+    n: NodeId,
+) -> ShareInput<'t> {
+    let node = tree.node(n);
+    let weight = node.weight;
+    let hist = history.map_or(0.0, |h| h.dominant(tree, n));
+    let Some(parent) = tree.parent(n) else {
+        return ShareInput {
+            name: &node.name,
+            weight,
+            has_parent: false,
+            borrowing: Vec::new(),
+            history: hist,
+        };
+    };
+    let mut borrowing: Vec<ResourceBorrowing> = Vec::new();
+    let len = node.subtree.len().max(node.usage.len());
+    for fr in 0..len as Fr {
+        let b = tree.usage(n, fr) - tree.subtree(n, fr);
+        if b > 0 {
+            let (_, r) = ids.fr_parts(fr);
+            match borrowing.iter_mut().find(|e| e.resource == r) {
+                Some(e) => e.borrowed = e.borrowed.saturating_add(b),
+                None => borrowing.push(ResourceBorrowing {
+                    resource: r,
+                    borrowed: b,
+                    lendable: 0,
+                }),
+            }
+        }
+    }
+    if !borrowing.is_empty() {
+        let root = tree.root(parent);
+        let rlen = tree.node(root).subtree.len();
+        for fr in 0..rlen as Fr {
+            let (_, r) = ids.fr_parts(fr);
+            if let Some(e) = borrowing.iter_mut().find(|e| e.resource == r) {
+                e.lendable = e
+                    .lendable
+                    .saturating_add(tree.potential_available(parent, fr));
+            }
+        }
+    }
+    ShareInput {
+        name: &node.name,
+        weight,
+        has_parent: true,
+        borrowing,
+        history: hist,
     }
 }
 
