@@ -1,11 +1,13 @@
-//! Sluice's operator: the scheduling engine, the simulator and the `sluice` binary's subcommands.
+//! Sluice's operator: the controllers around the scheduling engine, the simulator and the `sluice` binary's
+//! subcommands.
 
 pub mod agent;
 pub mod bench;
 pub mod cli;
 pub mod controller;
 pub mod duration;
-pub mod engine;
+/// The scheduling engine (crate `sluice-engine`), under the path it had when it was a module here.
+pub use sluice_engine as engine;
 pub mod ingest;
 pub mod jobs;
 pub mod leader;

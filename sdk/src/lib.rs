@@ -15,7 +15,8 @@
 //! * [`harness`] (feature `host`): fixtures, builders and assertions for policy authors.
 //! * [`guest`] (feature `guest`): the bindings and export macros for policy modules.
 //! * [`sluice`]: Sluice's own `sluice.dev` kinds.
-//! * [`topology`]: the GPU topology model (GPUs, NVLink islands, health) the node agent publishes.
+//! * [`topology`]: the GPU topology model (GPUs, NVLink islands, health) the node agent publishes; like
+//!   [`policy`], it builds without Kubernetes types (its JSON Schema derives come with feature `api`).
 //! * [`quantity`]: exact integer values of Kubernetes quantities in the units Kueue's scheduler uses.
 //!
 //! ```
@@ -52,7 +53,6 @@ pub mod policy;
 pub mod quantity;
 #[cfg(feature = "api")]
 pub mod sluice;
-#[cfg(feature = "api")]
 pub mod topology;
 
 /// Re-export of the Kubernetes API types these types are built on.

@@ -1,21 +1,8 @@
-//! The engine's integration tests: quota, queues, flavors, preemption, fair sharing, invariants.
+//! The engine's tests that need the operator: Kueue Workloads read into the engine's model, and the engine's
+//! decisions on `sluice bench`'s workload. The rest are `sluice-engine`'s own (`operator/engine/tests/`).
 //!
 //! One test binary per area: each links the whole operator, so fewer binaries build and link much faster
 //! and take a fraction of the disk.
 
-#[path = "../common/mod.rs"]
-mod common;
-mod fair_preemption;
-mod flavors;
-mod invariants;
-mod kueue_more;
-mod kueue_scenarios;
-mod livelock;
-mod preemption;
-mod priority_boost;
-mod properties;
-mod queues;
-mod quota;
-mod review_fixes;
-mod scale;
-mod tree_fairness;
+mod bench_decisions;
+mod ingest;

@@ -9,6 +9,9 @@ mod islands;
 
 pub use islands::{GpuLink, LinkRemote, islands_from_links};
 
+// The schema derives are for the NodeGpuTopology CRD (feature `api`); without it the model builds with serde alone,
+// for the engine and for policy modules.
+#[cfg(feature = "api")]
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -34,7 +37,8 @@ pub mod gfd {
 }
 
 /// Health of one GPU as the node agent last saw it.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "api", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct GpuHealth {
     /// Schedulable: no fatal XID error and no uncorrected ECC error seen.
@@ -51,7 +55,8 @@ pub struct GpuHealth {
 }
 
 /// One MIG instance carved out of a GPU.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "api", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MigInstance {
     /// Profile name as the device plugin advertises it, e.g. `1g.10gb`.
@@ -65,7 +70,8 @@ pub struct MigInstance {
 }
 
 /// One GPU of a node.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "api", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Gpu {
     /// NVML index on the node.
@@ -97,7 +103,8 @@ pub struct Gpu {
 }
 
 /// GPUs joined by NVLink (directly or through NVSwitches): a pod's GPUs inside one island talk at NVLink speed.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "api", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct NvlinkIsland {
     /// GPU indexes, ascending.
@@ -108,7 +115,8 @@ pub struct NvlinkIsland {
 }
 
 /// PCIe distance between two GPUs (NVML's `topology_common_ancestor`).
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "api", derive(JsonSchema))]
 pub enum PcieLevel {
     /// Same board (multi-GPU board).
     Internal,
@@ -125,7 +133,8 @@ pub enum PcieLevel {
 }
 
 /// The PCIe relation of one GPU pair.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "api", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct GpuPair {
     /// Lower GPU index.
@@ -137,7 +146,8 @@ pub struct GpuPair {
 }
 
 /// What a node's agent discovered about its GPUs.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "api", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct NodeGpus {
     /// NVIDIA driver version.

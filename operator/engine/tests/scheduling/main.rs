@@ -1,0 +1,20 @@
+//! The engine's integration tests: quota, queues, flavors, preemption, fair sharing, invariants.
+//!
+//! One test binary per area (this one and `topology`), both on the scenario DSL in `common/`.
+
+#[path = "../common/mod.rs"]
+mod common;
+mod fair_preemption;
+mod flavors;
+mod invariants;
+mod kueue_more;
+mod kueue_scenarios;
+mod livelock;
+mod preemption;
+mod priority_boost;
+mod properties;
+mod queues;
+mod quota;
+mod review_fixes;
+mod scale;
+mod tree_fairness;

@@ -1,0 +1,140 @@
+//! Topology-aware preemption: a gang that fits its quota but finds no domain with room preempts inside one
+//! domain, with the fewest victims, and never evicts a workload whose removal does not help it fit.
+
+use std::collections::BTreeSet;
+
+use crate::common::*;
+use crate::placement::{GPU, RACK, env, gang, per_node, schedule};
+use sluice_engine::*;
+
+/// Racks of the fixture: r1 = x1, x2; r2 = x3; r3 = x4, x5, x6 (8 GPUs per node).
+fn rack_of(node: &str) -> &'static str {
+    match node {
+        "x1" | "x2" => "r1",
+        "x3" => "r2",
+        _ => "r3",
+    }
+}
+
+/// The fixture with preemption within the ClusterQueue, every GPU held by priority-0 work: one 3-pod gang
+/// filling rack r3, one pod filling r2 (x3), and eight 2-GPU pods filling rack r1, admitted last (so Kueue's
+/// candidate order, most recently admitted first, reaches them first).
+fn full_cluster() -> Env {
+    let mut env = env();
+    env.cq(cq("cq")
+        .group(
+            &["cpu", GPU],
+            vec![fq("tas", vec![rq("cpu", cpu(1000)), rq(GPU, 1000)])],
+        )
+        .preemption(ReclaimPolicy::Never, WithinCqPolicy::LowerPriority));
+    env.submit(gang("r3-gang", 3, 8, TopologyMode::Required, Some(RACK)).prio(0));
+    schedule(&mut env);
+    env.submit(gang("r2-pod", 1, 8, TopologyMode::Required, Some(RACK)).prio(0));
+    schedule(&mut env);
+    for i in 0..8 {
+        env.submit(
+            gang(
+                &format!("r1-small-{i}"),
+                1,
+                2,
+                TopologyMode::Required,
+                Some(RACK),
+            )
+            .prio(0),
+        );
+        schedule(&mut env);
+    }
+    for k in ["ns/r3-gang", "ns/r2-pod"] {
+        env.assert_admitted(k);
+    }
+    assert_eq!(
+        per_node(&env, "ns/r3-gang")
+            .keys()
+            .map(|n| rack_of(n))
+            .collect::<BTreeSet<_>>(),
+        ["r3"].into()
+    );
+    assert_eq!(
+        per_node(&env, "ns/r2-pod").keys().collect::<Vec<_>>(),
+        ["x3"]
+    );
+    for i in 0..8 {
+        let k = format!("ns/r1-small-{i}");
+        env.assert_admitted(&k);
+        assert_eq!(rack_of(per_node(&env, &k).keys().next().unwrap()), "r1");
+    }
+    env
+}
+
+#[test]
+fn a_gang_that_fits_the_quota_but_no_rack_preempts_inside_one_rack_with_the_fewest_victims() {
+    let mut env = full_cluster();
+    // Two 8-GPU pods in one rack: r1 needs its eight small pods gone, r3 needs only its one gang gone; r2 is
+    // too small whatever is preempted.
+    env.submit(gang("high", 2, 8, TopologyMode::Required, Some(RACK)).prio(10));
+    let out = schedule(&mut env);
+    assert_eq!(
+        evictions(&out),
+        vec![("ns/r3-gang".to_string(), Some("InClusterQueue".to_string()))]
+    );
+    env.assert_pending("ns/high", "WaitingForPreemptedWorkloads");
+    // Nothing more happens while the victim's pods stop.
+    assert!(evictions(&schedule(&mut env)).is_empty());
+    env.complete_evictions(&out);
+    schedule(&mut env);
+    env.assert_admitted("ns/high");
+    let racks: BTreeSet<&str> = per_node(&env, "ns/high")
+        .keys()
+        .map(|n| rack_of(n))
+        .collect();
+    assert_eq!(racks, ["r3"].into());
+}
+
+#[test]
+fn no_victim_is_evicted_whose_removal_does_not_help_the_placement() {
+    let mut env = full_cluster();
+    // One 8-GPU pod in one host: any single node freed is enough. Kueue's order would take the most recent
+    // small pods first; only victims on one node may go, and as few as possible.
+    env.submit(
+        gang(
+            "high",
+            1,
+            8,
+            TopologyMode::Required,
+            Some("kubernetes.io/hostname"),
+        )
+        .prio(10),
+    );
+    let out = schedule(&mut env);
+    let victims: Vec<String> = evictions(&out).into_iter().map(|(w, _)| w).collect();
+    assert!(!victims.is_empty());
+    env.complete_evictions(&out);
+    schedule(&mut env);
+    env.assert_admitted("ns/high");
+    let node = per_node(&env, "ns/high").keys().next().cloned().unwrap();
+    // Every victim held GPUs on the node the preemptor took: removing any other would not have helped.
+    for v in &victims {
+        let w = v.trim_start_matches("ns/");
+        let on = match w {
+            "r2-pod" => vec!["x3"],
+            "r3-gang" => vec!["x4", "x5", "x6"],
+            _ => vec!["x1", "x2"],
+        };
+        assert!(
+            on.contains(&node.as_str()),
+            "{v} was evicted but the preemptor went to {node}"
+        );
+    }
+    // The single pod on x3 is the one victim that frees a whole node.
+    assert_eq!(victims, vec!["ns/r2-pod".to_string()]);
+}
+
+#[test]
+fn a_gang_that_no_rack_could_hold_even_empty_preempts_nothing() {
+    let mut env = full_cluster();
+    // 32 GPUs in one rack: the largest rack has 24.
+    env.submit(gang("huge", 4, 8, TopologyMode::Required, Some(RACK)).prio(10));
+    let out = schedule(&mut env);
+    assert!(evictions(&out).is_empty());
+    env.assert_pending("ns/huge", "TopologyPlacementFailed");
+}
