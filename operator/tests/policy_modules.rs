@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use sluice_operator::engine::{
-    DrsPolicy, EngineConfig, FairSharingConfig, FairnessPolicy, OrderKey, ResourceBorrowing, Share,
+    DrsPolicy, EngineConfig, EngineFairness, FairSharingConfig, OrderKey, ResourceBorrowing, Share,
     ShareInput,
 };
 use sluice_operator::output::OutputFormat;
@@ -259,7 +259,7 @@ fn bits(s: &[Share]) -> Vec<(u64, u64, bool)> {
         .collect()
 }
 
-fn simulate(fairness: Option<Arc<dyn FairnessPolicy>>) -> String {
+fn simulate(fairness: Option<Arc<dyn EngineFairness>>) -> String {
     let docs = sim::bundled_example().expect("bundled example");
     let config = EngineConfig {
         fair_sharing: Some(FairSharingConfig::default()),
@@ -508,7 +508,7 @@ fn failing_fairness_falls_back_to_drs_per_decision() {
 /// The bundled example under fair sharing with `policy`: (finished workloads, evictions). Kueue's
 /// PrioritizePreemptorWorkloads gate is on: without it a requeued victim may take back the quota its preemption
 /// freed, and both policies thrash for that reason, which would hide what this compares.
-fn fair_sharing_run(policy: Option<Arc<dyn FairnessPolicy>>) -> (usize, usize) {
+fn fair_sharing_run(policy: Option<Arc<dyn EngineFairness>>) -> (usize, usize) {
     let docs = sim::bundled_example().expect("bundled example");
     let config = EngineConfig {
         fair_sharing: Some(FairSharingConfig::default()),
@@ -530,7 +530,7 @@ fn history_orders_admission_but_does_not_drive_preemption() {
         history_weight: 0.5,
     })
     .expect("valid config");
-    let guarded: Arc<dyn FairnessPolicy> = Arc::new(GuardedFairness::new(
+    let guarded: Arc<dyn EngineFairness> = Arc::new(GuardedFairness::new(
         "fair-credits",
         Arc::new(native),
         Arc::new(ModuleHealth::new(3)),

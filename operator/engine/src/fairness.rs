@@ -38,7 +38,7 @@ pub struct ShareInput<'a> {
     pub history: f64,
 }
 
-/// A node's share as produced by a [`FairnessPolicy`].
+/// A node's share as produced by a [`EngineFairness`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Share {
     /// Unweighted dominant ratio (per mille of lendable); -1 for "no share yet".
@@ -73,9 +73,10 @@ pub struct OrderKey {
     pub timestamp: Time,
 }
 
-/// Pluggable fairness, called once per decision: a batch of shares, or the order of all the
-/// candidates competing at one cohort level.
-pub trait FairnessPolicy: Debug + Send + Sync {
+/// The fairness the engine asks, called once per decision: a batch of shares, or the order of all the
+/// candidates competing at one cohort level. (A policy module's contract is the SDK's `FairnessPolicy`; the
+/// operator adapts one to this.)
+pub trait EngineFairness: Debug + Send + Sync {
     /// Name used in metrics, events and errors.
     fn name(&self) -> &str;
     /// Half-life in seconds of the usage history the engine should keep, if the policy uses it.
@@ -170,7 +171,7 @@ impl DrsPolicy {
     }
 }
 
-impl FairnessPolicy for DrsPolicy {
+impl EngineFairness for DrsPolicy {
     fn name(&self) -> &str {
         "drs"
     }

@@ -38,7 +38,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 pub use error::EngineError;
-pub use fairness::{DrsPolicy, FairnessPolicy, OrderKey, ResourceBorrowing, Share, ShareInput};
+pub use fairness::{DrsPolicy, EngineFairness, OrderKey, ResourceBorrowing, Share, ShareInput};
 pub use topology::admit::{NODE_FAILURES, TOPOLOGY_PLACEMENT_FAILED};
 pub use types::*;
 
@@ -277,7 +277,7 @@ impl Engine {
     }
 
     /// Creates an engine with a custom fairness policy (used only when fair sharing is enabled).
-    pub fn with_fairness_policy(config: EngineConfig, policy: Arc<dyn FairnessPolicy>) -> Self {
+    pub fn with_fairness_policy(config: EngineConfig, policy: Arc<dyn EngineFairness>) -> Self {
         let mut ids = Interner::default();
         let pods_resource = ids.resource("pods");
         Self {
@@ -305,7 +305,7 @@ impl Engine {
 
     /// Replaces the default fairness policy: the one of every cohort tree without its own. Usage
     /// history is kept per half-life, so a new half-life starts with none.
-    pub fn set_fairness_policy(&mut self, policy: Arc<dyn FairnessPolicy>) {
+    pub fn set_fairness_policy(&mut self, policy: Arc<dyn EngineFairness>) {
         self.fairness.set_default(policy);
         self.requeue_all_inadmissible();
     }
@@ -315,7 +315,7 @@ impl Engine {
     pub fn set_fairness_policy_for_tree(
         &mut self,
         root: &str,
-        policy: Option<Arc<dyn FairnessPolicy>>,
+        policy: Option<Arc<dyn EngineFairness>>,
     ) {
         if self.fairness.set_for_root(root, policy) {
             self.requeue_all_inadmissible();
@@ -326,7 +326,7 @@ impl Engine {
     /// policies and every other tree on the default, in one step.
     pub fn set_tree_fairness_policies(
         &mut self,
-        policies: impl IntoIterator<Item = (String, Arc<dyn FairnessPolicy>)>,
+        policies: impl IntoIterator<Item = (String, Arc<dyn EngineFairness>)>,
     ) {
         if self.fairness.set_roots(policies.into_iter().collect()) {
             self.requeue_all_inadmissible();

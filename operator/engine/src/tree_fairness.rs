@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::Interner;
-use super::fairness::{FairnessPolicy, ResourceBorrowing, Share, ShareInput};
+use super::fairness::{EngineFairness, ResourceBorrowing, Share, ShareInput};
 use super::quota::{Fr, NodeId, Tree};
 use super::types::Time;
 use super::usage_history::UsageHistory;
@@ -21,15 +21,15 @@ use super::usage_history::UsageHistory;
 /// The default policy, the per-tree policies (by root cohort name) and their histories.
 #[derive(Clone, Debug)]
 pub(crate) struct TreeFairness {
-    default: Arc<dyn FairnessPolicy>,
-    by_root: HashMap<String, Arc<dyn FairnessPolicy>>,
+    default: Arc<dyn EngineFairness>,
+    by_root: HashMap<String, Arc<dyn EngineFairness>>,
     /// One per distinct half-life asked for by the policies in use.
     histories: Vec<UsageHistory>,
 }
 
 impl TreeFairness {
     /// Every tree on `default`.
-    pub(crate) fn new(default: Arc<dyn FairnessPolicy>) -> Self {
+    pub(crate) fn new(default: Arc<dyn EngineFairness>) -> Self {
         let mut f = Self {
             default,
             by_root: HashMap::new(),
@@ -40,12 +40,12 @@ impl TreeFairness {
     }
 
     /// The policy of trees without their own.
-    pub(crate) fn default_policy(&self) -> &dyn FairnessPolicy {
+    pub(crate) fn default_policy(&self) -> &dyn EngineFairness {
         self.default.as_ref()
     }
 
     /// Replaces the default policy.
-    pub(crate) fn set_default(&mut self, policy: Arc<dyn FairnessPolicy>) {
+    pub(crate) fn set_default(&mut self, policy: Arc<dyn EngineFairness>) {
         self.default = policy;
         self.sync_histories();
     }
@@ -55,7 +55,7 @@ impl TreeFairness {
     pub(crate) fn set_for_root(
         &mut self,
         root: &str,
-        policy: Option<Arc<dyn FairnessPolicy>>,
+        policy: Option<Arc<dyn EngineFairness>>,
     ) -> bool {
         let changed = match (self.by_root.get(root), &policy) {
             (Some(a), Some(b)) => !Arc::ptr_eq(a, b),
@@ -76,7 +76,7 @@ impl TreeFairness {
     /// Puts exactly the trees in `policies` (by root cohort name) on their own policies, every other
     /// tree on the default, in one step (so a history whose half-life stays in use is kept whatever
     /// the order of the changes). Returns whether anything changed.
-    pub(crate) fn set_roots(&mut self, policies: HashMap<String, Arc<dyn FairnessPolicy>>) -> bool {
+    pub(crate) fn set_roots(&mut self, policies: HashMap<String, Arc<dyn EngineFairness>>) -> bool {
         let same = policies.len() == self.by_root.len()
             && policies
                 .iter()
@@ -92,7 +92,7 @@ impl TreeFairness {
     /// The policy of the tree holding node `n`: its root cohort's, else the default. A
     /// ClusterQueue without a cohort is a tree of its own, always on the default (it has no
     /// siblings to be ordered against).
-    pub(crate) fn policy_of(&self, tree: &Tree, n: NodeId) -> &dyn FairnessPolicy {
+    pub(crate) fn policy_of(&self, tree: &Tree, n: NodeId) -> &dyn EngineFairness {
         if self.by_root.is_empty() {
             return self.default.as_ref();
         }
@@ -106,7 +106,7 @@ impl TreeFairness {
     }
 
     /// The history kept for `policy` (None when it keeps none).
-    fn history_for(&self, policy: &dyn FairnessPolicy) -> Option<&UsageHistory> {
+    fn history_for(&self, policy: &dyn EngineFairness) -> Option<&UsageHistory> {
         let half_life = policy.history_half_life();
         self.histories.iter().find(|h| h.has_half_life(half_life))
     }
@@ -200,7 +200,7 @@ impl TreeFairness {
         tree: &Tree,
         ids: &Interner,
         with_history: bool,
-        policy: &dyn FairnessPolicy,
+        policy: &dyn EngineFairness,
         nodes: &[NodeId],
         out: &mut Vec<Share>,
     ) {
@@ -273,10 +273,10 @@ fn share_input<'t>(
 }
 
 /// Whether two policy references are the same object.
-fn same_policy(a: &dyn FairnessPolicy, b: &dyn FairnessPolicy) -> bool {
+fn same_policy(a: &dyn EngineFairness, b: &dyn EngineFairness) -> bool {
     std::ptr::addr_eq(
-        a as *const dyn FairnessPolicy,
-        b as *const dyn FairnessPolicy,
+        a as *const dyn EngineFairness,
+        b as *const dyn EngineFairness,
     )
 }
 
@@ -289,7 +289,7 @@ mod tests {
     #[derive(Debug)]
     struct WithHistory(f64);
 
-    impl FairnessPolicy for WithHistory {
+    impl EngineFairness for WithHistory {
         fn name(&self) -> &str {
             "with-history"
         }
@@ -321,7 +321,7 @@ mod tests {
     #[derive(Debug)]
     struct Fixed(f64);
 
-    impl FairnessPolicy for Fixed {
+    impl EngineFairness for Fixed {
         fn name(&self) -> &str {
             "fixed"
         }
@@ -384,7 +384,7 @@ mod tests {
     #[test]
     fn a_history_moving_between_trees_in_one_step_is_kept() {
         let (tree, n) = full_queue();
-        let ten: Arc<dyn FairnessPolicy> = Arc::new(WithHistory(10.0));
+        let ten: Arc<dyn EngineFairness> = Arc::new(WithHistory(10.0));
         let mut f = TreeFairness::new(Arc::new(super::super::DrsPolicy));
         f.set_roots(HashMap::from([("x".to_string(), ten.clone())]));
         f.advance(&tree, 0);
@@ -393,7 +393,7 @@ mod tests {
         let swapped = HashMap::from([
             (
                 "x".to_string(),
-                Arc::new(WithHistory(20.0)) as Arc<dyn FairnessPolicy>,
+                Arc::new(WithHistory(20.0)) as Arc<dyn EngineFairness>,
             ),
             ("y".to_string(), ten.clone()),
         ]);

@@ -17,7 +17,7 @@ use sluice_sdk::sluice::policy_module::{PolicyKind, PolicyModule, PolicyModuleSp
 use thiserror::Error;
 
 use crate::cli::{CliError, Output};
-use crate::engine::FairnessPolicy;
+use crate::engine::EngineFairness;
 use crate::policy::{LoadedModule, PolicyRegistry, RegistryError, embedded};
 
 /// Failures of the policy subcommands.
@@ -465,7 +465,7 @@ pub fn parse_policy_flag(s: &str) -> Result<PolicyFlag, String> {
 #[derive(Debug, Default)]
 pub struct SimulationPolicies {
     /// Fairness policy (None: the built-in DRS).
-    pub fairness: Option<Arc<dyn FairnessPolicy>>,
+    pub fairness: Option<Arc<dyn EngineFairness>>,
     /// Placement policy, loaded and checked.
     pub placement: Option<Arc<dyn PlacementPolicy>>,
     /// Preemption-cost policy of every ClusterQueue (None: Kueue's preemption).

@@ -526,13 +526,13 @@ impl Policies {
             });
         if fairness_changed {
             for (root, f) in &fairness {
-                tracing::info!(cohort = %root, module = %crate::engine::FairnessPolicy::name(f.as_ref()), "fairness module orders the cohort tree");
+                tracing::info!(cohort = %root, module = %crate::engine::EngineFairness::name(f.as_ref()), "fairness module orders the cohort tree");
             }
             // All trees in one step, so a usage history whose half-life stays in use is kept.
             engine.set_tree_fairness_policies(fairness.iter().map(|(root, f)| {
                 (
                     root.clone(),
-                    f.clone() as Arc<dyn crate::engine::FairnessPolicy>,
+                    f.clone() as Arc<dyn crate::engine::EngineFairness>,
                 )
             }));
         }
@@ -721,7 +721,7 @@ impl Policies {
             };
             let problem = match selected {
                 Ok(Selection::Module(f)) => {
-                    let name = crate::engine::FairnessPolicy::name(f.as_ref()).to_string();
+                    let name = crate::engine::EngineFairness::name(f.as_ref()).to_string();
                     fairness.insert(root.clone(), f);
                     // Loaded and selected, but the engine orders by fair share only with fair sharing on.
                     (!engine.fair_sharing()).then(|| format!(

@@ -9,7 +9,7 @@ use sluice_sdk::policy::fairness::{
 };
 
 use super::health::ModuleHealth;
-use crate::engine::{DrsPolicy, FairnessPolicy, OrderKey, Share, ShareInput};
+use crate::engine::{DrsPolicy, EngineFairness, OrderKey, Share, ShareInput};
 
 /// Shares computed so far are remembered by input: a module's shares must be a function of the
 /// batch's inputs (the contract), and the engine asks for the same shares many times while it
@@ -121,7 +121,7 @@ fn order_batch(keys: &[OrderKey]) -> OrderBatch {
     }
 }
 
-impl FairnessPolicy for GuardedFairness {
+impl EngineFairness for GuardedFairness {
     fn name(&self) -> &str {
         &self.name
     }

@@ -187,7 +187,7 @@ impl Simulation {
     pub fn from_documents_with_fairness(
         docs: &[Document],
         config: EngineConfig,
-        fairness: Option<std::sync::Arc<dyn crate::engine::FairnessPolicy>>,
+        fairness: Option<std::sync::Arc<dyn crate::engine::EngineFairness>>,
     ) -> Result<Self, SimError> {
         // Kueue's samples create Jobs with generateName (`kubectl create -f`): name them as the API server would.
         let docs = crate::manifest::with_generated_names(docs);

@@ -793,7 +793,7 @@ mod tests {
         assert_eq!(e.fairness_policy_name(), "drs");
         #[derive(Debug)]
         struct Named;
-        impl FairnessPolicy for Named {
+        impl EngineFairness for Named {
             fn name(&self) -> &str {
                 "named"
             }

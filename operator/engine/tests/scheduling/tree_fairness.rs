@@ -10,7 +10,7 @@ use sluice_engine::*;
 #[derive(Debug)]
 struct NewestFirst;
 
-impl FairnessPolicy for NewestFirst {
+impl EngineFairness for NewestFirst {
     fn name(&self) -> &str {
         "newest-first"
     }

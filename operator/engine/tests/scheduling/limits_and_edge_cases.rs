@@ -1,5 +1,5 @@
-//! Regression tests for the engine review's findings (overflow, cohort lending limits,
-//! terminating ClusterQueues, clamped availability, no-op upserts, preemption messages).
+//! Limits and edge cases: arithmetic that saturates instead of overflowing, cohort lending limits,
+//! terminating ClusterQueues, clamped availability, no-op upserts, preemption messages.
 
 use crate::common::*;
 use sluice_engine::*;
