@@ -55,6 +55,15 @@ pub fn has_admission(wl: &api::Workload) -> bool {
     wl.status.as_ref().is_some_and(|s| s.admission.is_some())
 }
 
+/// The ClusterQueue the Workload's admission names ("" when it holds none).
+pub fn admitted_cluster_queue(wl: &api::Workload) -> String {
+    wl.status
+        .as_ref()
+        .and_then(|s| s.admission.as_ref())
+        .map(|a| a.cluster_queue.clone())
+        .unwrap_or_default()
+}
+
 /// When the workload may be queued again after a backoff, if it waits for one.
 pub fn requeue_at(wl: &api::Workload) -> Option<Time> {
     wl.status

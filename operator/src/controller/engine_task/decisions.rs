@@ -168,12 +168,7 @@ impl EngineTask {
             })
             .await;
         let Some(wl) = written else { return };
-        let cq = wl
-            .status
-            .as_ref()
-            .and_then(|s| s.admission.as_ref())
-            .map(|a| a.cluster_queue.clone())
-            .unwrap_or_default();
+        let cq = admitted_cluster_queue(&wl);
         self.metrics
             .evicted(&cq, reason, &Self::priority_class(&wl), self.role);
         if let Some(p) = preemption_reason {

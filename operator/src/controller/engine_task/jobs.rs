@@ -217,12 +217,7 @@ impl EngineTask {
             })
             .await;
         if written.is_some() {
-            let cq = wl
-                .status
-                .as_ref()
-                .and_then(|s| s.admission.as_ref())
-                .map(|a| a.cluster_queue.clone())
-                .unwrap_or_default();
+            let cq = admitted_cluster_queue(wl);
             self.metrics
                 .finished(&cq, &Self::priority_class(wl), self.role);
             self.engine_apply(Event::FinishWorkload(wkey.clone()));

@@ -203,12 +203,7 @@ impl EngineTask {
             .await;
         let Some(wl) = written else { return };
         self.backoffs.insert(key.clone(), requeue_at);
-        let cq = wl
-            .status
-            .as_ref()
-            .and_then(|s| s.admission.as_ref())
-            .map(|a| a.cluster_queue.clone())
-            .unwrap_or_default();
+        let cq = admitted_cluster_queue(&wl);
         self.metrics.evicted(
             &cq,
             "PodsReadyTimeout",

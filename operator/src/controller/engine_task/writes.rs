@@ -17,13 +17,29 @@ impl EngineTask {
         key: &WorkloadKey,
         mutate: impl FnMut(&mut api::Workload) -> Result<bool, String>,
     ) -> Option<api::Workload> {
+        self.write_workload(key, Endpoint::Status, mutate).await
+    }
+
+    /// Writes a change of the Workload object itself (metadata, spec) and keeps the cache current.
+    pub(super) async fn write_workload_main(
+        &mut self,
+        key: &WorkloadKey,
+        mutate: impl FnMut(&mut api::Workload) -> Result<bool, String>,
+    ) -> Option<api::Workload> {
+        self.write_workload(key, Endpoint::Main, mutate).await
+    }
+
+    /// One Workload write; a Workload found gone leaves the cache and the engine at once (its watch event may
+    /// come later).
+    async fn write_workload(
+        &mut self,
+        key: &WorkloadKey,
+        endpoint: Endpoint,
+        mutate: impl FnMut(&mut api::Workload) -> Result<bool, String>,
+    ) -> Option<api::Workload> {
         let cached = self.cache.workloads.get(key)?.clone();
         let api = self.apis.workloads(&key.namespace);
-        match self
-            .writer
-            .update(&api, cached, Endpoint::Status, mutate)
-            .await
-        {
+        match self.writer.update(&api, cached, endpoint, mutate).await {
             Ok(Some(w)) => {
                 self.cache.workloads.insert(key.clone(), w.clone());
                 Some(w)
@@ -34,34 +50,7 @@ impl EngineTask {
                 None
             }
             Err(e) => {
-                tracing::error!(error = %e, "workload status write failed");
-                None
-            }
-        }
-    }
-
-    pub(super) async fn write_workload_main(
-        &mut self,
-        key: &WorkloadKey,
-        mutate: impl FnMut(&mut api::Workload) -> Result<bool, String>,
-    ) -> Option<api::Workload> {
-        let cached = self.cache.workloads.get(key)?.clone();
-        let api = self.apis.workloads(&key.namespace);
-        match self
-            .writer
-            .update(&api, cached, Endpoint::Main, mutate)
-            .await
-        {
-            Ok(Some(w)) => {
-                self.cache.workloads.insert(key.clone(), w.clone());
-                Some(w)
-            }
-            Ok(None) => {
-                self.cache.workloads.remove(key);
-                None
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "workload write failed");
+                tracing::error!(workload = %key, ?endpoint, error = %e, "workload write failed");
                 None
             }
         }
