@@ -11,13 +11,16 @@ fn trace(nodes: usize, tasks: usize, admitted: usize) -> Simulation {
 }
 
 fn trace_seeded(seed: u64, nodes: usize, tasks: usize, admitted: usize) -> Simulation {
-    let args = TraceArgs {
+    trace_with(TraceArgs {
         nodes,
         tasks,
         seed,
         admitted,
         timed: false,
-    };
+    })
+}
+
+fn trace_with(args: TraceArgs) -> Simulation {
     let docs = parse_documents("trace.yaml", &generate(&args)).expect("the trace parses");
     Simulation::from_documents(&docs, EngineConfig::default()).expect("the trace loads")
 }
@@ -52,6 +55,37 @@ fn a_fixed_point_tries_every_head_behind_a_run_of_misfits() {
     sim.run(None, |_, _| {}).expect("runs");
     assert_eq!(untried(&sim), 0, "every workload was tried");
     assert!(admitted(&sim) > 0);
+}
+
+#[test]
+fn every_instant_of_a_timed_run_is_a_fixed_point() {
+    // Tasks arrive over a day; stopping the run at an instant leaves that instant settled as Kueue would: every
+    // head tried, misfits pending with their reason, none still PendingEvaluation.
+    for hours in [2, 9] {
+        let mut sim = trace_with(TraceArgs {
+            nodes: 2,
+            tasks: 600,
+            seed: 3,
+            admitted: 0,
+            timed: true,
+        });
+        sim.run(Some(hours * 3_600_000), |_, _| {}).expect("runs");
+        let pending = sim
+            .workloads
+            .keys()
+            .filter(|k| {
+                matches!(
+                    sim.engine.workload_state(k),
+                    Some(WorkloadState::Pending { .. })
+                )
+            })
+            .count();
+        assert!(
+            pending > untried(&sim),
+            "at {hours}h some arrived workloads wait for room"
+        );
+        assert_eq!(untried(&sim), 0, "at {hours}h every arrived head was tried");
+    }
 }
 
 #[test]
