@@ -1,7 +1,9 @@
 //! Job integrations: how a kind of job becomes a Workload, starts on admission and stops on eviction.
 //!
-//! Each kind implements [`JobIntegration`]; the batch/v1 Job is the first. Controllers and the simulator only
-//! talk to this trait, so a new kind (JobSet, Kubeflow jobs) is one more implementation.
+//! Each kind implements [`JobIntegration`]; the batch/v1 Job is the first. The controllers and the simulator call
+//! the kind's functions through this trait, but each still names the kind it drives ([`BatchJob`] in
+//! `controller/engine_task/jobs.rs` and the simulator; plain Pods through [`pod_group`]): a reconciler generic over
+//! the trait, so that a new kind is one implementation plus its watch, is not built yet.
 
 mod batch_job;
 pub mod pod_group;
