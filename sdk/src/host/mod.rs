@@ -12,6 +12,7 @@
 //!   next call.
 
 mod fairness;
+mod instance;
 mod load;
 mod placement;
 mod preemption_cost;
@@ -29,6 +30,7 @@ use wasmtime::component::{Component, InstancePre, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 pub use fairness::WasmFairness;
+use instance::{Module, World};
 pub use load::ALLOWED_IMPORT_PREFIXES;
 pub use placement::WasmPlacement;
 pub use preemption_cost::WasmPreemptionCostPolicy;
@@ -305,6 +307,26 @@ impl PolicyHost {
         Ok((deadline, memory))
     }
 
+    /// Resolves the limits, compiles (cached), checks the world, instantiates and runs `init`.
+    fn load<W: World>(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        config: &str,
+        limits: ModuleLimits,
+    ) -> Result<(Module<W>, W::Info), LoadError> {
+        let (deadline, memory) = self.resolve_limits(limits)?;
+        let compiled = self.compile(bytes)?;
+        Module::new(
+            self.shared.clone(),
+            compiled,
+            name,
+            config,
+            deadline,
+            memory,
+        )
+    }
+
     /// Loads a placement module: compiles (cached), checks the world, instantiates and runs `init`.
     pub fn load_placement(
         &self,
@@ -313,16 +335,8 @@ impl PolicyHost {
         config: &str,
         limits: ModuleLimits,
     ) -> Result<WasmPlacement, LoadError> {
-        let (deadline, memory) = self.resolve_limits(limits)?;
-        let compiled = self.compile(bytes)?;
-        WasmPlacement::new(
-            self.shared.clone(),
-            compiled,
-            name,
-            config,
-            deadline,
-            memory,
-        )
+        let (module, ()) = self.load(name, bytes, config, limits)?;
+        Ok(WasmPlacement::new(module))
     }
 
     /// Loads a fairness module: compiles (cached), checks the world, instantiates and runs `init`.
@@ -333,16 +347,8 @@ impl PolicyHost {
         config: &str,
         limits: ModuleLimits,
     ) -> Result<WasmFairness, LoadError> {
-        let (deadline, memory) = self.resolve_limits(limits)?;
-        let compiled = self.compile(bytes)?;
-        WasmFairness::new(
-            self.shared.clone(),
-            compiled,
-            name,
-            config,
-            deadline,
-            memory,
-        )
+        let (module, info) = self.load(name, bytes, config, limits)?;
+        WasmFairness::new(module, info)
     }
 
     /// Loads a preemption-cost module: compiles (cached), checks the world, instantiates and runs `init`.
@@ -353,16 +359,8 @@ impl PolicyHost {
         config: &str,
         limits: ModuleLimits,
     ) -> Result<WasmPreemptionCostPolicy, LoadError> {
-        let (deadline, memory) = self.resolve_limits(limits)?;
-        let compiled = self.compile(bytes)?;
-        WasmPreemptionCostPolicy::new(
-            self.shared.clone(),
-            compiled,
-            name,
-            config,
-            deadline,
-            memory,
-        )
+        let (module, ()) = self.load(name, bytes, config, limits)?;
+        Ok(WasmPreemptionCostPolicy::new(module))
     }
 
     /// Validates a module of `kind`: compiles it, checks its imports and world, runs `init`.

@@ -1,16 +1,12 @@
 //! A placement module behind the [`PlacementPolicy`] trait.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use wasmtime::Store;
-
-use super::sandbox::{StoreState, guarded, init_deadline, new_store};
-use super::{Compiled, LoadError, Shared, hex};
+use super::instance::{Live, Module, world};
+use crate::policy::PolicyError;
 use crate::policy::placement::{
     NodeBatch, NodeScores, PlacementPolicy, PodSetRequest, TopologyMode,
 };
-use crate::policy::{PolicyError, PolicyFailure};
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -25,10 +21,17 @@ mod bindings {
 use bindings::sluice::policy::placement_types as wit;
 use bindings::{Placement, PlacementPre};
 
-/// A live instance and what it holds resident.
-struct Live {
-    store: Store<StoreState>,
+world! {
+    kind: Placement,
     bindings: Placement,
+    pre: PlacementPre,
+    init: (),
+    resident: Resident,
+}
+
+/// What an instance holds resident beside itself.
+#[derive(Default)]
+pub(crate) struct Resident {
     /// Generation and node count of the inventory the guest holds.
     inventory: Option<(u64, usize)>,
     /// The `ready` column as bytes, reused per call (the other columns are lent as they are).
@@ -38,86 +41,33 @@ struct Live {
 /// A loaded placement module. Calls are serialised (one instance per module); an instance that
 /// failed is discarded and rebuilt (with `init`) on the next call.
 pub struct WasmPlacement {
-    name: String,
-    shared: Arc<Shared>,
-    compiled: Arc<Compiled>,
-    pre: PlacementPre<StoreState>,
-    config: String,
-    deadline: Duration,
-    memory_limit: usize,
-    live: Mutex<Option<Live>>,
+    module: Module<Placement>,
 }
 
 impl std::fmt::Debug for WasmPlacement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WasmPlacement")
-            .field("name", &self.name)
+            .field("name", &self.module.name)
             .field("sha256", &self.sha256())
-            .field("deadline", &self.deadline)
-            .field("memory_limit", &self.memory_limit)
+            .field("deadline", &self.module.deadline)
+            .field("memory_limit", &self.module.memory_limit)
             .finish_non_exhaustive()
     }
 }
 
 impl WasmPlacement {
-    pub(crate) fn new(
-        shared: Arc<Shared>,
-        compiled: Arc<Compiled>,
-        name: &str,
-        config: &str,
-        deadline: Duration,
-        memory_limit: usize,
-    ) -> Result<Self, LoadError> {
-        let pre =
-            PlacementPre::new(compiled.pre.clone()).map_err(|e| LoadError::WorldMismatch {
-                kind: "placement",
-                message: format!("{e:#}"),
-            })?;
-        let me = Self {
-            name: name.to_string(),
-            shared,
-            compiled,
-            pre,
-            config: config.to_string(),
-            deadline,
-            memory_limit,
-            live: Mutex::new(None),
-        };
-        let live = me.instantiate().map_err(|e| match e.failure {
-            PolicyFailure::Rejected => LoadError::InitRejected(e.message),
-            _ => LoadError::InitRejected(e.to_string()),
-        })?;
-        *me.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(live);
-        Ok(me)
+    pub(crate) fn new(module: Module<Placement>) -> Self {
+        Self { module }
     }
 
     /// Lower-case hex sha256 of the module bytes.
     pub fn sha256(&self) -> String {
-        hex(&self.compiled.sha256)
+        self.module.sha256()
     }
 
     /// Deadline of one call.
     pub fn deadline(&self) -> Duration {
-        self.deadline
-    }
-
-    /// A fresh instance with `init` run; exposed to benchmarks to measure instantiation.
-    fn instantiate(&self) -> Result<Live, PolicyError> {
-        let mut store = new_store(&self.shared, self.memory_limit);
-        let bindings = guarded(&mut store, &self.name, init_deadline(self.deadline), |s| {
-            self.pre.instantiate(s)
-        })?;
-        let config = self.config.clone();
-        let init = guarded(&mut store, &self.name, init_deadline(self.deadline), |s| {
-            bindings.call_init(s, &config)
-        })?;
-        init.map_err(|m| PolicyError::new(&self.name, PolicyFailure::Rejected, m))?;
-        Ok(Live {
-            store,
-            bindings,
-            inventory: None,
-            ready: Vec::new(),
-        })
+        self.module.deadline
     }
 
     /// Scores with a fresh instance (instantiate + init + inventory + call), as a decision that
@@ -127,30 +77,31 @@ impl WasmPlacement {
         request: &PodSetRequest,
         nodes: &NodeBatch,
     ) -> Result<NodeScores, PolicyError> {
-        let mut live = self.instantiate()?;
+        let (mut live, ()) = self.module.instantiate()?;
         self.call(&mut live, request, nodes)
     }
 
     fn call(
         &self,
-        live: &mut Live,
+        live: &mut Live<Placement>,
         request: &PodSetRequest,
         nodes: &NodeBatch,
     ) -> Result<NodeScores, PolicyError> {
         let key = (nodes.inventory_generation, nodes.len());
-        if live.inventory != Some(key) {
+        if live.resident.inventory != Some(key) {
             let strings: Vec<&str> = nodes.strings.iter().map(String::as_str).collect();
             let inv = inventory(nodes, &strings);
             let b = &live.bindings;
-            guarded(&mut live.store, &self.name, self.deadline, |s| {
-                b.call_set_inventory(s, inv)
-            })?;
-            live.inventory = Some(key);
+            self.module
+                .guarded(&mut live.store, |s| b.call_set_inventory(s, inv))?;
+            live.resident.inventory = Some(key);
         }
-        live.ready.clear();
-        live.ready.extend(nodes.ready.iter().map(|&r| u8::from(r)));
+        live.resident.ready.clear();
+        live.resident
+            .ready
+            .extend(nodes.ready.iter().map(|&r| u8::from(r)));
         let state = wit::NodeState {
-            ready: &live.ready,
+            ready: &live.resident.ready,
             gpu_total: &nodes.gpu_total,
             gpu_free: &nodes.gpu_free,
             island_offsets: &nodes.island_offsets,
@@ -163,47 +114,26 @@ impl WasmPlacement {
         let label_values: Vec<&str> = request.labels.iter().map(|(_, v)| v.as_str()).collect();
         let req = request_to_wit(request, &resources, &label_keys, &label_values);
         let b = &live.bindings;
-        let out = guarded(&mut live.store, &self.name, self.deadline, |s| {
-            b.call_score(s, req, state)
-        })?
-        .map_err(|m| PolicyError::new(&self.name, PolicyFailure::Rejected, m))?;
+        let out = self
+            .module
+            .call(&mut live.store, |s| b.call_score(s, req, state))?;
         let scores = NodeScores {
             score: out.score,
             max_pods: out.max_pods,
         };
-        scores.check(&self.name, nodes)?;
+        scores.check(&self.module.name, nodes)?;
         Ok(scores)
     }
 }
 
 impl PlacementPolicy for WasmPlacement {
     fn name(&self) -> &str {
-        &self.name
+        &self.module.name
     }
 
     fn score(&self, request: &PodSetRequest, nodes: &NodeBatch) -> Result<NodeScores, PolicyError> {
-        let mut slot = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        let mut live = match slot.take() {
-            Some(l) => l,
-            None => self.instantiate()?,
-        };
-        match self.call(&mut live, request, nodes) {
-            Ok(s) => {
-                *slot = Some(live);
-                Ok(s)
-            }
-            // A module that trapped may be mid-update; malformed or refused answers leave it sound.
-            Err(e)
-                if matches!(
-                    e.failure,
-                    PolicyFailure::Malformed | PolicyFailure::Rejected
-                ) =>
-            {
-                *slot = Some(live);
-                Err(e)
-            }
-            Err(e) => Err(e),
-        }
+        self.module
+            .with_live(|live| self.call(live, request, nodes))
     }
 }
 

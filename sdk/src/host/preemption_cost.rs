@@ -1,15 +1,11 @@
 //! A preemption-cost module behind the batch [`PreemptionCostPolicy`] trait.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use wasmtime::Store;
-
-use super::sandbox::{StoreState, guarded, init_deadline, new_store};
-use super::{Compiled, LoadError, Shared, hex};
+use super::instance::{Module, world};
+use crate::policy::PolicyError;
 use crate::policy::preemption_cost::{CandidateBatch, CostAnswers, PreemptionCostPolicy};
-use crate::policy::{PolicyError, PolicyFailure};
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -24,87 +20,43 @@ mod bindings {
 use bindings::sluice::policy::preemption_cost_types as wit;
 use bindings::{PreemptionCost, PreemptionCostPre};
 
-struct Live {
-    store: Store<StoreState>,
+world! {
+    kind: PreemptionCost,
     bindings: PreemptionCost,
+    pre: PreemptionCostPre,
+    init: (),
+    resident: (),
 }
 
 /// A loaded preemption-cost module. Calls are serialised; a failed instance is rebuilt on the next call.
 pub struct WasmPreemptionCostPolicy {
-    name: String,
-    shared: Arc<Shared>,
-    compiled: Arc<Compiled>,
-    pre: PreemptionCostPre<StoreState>,
-    config: String,
-    deadline: Duration,
-    memory_limit: usize,
-    live: Mutex<Option<Live>>,
+    module: Module<PreemptionCost>,
 }
 
 impl std::fmt::Debug for WasmPreemptionCostPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WasmPreemptionCostPolicy")
-            .field("name", &self.name)
+            .field("name", &self.module.name)
             .field("sha256", &self.sha256())
-            .field("deadline", &self.deadline)
-            .field("memory_limit", &self.memory_limit)
+            .field("deadline", &self.module.deadline)
+            .field("memory_limit", &self.module.memory_limit)
             .finish_non_exhaustive()
     }
 }
 
 impl WasmPreemptionCostPolicy {
-    pub(crate) fn new(
-        shared: Arc<Shared>,
-        compiled: Arc<Compiled>,
-        name: &str,
-        config: &str,
-        deadline: Duration,
-        memory_limit: usize,
-    ) -> Result<Self, LoadError> {
-        let pre =
-            PreemptionCostPre::new(compiled.pre.clone()).map_err(|e| LoadError::WorldMismatch {
-                kind: "preemption-cost",
-                message: format!("{e:#}"),
-            })?;
-        let me = Self {
-            name: name.to_string(),
-            shared,
-            compiled,
-            pre,
-            config: config.to_string(),
-            deadline,
-            memory_limit,
-            live: Mutex::new(None),
-        };
-        let live = me.instantiate().map_err(|e| match e.failure {
-            PolicyFailure::Rejected => LoadError::InitRejected(e.message),
-            _ => LoadError::InitRejected(e.to_string()),
-        })?;
-        *me.live.lock().unwrap_or_else(|p| p.into_inner()) = Some(live);
-        Ok(me)
+    pub(crate) fn new(module: Module<PreemptionCost>) -> Self {
+        Self { module }
     }
 
     /// Lower-case hex sha256 of the module bytes.
     pub fn sha256(&self) -> String {
-        hex(&self.compiled.sha256)
+        self.module.sha256()
     }
 
     /// Deadline of one call.
     pub fn deadline(&self) -> Duration {
-        self.deadline
-    }
-
-    fn instantiate(&self) -> Result<Live, PolicyError> {
-        let mut store = new_store(&self.shared, self.memory_limit);
-        let bindings = guarded(&mut store, &self.name, init_deadline(self.deadline), |s| {
-            self.pre.instantiate(s)
-        })?;
-        let config = self.config.clone();
-        guarded(&mut store, &self.name, init_deadline(self.deadline), |s| {
-            bindings.call_init(s, &config)
-        })?
-        .map_err(|m| PolicyError::new(&self.name, PolicyFailure::Rejected, m))?;
-        Ok(Live { store, bindings })
+        self.module.deadline
     }
 }
 
@@ -140,7 +92,7 @@ fn intern(batch: &CandidateBatch) -> (Vec<&str>, Vec<u32>, Vec<u32>) {
 
 impl PreemptionCostPolicy for WasmPreemptionCostPolicy {
     fn name(&self) -> &str {
-        &self.name
+        &self.module.name
     }
 
     fn costs(&self, batch: &CandidateBatch) -> Result<CostAnswers, PolicyError> {
@@ -157,35 +109,15 @@ impl PreemptionCostPolicy for WasmPreemptionCostPolicy {
             gpu_hours_at_stake: &batch.gpu_hours_at_stake,
             preemptor_priority: batch.preemptor_priority,
         };
-        let mut slot = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        let mut live = match slot.take() {
-            Some(l) => l,
-            None => self.instantiate()?,
-        };
-        let bi = &live.bindings;
-        let r = guarded(&mut live.store, &self.name, self.deadline, |s| {
-            bi.call_costs(s, b)
-        })
-        .and_then(|r| r.map_err(|m| PolicyError::new(&self.name, PolicyFailure::Rejected, m)))
-        .and_then(|out| {
+        self.module.with_live(|live| {
+            let bi = &live.bindings;
+            let out = self.module.call(&mut live.store, |s| bi.call_costs(s, b))?;
             let answers = CostAnswers {
                 boost: out.boost,
                 protected: out.protected.iter().map(|&x| x != 0).collect(),
             };
-            answers.check(&self.name, batch.len())?;
+            answers.check(&self.module.name, batch.len())?;
             Ok(answers)
-        });
-        // A module that trapped may be mid-update; malformed or refused answers leave it sound.
-        let keep = match &r {
-            Ok(_) => true,
-            Err(e) => matches!(
-                e.failure,
-                PolicyFailure::Malformed | PolicyFailure::Rejected
-            ),
-        };
-        if keep {
-            *slot = Some(live);
-        }
-        r
+        })
     }
 }
