@@ -233,8 +233,12 @@ fn test(a: &TestArgs, out: &mut impl Write) -> Result<(), PolicyCliError> {
         .map_err(|_| PolicyCliError::Invalid(format!("{}: not UTF-8", a.cases.display())))?;
     let file = harness::cases::parse(&text)
         .map_err(|e| PolicyCliError::Invalid(format!("{}: {e}", a.cases.display())))?;
+    // Cases check what a module decides, not how fast: a generous deadline, so a loaded machine or a debug build
+    // does not fail a sound case ("ran past its deadline of 5ms" was seen under CI load). A module that loops
+    // still fails, a second later.
     let h = Harness::with_config(HostConfig {
         pool_instances: 8,
+        default_deadline: Duration::from_millis(1000),
         ..HostConfig::default()
     })
     .map_err(|e| PolicyCliError::Invalid(e.to_string()))?;
