@@ -55,8 +55,22 @@ pub fn list<T: Serialize, E: From<OutputError>>(
 
 /// Rows as columns aligned to their widest cell, `gap` spaces apart; the last cell of a row is not padded.
 pub fn columns(rows: &[Vec<String>], gap: usize) -> String {
+    aligned(rows.iter().map(Vec::as_slice), gap)
+}
+
+/// A header and rows as kubectl prints a table (three spaces between columns).
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    aligned(
+        std::iter::once(header.as_slice()).chain(rows.iter().map(Vec::as_slice)),
+        3,
+    )
+}
+
+/// The aligner behind [`columns`] and [`table`]: two passes over the rows, none copied.
+fn aligned<'a>(rows: impl Iterator<Item = &'a [String]> + Clone, gap: usize) -> String {
     let mut widths = Vec::new();
-    for r in rows {
+    for r in rows.clone() {
         for (i, c) in r.iter().enumerate() {
             if widths.len() <= i {
                 widths.push(0);
@@ -78,14 +92,6 @@ pub fn columns(rows: &[Vec<String>], gap: usize) -> String {
         out.push('\n');
     }
     out
-}
-
-/// A header and rows as kubectl prints a table (three spaces between columns).
-pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let all: Vec<Vec<String>> = std::iter::once(header.iter().map(|h| h.to_string()).collect())
-        .chain(rows.iter().cloned())
-        .collect();
-    columns(&all, 3)
 }
 
 #[cfg(test)]
