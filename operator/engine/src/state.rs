@@ -34,11 +34,20 @@ impl Engine {
                 {
                     *slot = None;
                 }
+                self.topo.generation += 1;
+                self.topo.forget_fits();
                 self.refresh_cq_states();
                 self.requeue_all_inadmissible();
             }
-            Event::UpsertClusterQueue(cq) => self.upsert_cq(cq)?,
-            Event::DeleteClusterQueue(name) => self.delete_cq(&name),
+            Event::UpsertClusterQueue(cq) => {
+                // A ClusterQueue names the placement policy its workloads use.
+                self.topo.forget_fits();
+                self.upsert_cq(cq)?
+            }
+            Event::DeleteClusterQueue(name) => {
+                self.topo.forget_fits();
+                self.delete_cq(&name)
+            }
             Event::UpsertCohort(c) => self.upsert_cohort(c)?,
             Event::DeleteCohort(name) => {
                 if let Some(&n) = self.cohort_by_name.get(&name) {
@@ -86,11 +95,13 @@ impl Engine {
             Event::UpsertTopology(t) => {
                 Arc::make_mut(&mut self.topo.topologies).insert(t.name, t.levels);
                 self.topo.generation += 1;
+                self.topo.forget_fits();
                 self.requeue_all_inadmissible();
             }
             Event::DeleteTopology(name) => {
                 Arc::make_mut(&mut self.topo.topologies).remove(&name);
                 self.topo.generation += 1;
+                self.topo.forget_fits();
             }
             Event::UpsertNodeGpus { node, gpus } => self.topo_upsert_gpus(&node, Some(gpus)),
             Event::DeleteNodeGpus(node) => self.topo_upsert_gpus(&node, None),
@@ -132,6 +143,9 @@ impl Engine {
             return;
         }
         self.flavors[id] = Some(f);
+        // A flavor's node labels choose the nodes of its cached placement batch.
+        self.topo.generation += 1;
+        self.topo.forget_fits();
         self.refresh_cq_states();
         self.requeue_all_inadmissible();
     }

@@ -161,6 +161,11 @@ pub trait PlacementPolicy: Debug + Send + Sync {
     fn name(&self) -> &str;
     /// Scores every node of `nodes` for `request` in one call.
     fn score(&self, request: &PodSetRequest, nodes: &NodeBatch) -> Result<NodeScores, PolicyError>;
+    /// Whether the scores depend only on what is asked for (pod set and nodes), not on which workload asks
+    /// (its name, its priority) nor on when, so the engine may reuse an answer for an identical request.
+    fn reusable(&self) -> bool {
+        false
+    }
 }
 
 /// A shared policy is a policy (the operator shares one module between ClusterQueues).
@@ -171,5 +176,9 @@ impl<P: PlacementPolicy + ?Sized> PlacementPolicy for std::sync::Arc<P> {
 
     fn score(&self, request: &PodSetRequest, nodes: &NodeBatch) -> Result<NodeScores, PolicyError> {
         (**self).score(request, nodes)
+    }
+
+    fn reusable(&self) -> bool {
+        (**self).reusable()
     }
 }

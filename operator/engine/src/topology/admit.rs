@@ -6,8 +6,8 @@ use std::sync::Arc;
 use sluice_sdk::policy::PlacementPolicy;
 use sluice_sdk::topology::NodeGpus;
 
-use super::TopoState;
 use super::place::PlaceInput;
+use super::{EmptyFitKey, MAX_EMPTY_FITS, TopoState};
 use crate::assign::{Assignment, Mode};
 use crate::fasthash::FastSet;
 use crate::preempt::{Preemptor, Sim, Target, TasProbe};
@@ -22,24 +22,28 @@ impl Engine {
     /// Uses `policy` for placement scores instead of the built-in `topology-pack`.
     pub fn with_placement_policy(mut self, policy: Box<dyn PlacementPolicy>) -> Self {
         self.topo.policy = std::sync::Arc::from(policy);
+        self.topo.forget_fits();
         self
     }
 
     /// Replaces the placement policy of a running engine.
     pub fn set_placement_policy(&mut self, policy: Box<dyn PlacementPolicy>) {
         self.topo.policy = std::sync::Arc::from(policy);
+        self.topo.forget_fits();
     }
 
     /// Places the workloads of ClusterQueue `cq` with `policy` instead of the engine's default
     /// policy (from the next placement on; held placements stay where they are).
     pub fn set_placement_policy_for(&mut self, cq: &str, policy: Arc<dyn PlacementPolicy>) {
         self.topo.overrides.insert(cq.to_string(), policy);
+        self.topo.forget_fits();
         self.requeue_all_inadmissible();
     }
 
     /// Puts ClusterQueue `cq` back on the engine's default placement policy.
     pub fn clear_placement_policy_for(&mut self, cq: &str) {
         if self.topo.overrides.remove(cq).is_some() {
+            self.topo.forget_fits();
             self.requeue_all_inadmissible();
         }
     }
@@ -140,8 +144,7 @@ impl Engine {
             return Some(p);
         }
         // Would it fit with every placement gone? If not, no preemption can help.
-        let everyone: Vec<u32> = self.topo.holdings.keys().copied().collect();
-        if let Err(e) = self.place_assignment(pre.wl, a, &everyone) {
+        if let Err(e) = self.fits_empty_topology(pre.wl, a) {
             let (ps, message) = err.unwrap_or(e);
             if let Some(ps) = a.podsets.get_mut(ps) {
                 ps.reasons = vec![message];
@@ -183,6 +186,77 @@ impl Engine {
                 None
             }
         }
+    }
+
+    /// Whether the assignment would place with every placement gone. With a reusable placement policy the
+    /// answer depends only on static inputs (nodes, flavors, topologies, policies) and on the request, so it is
+    /// remembered for identical requests until a static input changes.
+    fn fits_empty_topology(&mut self, wl: u32, a: &Assignment) -> Result<(), (usize, String)> {
+        let reusable = self.tas_parts().placement_policy_of(wl).reusable();
+        let Some(w) = self.wl(wl).filter(|_| reusable) else {
+            return self.place_on_empty_twin(wl, a);
+        };
+        let cq = w.adm.as_ref().map(|a| a.cq).or(w.queued_in);
+        let shape = a
+            .podsets
+            .iter()
+            .map(|p| {
+                (
+                    p.ps,
+                    p.count,
+                    p.flavors.values().map(|c| c.flavor).collect(),
+                )
+            })
+            .collect();
+        let key: EmptyFitKey = (cq, shape, w.spec.pod_sets.clone());
+        let digest = {
+            use std::hash::{Hash, Hasher};
+            let mut h = crate::fasthash::FastHasher::default();
+            (key.0, &key.1).hash(&mut h);
+            // Pod sets hold maps of names, which do not hash; their debug form is canonical (ordered maps).
+            format!("{:?}", key.2).hash(&mut h);
+            h.finish()
+        };
+        if let Some(known) = self
+            .topo
+            .empty_fits
+            .get(&digest)
+            .and_then(|v| v.iter().find(|(k, _)| *k == key))
+        {
+            return known.1.clone();
+        }
+        let fits = self.place_on_empty_twin(wl, a);
+        if self.topo.empty_fits.len() >= MAX_EMPTY_FITS {
+            self.topo.empty_fits.clear();
+        }
+        self.topo
+            .empty_fits
+            .entry(digest)
+            .or_default()
+            .push((key, fits.clone()));
+        fits
+    }
+
+    /// Places the assignment on the inventory with nothing held; a failing placement policy counts here too.
+    fn place_on_empty_twin(&mut self, wl: u32, a: &Assignment) -> Result<(), (usize, String)> {
+        let twin = self.topo.empty_twin();
+        let failures = twin.policy_failures;
+        let fits = TasParts {
+            topo: twin,
+            wls: &self.wls,
+            cqs: &self.cqs,
+            flavors: &self.flavors,
+        }
+        .place_assignment(wl, a, &[])
+        .map(|_| ());
+        let twin = self.topo.empty_twin();
+        let failed = twin.policy_failures - failures;
+        let error = twin.last_policy_error.take();
+        if failed > 0 {
+            self.topo.policy_failures += failed;
+            self.topo.last_policy_error = error;
+        }
+        fits
     }
 
     /// Marks the flavors of the assignment's TAS pod sets as needing preemption (Kueue's `updateMode(Preempt)`).
@@ -531,13 +605,14 @@ impl TasParts<'_> {
         a: &Assignment,
         victims: &[u32],
     ) -> Result<Vec<PodSetPlacement>, (usize, String)> {
+        // The victims' placements are taken out and put back rather than copied: a search moves many.
         let mut removed = Vec::new();
-        for v in victims {
-            if let Some(ps) = self.topo.holdings.get(v).cloned() {
+        for &v in victims {
+            if let Some(ps) = self.topo.holdings.remove(&v) {
                 for p in &ps {
                     self.topo.apply(p, -1);
                 }
-                removed.extend(ps);
+                removed.push((v, ps));
             }
         }
         let mut placed: Vec<PodSetPlacement> = Vec::new();
@@ -636,8 +711,11 @@ impl TasParts<'_> {
         for p in &placed {
             self.topo.apply(p, -1);
         }
-        for p in &removed {
-            self.topo.apply(p, 1);
+        for (v, ps) in removed {
+            for p in &ps {
+                self.topo.apply(p, 1);
+            }
+            self.topo.holdings.insert(v, ps);
         }
         result.map(|()| placed)
     }

@@ -170,25 +170,26 @@ pub(crate) fn gpu_counts(slot: &NodeSlot, gpu_res: u32) -> (u32, u32) {
     (total, free.min(alloc_free))
 }
 
-/// Free healthy whole GPUs of each island (one island of everything without a report).
-pub(crate) fn island_free(slot: &NodeSlot, gpu_res: u32) -> Vec<(u32, u32)> {
+/// Healthy whole GPUs and the free ones, of each island (one island of everything without a report), in
+/// island order; called per node per placement, so it allocates nothing.
+pub(crate) fn for_each_island(slot: &NodeSlot, gpu_res: u32, mut f: impl FnMut(u32, u32)) {
     if slot.gpus.is_empty() {
-        let (t, f) = gpu_counts(slot, gpu_res);
-        return if t > 0 { vec![(t, f)] } else { Vec::new() };
+        let (t, free) = gpu_counts(slot, gpu_res);
+        if t > 0 {
+            f(t, free);
+        }
+        return;
     }
-    slot.islands
-        .iter()
-        .map(|members| {
-            let ok = members
-                .iter()
-                .filter_map(|&p| slot.gpus.get(p))
-                .filter(|g| g.healthy && g.whole);
-            (
-                ok.clone().count() as u32,
-                ok.filter(|g| !g.held).count() as u32,
-            )
-        })
-        .collect()
+    for members in &slot.islands {
+        let (mut total, mut free) = (0u32, 0u32);
+        for g in members.iter().filter_map(|&p| slot.gpus.get(p)) {
+            if g.healthy && g.whole {
+                total += 1;
+                free += u32::from(!g.held);
+            }
+        }
+        f(total, free);
+    }
 }
 
 /// Pods the node can take: the engine's own, authoritative count (policies can only lower it).
@@ -205,10 +206,11 @@ pub(crate) fn node_fit(slot: &NodeSlot, needs: &PodNeeds, gpu_res: u32, blind: b
     let by_gpu = if needs.gpus == 0 {
         u32::MAX
     } else if needs.nvlink && !blind {
-        island_free(slot, gpu_res)
-            .iter()
-            .map(|&(_, f)| f.checked_div(needs.gpus).unwrap_or(u32::MAX))
-            .fold(0u32, u32::saturating_add)
+        let mut pods = 0u32;
+        for_each_island(slot, gpu_res, |_, f| {
+            pods = pods.saturating_add(f.checked_div(needs.gpus).unwrap_or(u32::MAX));
+        });
+        pods
     } else {
         gpu_counts(slot, gpu_res)
             .1
@@ -242,14 +244,24 @@ pub(crate) fn fill_dynamic(
     b: &mut NodeBatch,
     resources: &[u32],
 ) {
+    // The columns keep their buffers from the last request.
     let n = sb.nodes.len();
-    b.ready = Vec::with_capacity(n);
-    b.gpu_total = Vec::with_capacity(n);
-    b.gpu_free = Vec::with_capacity(n);
-    b.island_offsets = Vec::with_capacity(n + 1);
-    b.island_size.clear();
-    b.island_free.clear();
-    b.free = Vec::with_capacity(n * resources.len());
+    for col in [
+        &mut b.gpu_total,
+        &mut b.gpu_free,
+        &mut b.island_size,
+        &mut b.island_free,
+    ] {
+        col.clear();
+    }
+    b.ready.clear();
+    b.free.clear();
+    b.island_offsets.clear();
+    b.ready.reserve(n);
+    b.gpu_total.reserve(n);
+    b.gpu_free.reserve(n);
+    b.island_offsets.reserve(n + 1);
+    b.free.reserve(n * resources.len());
     b.island_offsets.push(0);
     for &id in &sb.nodes {
         let slot = &state.nodes[id as usize];
@@ -263,10 +275,10 @@ pub(crate) fn fill_dynamic(
                 b.island_free.push(f);
             }
         } else {
-            for (size, free) in island_free(slot, state.gpu_res) {
+            for_each_island(slot, state.gpu_res, |size, free| {
                 b.island_size.push(size);
                 b.island_free.push(free);
-            }
+            });
         }
         b.island_offsets.push(b.island_size.len() as u32);
         for &r in resources {

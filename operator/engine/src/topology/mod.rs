@@ -16,7 +16,7 @@ use sluice_sdk::policy::builtin::TopologyPack;
 use sluice_sdk::topology::{GPU_RESOURCE, MIG_RESOURCE_PREFIX, NodeGpus};
 
 use super::fasthash::FastMap;
-use super::types::{Node, PodSetPlacement};
+use super::types::{Node, PodSet, PodSetPlacement};
 use capacity::StaticBatch;
 
 /// One GPU of a node, as placement tracks it.
@@ -54,6 +54,19 @@ impl NodeSlot {
     pub(crate) fn free(&self, r: u32) -> i64 {
         let r = r as usize;
         self.alloc.get(r).copied().unwrap_or(0) - self.used.get(r).copied().unwrap_or(0)
+    }
+
+    /// The node with nothing held on it.
+    fn emptied(&self) -> NodeSlot {
+        let mut n = self.clone();
+        n.used.clear();
+        for g in &mut n.gpus {
+            g.held = false;
+            for m in &mut g.mig {
+                m.1 = false;
+            }
+        }
+        n
     }
 
     fn add_used(&mut self, r: u32, v: i64) {
@@ -152,7 +165,24 @@ pub(crate) struct TopoState {
     pub cache: FastMap<u32, StaticBatch>,
     /// Bumped whenever node usage changes (placements computed earlier may be stale).
     pub usage_gen: u64,
+    /// Whether a request would place on the nodes with nothing held, by a digest of the request. It depends
+    /// only on static inputs, so it is kept until one of them changes ([`TopoState::forget_fits`]); only
+    /// answers of reusable placement policies are kept.
+    pub empty_fits: FastMap<u64, Vec<(EmptyFitKey, EmptyFit)>>,
+    /// The same inventory with nothing held, where empty-topology questions are placed: emptying this state
+    /// instead would move every held placement out and back. Dropped with `empty_fits`.
+    pub empty_twin: Option<Box<TopoState>>,
 }
+
+/// What an empty-topology placement reads beyond static inputs: the ClusterQueue whose placement policy
+/// applies, per assigned pod set its index, pod count and flavor of each resource, and the pod sets.
+pub(crate) type EmptyFitKey = (Option<u32>, Vec<(usize, i32, Vec<u32>)>, Vec<PodSet>);
+
+/// Whether a request places on an empty topology; Err: (pod set index, message).
+pub(crate) type EmptyFit = Result<(), (usize, String)>;
+
+/// Answers kept at most, so a stable inventory with endless distinct requests does not grow without bound.
+pub(crate) const MAX_EMPTY_FITS: usize = 4096;
 
 impl Default for TopoState {
     fn default() -> Self {
@@ -173,11 +203,44 @@ impl Default for TopoState {
             holdings: FastMap::default(),
             cache: FastMap::default(),
             usage_gen: 0,
+            empty_fits: FastMap::default(),
+            empty_twin: None,
         }
     }
 }
 
 impl TopoState {
+    /// Drops every remembered empty-topology answer: a static input of placement (nodes, flavors, topologies,
+    /// policies) changed.
+    pub(crate) fn forget_fits(&mut self) {
+        self.empty_fits.clear();
+        self.empty_twin = None;
+    }
+
+    /// This inventory with nothing held (built on first use after a static change).
+    pub(crate) fn empty_twin(&mut self) -> &mut TopoState {
+        self.empty_twin.get_or_insert_with(|| {
+            Box::new(TopoState {
+                policy: self.policy.clone(),
+                overrides: self.overrides.clone(),
+                policy_failures: 0,
+                last_policy_error: None,
+                blind: self.blind,
+                res: self.res.clone(),
+                gpu_res: self.gpu_res,
+                nodes: self.nodes.iter().map(NodeSlot::emptied).collect(),
+                node_ids: self.node_ids.clone(),
+                topologies: self.topologies.clone(),
+                generation: self.generation,
+                holdings: FastMap::default(),
+                cache: FastMap::default(),
+                usage_gen: 0,
+                empty_fits: FastMap::default(),
+                empty_twin: None,
+            })
+        })
+    }
+
     /// Inserts or updates a node. Returns whether it stopped being usable (NotReady).
     pub(crate) fn upsert_node(&mut self, node: Node) -> bool {
         let alloc = self.alloc_vec(&node);
@@ -188,10 +251,15 @@ impl TopoState {
                 let static_change = slot.spec.labels != node.labels
                     || slot.spec.taints != node.taints
                     || slot.alloc != alloc;
+                let changed = static_change || slot.spec != node;
                 slot.spec = node;
                 slot.alloc = alloc;
                 if static_change {
                     self.generation += 1;
+                }
+                if changed {
+                    // Readiness and schedulability are read at placement time, not kept in the batch.
+                    self.forget_fits();
                 }
                 failed
             }
@@ -207,6 +275,7 @@ impl TopoState {
                     islands: Vec::new(),
                 });
                 self.generation += 1;
+                self.forget_fits();
                 false
             }
         }
@@ -232,6 +301,7 @@ impl TopoState {
             slot.spec.labels.clear();
             slot.alloc.clear();
             self.generation += 1;
+            self.forget_fits();
         }
     }
 
@@ -258,6 +328,9 @@ impl TopoState {
         slot.report = report;
         slot.rebuild_gpus(&mut self.res);
         self.generation += 1;
+        // `forget_fits` would borrow all of self while `slot` is held.
+        self.empty_fits.clear();
+        self.empty_twin = None;
         slot.gpus
             .iter()
             .filter(|g| !g.healthy && was_healthy.contains(&g.index))

@@ -4,6 +4,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod empty_topology;
 mod kueue_tas;
 mod placement;
 mod preemption;

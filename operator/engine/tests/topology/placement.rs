@@ -15,7 +15,7 @@ const BLOCK: &str = "cloud.com/block";
 pub(crate) const RACK: &str = "cloud.com/rack";
 const HOST: &str = "kubernetes.io/hostname";
 
-fn node(name: &str, block: &str, rack: &str, gpus: i64) -> Node {
+pub(crate) fn node(name: &str, block: &str, rack: &str, gpus: i64) -> Node {
     Node {
         name: name.into(),
         labels: [(BLOCK, block), (RACK, rack), (HOST, name), ("pool", "gpu")]
@@ -28,7 +28,7 @@ fn node(name: &str, block: &str, rack: &str, gpus: i64) -> Node {
     }
 }
 
-fn gpus_report(n: u32, islands: &[&[u32]], unhealthy: &[u32]) -> NodeGpus {
+pub(crate) fn gpus_report(n: u32, islands: &[&[u32]], unhealthy: &[u32]) -> NodeGpus {
     NodeGpus {
         gpus: (0..n)
             .map(|i| Gpu {

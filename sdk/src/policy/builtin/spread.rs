@@ -19,6 +19,10 @@ impl PlacementPolicy for Spread {
         Self::NAME
     }
 
+    fn reusable(&self) -> bool {
+        true
+    }
+
     fn score(&self, request: &PodSetRequest, nodes: &NodeBatch) -> Result<NodeScores, PolicyError> {
         let n = nodes.len();
         let fits = fits(request, nodes);
