@@ -451,5 +451,9 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
             }
         }
     }
+    // The process ends here: freeing every workload, placement and document one by one took a tenth of a
+    // large trace's run.
+    std::mem::forget(simulation);
+    std::mem::forget(docs);
     Ok(())
 }

@@ -213,8 +213,10 @@ impl Engine {
             use std::hash::{Hash, Hasher};
             let mut h = crate::fasthash::FastHasher::default();
             (key.0, &key.1).hash(&mut h);
-            // Pod sets hold maps of names, which do not hash; their debug form is canonical (ordered maps).
-            format!("{:?}", key.2).hash(&mut h);
+            // A bucket, not an identity (the whole key is compared): what usually tells requests apart.
+            for ps in &key.2 {
+                (&ps.name, ps.count, &ps.requests, &ps.node_selector).hash(&mut h);
+            }
             h.finish()
         };
         if let Some(known) = self
