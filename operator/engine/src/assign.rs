@@ -492,7 +492,7 @@ impl Sim<'_> {
                     .wl(pre.wl)
                     .and_then(|w| w.spec.pod_sets.get(psi))
                     .and_then(|ps| {
-                        tas_mismatch(self.topologies, tas_only, !reqs.is_empty(), flavor, ps)
+                        tas_mismatch(&self.topologies, tas_only, !reqs.is_empty(), flavor, ps)
                             .or_else(|| flavor_mismatch(flavor, ps))
                     }),
             };

@@ -60,6 +60,17 @@ impl Engine {
     }
 
     fn sim_for(&mut self, with_history: bool) -> Sim<'_> {
+        self.sim_with(with_history, None, None)
+    }
+
+    /// A simulation of the quota tree; with `probe` (workload, assignment) a candidate set counts as enough only
+    /// when the workload's topology placement also fits, and with `prefer` those workloads are tried first.
+    pub(crate) fn sim_with<'a>(
+        &'a mut self,
+        with_history: bool,
+        probe: Option<(u32, &'a crate::assign::Assignment)>,
+        prefer: Option<&'a crate::fasthash::FastSet<u32>>,
+    ) -> Sim<'a> {
         Sim {
             tree: &mut self.tree,
             cqs: &self.cqs,
@@ -71,12 +82,21 @@ impl Engine {
             fair: self.config.fair_sharing.as_ref(),
             pods_resource: self.pods_resource,
             now: self.now,
-            topologies: &self.topo.topologies,
+            topologies: self.topo.topologies.clone(),
             costs: &self.costs,
             cost_of: Default::default(),
-            tas: None,
+            tas: probe.map(|(wl, assignment)| crate::preempt::TasProbe {
+                parts: crate::topology::admit::TasParts {
+                    topo: &mut self.topo,
+                    wls: &self.wls,
+                    cqs: &self.cqs,
+                    flavors: &self.flavors,
+                },
+                wl,
+                assignment,
+            }),
             removed: Vec::new(),
-            prefer: None,
+            prefer,
         }
     }
 

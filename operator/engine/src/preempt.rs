@@ -70,7 +70,8 @@ pub(crate) struct Sim<'a> {
     pub pods_resource: u32,
     pub now: Time,
     /// Kueue Topology levels by name (TAS flavor matching checks requested levels).
-    pub topologies: &'a std::collections::HashMap<String, Vec<String>>,
+    /// Shared, not borrowed: a topology-aware probe borrows the rest of the topology state mutably.
+    pub topologies: std::sync::Arc<std::collections::HashMap<String, Vec<String>>>,
     /// Preemption-cost policies per ClusterQueue.
     pub costs: &'a PreemptionCosts,
     /// What the preemptor's policy said about the candidates of the current search.

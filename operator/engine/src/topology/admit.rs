@@ -10,7 +10,7 @@ use super::place::PlaceInput;
 use super::{EmptyFitKey, MAX_EMPTY_FITS, TopoState};
 use crate::assign::{Assignment, Mode};
 use crate::fasthash::FastSet;
-use crate::preempt::{Preemptor, Sim, Target, TasProbe};
+use crate::preempt::{Preemptor, Target};
 use crate::{CqData, Engine, Flavor, Node, PodSetPlacement, Wl, WorkloadKey};
 
 /// QuotaReserved=False reason when quota fits but the topology does not.
@@ -386,35 +386,7 @@ impl Engine {
         a: &Assignment,
         prefer: Option<&FastSet<u32>>,
     ) -> Vec<Target> {
-        let topologies = self.topo.topologies.clone();
-        let fair = self.config.fair_sharing.as_ref();
-        let mut sim = Sim {
-            tree: &mut self.tree,
-            cqs: &self.cqs,
-            wls: &self.wls,
-            flavors: &self.flavors,
-            ids: &self.ids,
-            fairness: &self.fairness,
-            with_history: false,
-            fair,
-            pods_resource: self.pods_resource,
-            now: self.now,
-            topologies: &topologies,
-            costs: &self.costs,
-            cost_of: Default::default(),
-            tas: Some(TasProbe {
-                parts: TasParts {
-                    topo: &mut self.topo,
-                    wls: &self.wls,
-                    cqs: &self.cqs,
-                    flavors: &self.flavors,
-                },
-                wl: pre.wl,
-                assignment: a,
-            }),
-            removed: Vec::new(),
-            prefer,
-        };
+        let mut sim = self.sim_with(false, Some((pre.wl, a)), prefer);
         let frs = a.frs_need_preemption(&sim);
         let usage = a.usage_vec();
         sim.get_targets(pre, &frs, &usage)
