@@ -191,12 +191,6 @@ impl<'a> Sim<'a> {
         let cand_p = self.effective_priority(c, cand);
         let pre_p = i64::from(pre.priority);
         let lower = pre_p > cand_p;
-        if pre.room_only {
-            // The quota is there and only the nodes are not: evicting an equal or higher priority workload
-            // (Kueue's newer-equal and reclaim-any rules) would trade one running gang for another of the same
-            // standing, which is churn, not priority. Only lower priorities make room.
-            return policy != PolicyKind::Never && lower;
-        }
         match policy {
             PolicyKind::Never => false,
             PolicyKind::Lower => lower,
@@ -296,7 +290,8 @@ impl<'a> Sim<'a> {
             PolicyKind::from_within(c.spec.preemption.within_cluster_queue)
         } else {
             PolicyKind::from_reclaim(c.spec.preemption.reclaim_within_cohort)
-        };
+        }
+        .for_preemptor(pre);
         if !self.satisfies(pre, cand, policy) {
             return None;
         }
@@ -605,7 +600,8 @@ impl<'a> Sim<'a> {
             return Vec::new();
         };
         let mut cands: Vec<(u32, NodeId)> = Vec::new();
-        let within = PolicyKind::from_within(c.spec.preemption.within_cluster_queue);
+        let within =
+            PolicyKind::from_within(c.spec.preemption.within_cluster_queue).for_preemptor(pre);
         if within != PolicyKind::Never {
             for &w in &c.admitted {
                 if self.satisfies(pre, w, within) && self.uses_resources(w, frs) {
@@ -613,7 +609,8 @@ impl<'a> Sim<'a> {
                 }
             }
         }
-        let reclaim = PolicyKind::from_reclaim(c.spec.preemption.reclaim_within_cohort);
+        let reclaim =
+            PolicyKind::from_reclaim(c.spec.preemption.reclaim_within_cohort).for_preemptor(pre);
         if self.tree.parent(pre.cq).is_some() && reclaim != PolicyKind::Never {
             let root = self.tree.root(pre.cq);
             for other in self.subtree_cqs(root) {
@@ -844,6 +841,17 @@ impl PolicyKind {
             ReclaimPolicy::Never => PolicyKind::Never,
             ReclaimPolicy::LowerPriority => PolicyKind::Lower,
             ReclaimPolicy::Any => PolicyKind::Any,
+        }
+    }
+
+    /// The rule for this preemptor. Preempting only for room on the nodes (its quota fits), evicting an equal or
+    /// higher priority workload (Kueue's newer-equal and reclaim-any rules) would trade one running gang for
+    /// another of the same standing, which is churn, not priority: only lower priorities make room.
+    fn for_preemptor(self, pre: &Preemptor) -> Self {
+        if pre.room_only && self != PolicyKind::Never {
+            PolicyKind::Lower
+        } else {
+            self
         }
     }
 }

@@ -127,7 +127,6 @@ impl Engine {
         }
         let victims: Vec<u32> = targets.iter().map(|t| t.wl).collect();
         let quota_fits = a.mode() == Mode::Fit;
-        let room_only = true;
         let err = if a.mode() == Mode::Fit || !victims.is_empty() {
             match self.place_assignment(pre.wl, a, &victims) {
                 Ok(p) => return Some(p),
@@ -164,7 +163,7 @@ impl Engine {
         a.no_fit_reason = TOPOLOGY_PLACEMENT_FAILED;
         self.mark_tas_preempt(a);
         let room = Preemptor {
-            room_only: room_only && quota_fits,
+            room_only: quota_fits,
             ..pre.clone()
         };
         *targets = self.tas_targets(&room, a);
