@@ -7,6 +7,42 @@ use proptest::prelude::*;
 use sluice_engine::*;
 
 const GPU: &str = "nvidia.com/gpu";
+const LEVELS: [&str; 3] = ["block", "rack", "kubernetes.io/hostname"];
+
+/// A TAS flavor over `racks` racks of `per_rack` nodes (two racks per block), `gpus` GPUs each; node k (in rack
+/// order) is ready when `ready(k)`.
+fn cluster(racks: usize, per_rack: usize, gpus: i64, ready: impl Fn(usize) -> bool) -> Env {
+    let mut env = Env::new();
+    env.apply(Event::UpsertTopology(TopologyLevels {
+        name: "t".into(),
+        levels: LEVELS.iter().map(|s| s.to_string()).collect(),
+    }));
+    env.flavor_obj(Flavor {
+        name: "tas".into(),
+        topology_name: Some("t".into()),
+        ..Flavor::default()
+    });
+    for r in 0..racks {
+        for n in 0..per_rack {
+            let name = format!("n{r}-{n}");
+            env.apply(Event::UpsertNode(Node {
+                name: name.clone(),
+                labels: [
+                    ("block", format!("b{}", r / 2)),
+                    ("rack", format!("r{r}")),
+                    ("kubernetes.io/hostname", name),
+                ]
+                .into_iter()
+                .map(|(a, b)| (a.to_string(), b))
+                .collect(),
+                allocatable: [(GPU.to_string(), gpus)].into(),
+                ready: ready(r * per_rack + n),
+                ..Node::default()
+            }));
+        }
+    }
+    env
+}
 
 #[derive(Clone, Debug)]
 struct Gang {
@@ -47,28 +83,7 @@ proptest! {
         down in proptest::collection::vec(any::<bool>(), 16),
         gangs in proptest::collection::vec(gang(), 1..10),
     ) {
-        let levels = ["block", "rack", "kubernetes.io/hostname"];
-        let mut env = Env::new();
-        env.apply(Event::UpsertTopology(TopologyLevels {
-            name: "t".into(),
-            levels: levels.iter().map(|s| s.to_string()).collect(),
-        }));
-        env.flavor_obj(Flavor { name: "tas".into(), topology_name: Some("t".into()), ..Flavor::default() });
-        let mut k = 0;
-        for r in 0..racks {
-            for n in 0..per_rack {
-                let name = format!("n{r}-{n}");
-                env.apply(Event::UpsertNode(Node {
-                    name: name.clone(),
-                    labels: [("block", format!("b{}", r / 2)), ("rack", format!("r{r}")), ("kubernetes.io/hostname", name)]
-                        .into_iter().map(|(a, b)| (a.to_string(), b)).collect(),
-                    allocatable: [(GPU.to_string(), gpus_per_node)].into(),
-                    ready: !down[k % down.len()] || k == 0,
-                    ..Node::default()
-                }));
-                k += 1;
-            }
-        }
+        let mut env = cluster(racks, per_rack, gpus_per_node, |k| !down[k % down.len()] || k == 0);
         env.cq_lq(cq("cq").group(&[GPU], vec![fq("tas", vec![rq(GPU, 64)])]), "ns");
         // One pod that always fits (node n0-0 is always ready): the checks below see admissions.
         let mut small = wl("ns", "small").queue("main").ps("main", 1, &[(GPU, 1)]);
@@ -80,7 +95,7 @@ proptest! {
             let mode = [TopologyMode::Required, TopologyMode::Preferred, TopologyMode::Unconstrained][g.mode as usize];
             w.0.pod_sets[0].topology = Some(PodSetTopology {
                 mode,
-                level: (mode != TopologyMode::Unconstrained).then(|| levels[g.level as usize].to_string()),
+                level: (mode != TopologyMode::Unconstrained).then(|| LEVELS[g.level as usize].to_string()),
                 ..PodSetTopology::default()
             });
             env.submit(w);
@@ -104,7 +119,7 @@ proptest! {
                     if g.mode == 0 {
                         // Required: one domain of the level.
                         let p = &env.engine.placement(&key_of(&key)).unwrap()[0];
-                        let level = levels[g.level as usize];
+                        let level = LEVELS[g.level as usize];
                         let domains: std::collections::BTreeSet<String> = p.nodes.iter().map(|n| {
                             let (r, _) = n.node[1..].split_once('-').unwrap();
                             let r: usize = r.parse().unwrap();
@@ -158,26 +173,7 @@ proptest! {
         tight_quota in any::<bool>(),
         arrivals in proptest::collection::vec(arrival(), 4..24),
     ) {
-        let levels = ["block", "rack", "kubernetes.io/hostname"];
-        let mut env = Env::new();
-        env.apply(Event::UpsertTopology(TopologyLevels {
-            name: "t".into(),
-            levels: levels.iter().map(|s| s.to_string()).collect(),
-        }));
-        env.flavor_obj(Flavor { name: "tas".into(), topology_name: Some("t".into()), ..Flavor::default() });
-        for r in 0..racks {
-            for n in 0..per_rack {
-                let name = format!("n{r}-{n}");
-                env.apply(Event::UpsertNode(Node {
-                    name: name.clone(),
-                    labels: [("block", format!("b{}", r / 2)), ("rack", format!("r{r}")), ("kubernetes.io/hostname", name)]
-                        .into_iter().map(|(a, b)| (a.to_string(), b)).collect(),
-                    allocatable: [(GPU.to_string(), gpus_per_node)].into(),
-                    ready: true,
-                    ..Node::default()
-                }));
-            }
-        }
+        let mut env = cluster(racks, per_rack, gpus_per_node, |_| true);
         // Either as much quota as GPUs (quota and room both decide) or ample quota (only room does).
         let quota = if tight_quota { (racks * per_rack) as i64 * gpus_per_node } else { 1000 };
         let within = if newer_equal { WithinCqPolicy::LowerOrNewerEqualPriority } else { WithinCqPolicy::LowerPriority };
@@ -198,7 +194,7 @@ proptest! {
                     let mut w = wl("ns", &format!("w{i}")).queue("main").prio(a.priority).ps("main", a.pods, &[(GPU, a.gpus)]);
                     w.0.pod_sets[0].topology = Some(PodSetTopology {
                         mode: TopologyMode::Required,
-                        level: Some(levels[a.level as usize].to_string()),
+                        level: Some(LEVELS[a.level as usize].to_string()),
                         ..PodSetTopology::default()
                     });
                     env.submit(w);
