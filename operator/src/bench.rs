@@ -199,6 +199,16 @@ pub fn synthetic_cluster(args: &BenchArgs) -> (Vec<Event>, Vec<Event>) {
 
 /// Runs the benchmark.
 pub fn measure(args: &BenchArgs) -> Result<BenchResult, crate::engine::EngineError> {
+    measure_with(args, |_, _| {}, |_| {})
+}
+
+/// Runs the benchmark, showing `observe` every decision carried out (with its cycle) and `at_end` the engine
+/// after the last cycle: the decision-fingerprint test drives exactly this loop.
+pub fn measure_with(
+    args: &BenchArgs,
+    mut observe: impl FnMut(u64, &Decision),
+    at_end: impl FnOnce(&Engine),
+) -> Result<BenchResult, crate::engine::EngineError> {
     let (setup, workloads) = synthetic_cluster(args);
     let config = EngineConfig {
         fair_sharing: args
@@ -240,6 +250,7 @@ pub fn measure(args: &BenchArgs) -> Result<BenchResult, crate::engine::EngineErr
         cycle_times.push(t1.elapsed());
         let mut acted = false;
         while let Some(d) = queue.pop_front() {
+            observe(cycle, &d);
             match d {
                 Decision::Admit { workload, .. } => {
                     admissions += 1;
@@ -273,6 +284,7 @@ pub fn measure(args: &BenchArgs) -> Result<BenchResult, crate::engine::EngineErr
             }
         }
     }
+    at_end(&engine);
     let mut us: Vec<f64> = cycle_times.iter().map(|d| d.as_secs_f64() * 1e6).collect();
     us.sort_by(f64::total_cmp);
     let pct = |p: f64| {
