@@ -46,9 +46,6 @@ fn name_of(kind: &str, meta: &meta::ObjectMeta) -> Result<String, IngestError> {
         .ok_or_else(|| err(kind, "metadata.name", "required"))
 }
 
-/// Kueue's Workload annotation adding to its priority (PriorityBoost gate).
-pub const PRIORITY_BOOST_ANNOTATION: &str = "kueue.x-k8s.io/priority-boost";
-
 /// Workload annotation: when the workload last wrote a checkpoint (RFC 3339); evicting it loses only the work since.
 pub const LAST_CHECKPOINT_ANNOTATION: &str = "sluice.dev/last-checkpoint";
 
@@ -658,7 +655,7 @@ pub fn workload(
             .metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get(PRIORITY_BOOST_ANNOTATION))
+            .and_then(|a| a.get(sluice_sdk::kueue::labels::PRIORITY_BOOST_ANNOTATION))
             .and_then(|v| v.trim().parse::<i32>().ok())
             .unwrap_or(0),
     };
