@@ -295,7 +295,17 @@ impl Engine {
         let mut best = (self.victims_cost(&base), base);
         let mut domains: Vec<FastSet<u32>> = self.domains_at(&level).into_values().collect();
         domains.sort_by_key(|d| std::cmp::Reverse(d.len()));
+        // Preempting for room without a cost policy takes only lower priorities: a domain holding none tries no
+        // candidate first, so its search would repeat Kueue's order, already searched.
+        let plain_room = pre.room_only && !self.costs.any();
         for members in domains.iter().take(MAX_DOMAINS) {
+            if plain_room
+                && members
+                    .iter()
+                    .all(|&w| self.wl(w).is_none_or(|x| x.spec.priority >= pre.priority))
+            {
+                continue;
+            }
             let t = self.tas_search_preferring(pre, a, Some(members));
             let cost = self.victims_cost(&t);
             if cost < best.0 {
