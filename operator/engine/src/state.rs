@@ -34,20 +34,12 @@ impl Engine {
                 {
                     *slot = None;
                 }
-                self.topo.generation += 1;
-                self.topo.forget_fits();
+                self.topo.inventory_changed();
                 self.refresh_cq_states();
                 self.requeue_all_inadmissible();
             }
-            Event::UpsertClusterQueue(cq) => {
-                // A ClusterQueue names the placement policy its workloads use.
-                self.topo.forget_fits();
-                self.upsert_cq(cq)?
-            }
-            Event::DeleteClusterQueue(name) => {
-                self.topo.forget_fits();
-                self.delete_cq(&name)
-            }
+            Event::UpsertClusterQueue(cq) => self.upsert_cq(cq)?,
+            Event::DeleteClusterQueue(name) => self.delete_cq(&name),
             Event::UpsertCohort(c) => self.upsert_cohort(c)?,
             Event::DeleteCohort(name) => {
                 if let Some(&n) = self.cohort_by_name.get(&name) {
@@ -94,14 +86,12 @@ impl Engine {
             Event::DeleteNode(name) => self.topo_delete_node(&name),
             Event::UpsertTopology(t) => {
                 Arc::make_mut(&mut self.topo.topologies).insert(t.name, t.levels);
-                self.topo.generation += 1;
-                self.topo.forget_fits();
+                self.topo.inventory_changed();
                 self.requeue_all_inadmissible();
             }
             Event::DeleteTopology(name) => {
                 Arc::make_mut(&mut self.topo.topologies).remove(&name);
-                self.topo.generation += 1;
-                self.topo.forget_fits();
+                self.topo.inventory_changed();
             }
             Event::UpsertNodeGpus { node, gpus } => self.topo_upsert_gpus(&node, Some(gpus)),
             Event::DeleteNodeGpus(node) => self.topo_upsert_gpus(&node, None),
@@ -144,8 +134,7 @@ impl Engine {
         }
         self.flavors[id] = Some(f);
         // A flavor's node labels choose the nodes of its cached placement batch.
-        self.topo.generation += 1;
-        self.topo.forget_fits();
+        self.topo.inventory_changed();
         self.refresh_cq_states();
         self.requeue_all_inadmissible();
     }

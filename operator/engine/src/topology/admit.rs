@@ -191,12 +191,14 @@ impl Engine {
     /// answer depends only on static inputs (nodes, flavors, topologies, policies) and on the request, so it is
     /// remembered for identical requests until a static input changes.
     fn fits_empty_topology(&mut self, wl: u32, a: &Assignment) -> Result<(), (usize, String)> {
-        let reusable = self.tas_parts().placement_policy_of(wl).reusable();
-        let Some(w) = self.wl(wl).filter(|_| reusable) else {
+        let policy = self.tas_parts().placement_policy_of(wl);
+        let Some(w) = self.wl(wl).filter(|_| policy.reusable()) else {
             return self.place_on_empty_twin(wl, a);
         };
-        let cq = w.adm.as_ref().map(|a| a.cq).or(w.queued_in);
-        let shape = a
+        // The policy by identity: the ClusterQueue matters only through it, and every policy change forgets
+        // the answers, so a ClusterQueue's status write does not.
+        let policy_id = Arc::as_ptr(&policy) as *const () as usize;
+        let shape: Vec<(usize, i32, Vec<u32>)> = a
             .podsets
             .iter()
             .map(|p| {
@@ -207,25 +209,24 @@ impl Engine {
                 )
             })
             .collect();
-        let key: EmptyFitKey = (cq, shape, w.spec.pod_sets.clone());
+        let pod_sets = &w.spec.pod_sets;
         let digest = {
             use std::hash::{Hash, Hasher};
             let mut h = crate::fasthash::FastHasher::default();
-            (key.0, &key.1).hash(&mut h);
+            (policy_id, &shape).hash(&mut h);
             // A bucket, not an identity (the whole key is compared): what usually tells requests apart.
-            for ps in &key.2 {
+            for ps in pod_sets {
                 (&ps.name, ps.count, &ps.requests, &ps.node_selector).hash(&mut h);
             }
             h.finish()
         };
-        if let Some(known) = self
-            .topo
-            .empty_fits
-            .get(&digest)
-            .and_then(|v| v.iter().find(|(k, _)| *k == key))
-        {
+        if let Some(known) = self.topo.empty_fits.get(&digest).and_then(|v| {
+            v.iter()
+                .find(|(k, _)| k.0 == policy_id && k.1 == shape && k.2 == *pod_sets)
+        }) {
             return known.1.clone();
         }
+        let key: EmptyFitKey = (policy_id, shape, pod_sets.clone());
         let fits = self.place_on_empty_twin(wl, a);
         if self.topo.empty_fits.len() >= MAX_EMPTY_FITS {
             self.topo.empty_fits.clear();

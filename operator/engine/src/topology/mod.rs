@@ -174,9 +174,9 @@ pub(crate) struct TopoState {
     pub empty_twin: Option<Box<TopoState>>,
 }
 
-/// What an empty-topology placement reads beyond static inputs: the ClusterQueue whose placement policy
-/// applies, per assigned pod set its index, pod count and flavor of each resource, and the pod sets.
-pub(crate) type EmptyFitKey = (Option<u32>, Vec<(usize, i32, Vec<u32>)>, Vec<PodSet>);
+/// What an empty-topology placement reads beyond static inputs: the placement policy that applies (by
+/// address), per assigned pod set its index, pod count and flavor of each resource, and the pod sets.
+pub(crate) type EmptyFitKey = (usize, Vec<(usize, i32, Vec<u32>)>, Vec<PodSet>);
 
 /// Whether a request places on an empty topology; Err: (pod set index, message).
 pub(crate) type EmptyFit = Result<(), (usize, String)>;
@@ -217,6 +217,13 @@ impl TopoState {
         self.empty_twin = None;
     }
 
+    /// Static node data (labels, taints, allocatable, GPU inventory, flavors, topologies) changed: cached
+    /// node batches and empty-topology answers are stale.
+    pub(crate) fn inventory_changed(&mut self) {
+        self.generation += 1;
+        self.forget_fits();
+    }
+
     /// This inventory with nothing held (built on first use after a static change).
     pub(crate) fn empty_twin(&mut self) -> &mut TopoState {
         self.empty_twin.get_or_insert_with(|| {
@@ -255,9 +262,8 @@ impl TopoState {
                 slot.spec = node;
                 slot.alloc = alloc;
                 if static_change {
-                    self.generation += 1;
-                }
-                if changed {
+                    self.inventory_changed();
+                } else if changed {
                     // Readiness and schedulability are read at placement time, not kept in the batch.
                     self.forget_fits();
                 }
@@ -274,8 +280,7 @@ impl TopoState {
                     gpus: Vec::new(),
                     islands: Vec::new(),
                 });
-                self.generation += 1;
-                self.forget_fits();
+                self.inventory_changed();
                 false
             }
         }
@@ -300,8 +305,7 @@ impl TopoState {
             slot.spec.ready = false;
             slot.spec.labels.clear();
             slot.alloc.clear();
-            self.generation += 1;
-            self.forget_fits();
+            self.inventory_changed();
         }
     }
 
@@ -327,15 +331,14 @@ impl TopoState {
             .collect();
         slot.report = report;
         slot.rebuild_gpus(&mut self.res);
-        self.generation += 1;
-        // `forget_fits` would borrow all of self while `slot` is held.
-        self.empty_fits.clear();
-        self.empty_twin = None;
-        slot.gpus
+        let turned_unhealthy = slot
+            .gpus
             .iter()
             .filter(|g| !g.healthy && was_healthy.contains(&g.index))
             .map(|g| g.index)
-            .collect()
+            .collect();
+        self.inventory_changed();
+        turned_unhealthy
     }
 
     /// Charges (`sign` 1) or releases (-1) a placement on its nodes.

@@ -5,6 +5,7 @@
 use crate::common::*;
 use crate::placement::{RACK, env, gang, gpus_report, node, schedule};
 use sluice_engine::*;
+use sluice_sdk::policy::{NodeBatch, NodeScores, PlacementPolicy, PodSetRequest, PolicyError};
 
 const HOST: &str = "kubernetes.io/hostname";
 
@@ -123,5 +124,56 @@ fn a_gang_preempts_once_its_flavor_stops_excluding_a_node() {
         topology_name: Some("default".into()),
         ..Flavor::default()
     });
+    assert_preempts(&mut env);
+}
+
+/// Takes no pod anywhere; reusable, so its answers are remembered too.
+#[derive(Debug)]
+struct Nowhere;
+
+impl PlacementPolicy for Nowhere {
+    fn name(&self) -> &str {
+        "nowhere"
+    }
+    fn score(&self, _: &PodSetRequest, nodes: &NodeBatch) -> Result<NodeScores, PolicyError> {
+        Ok(NodeScores {
+            score: vec![0.0; nodes.len()],
+            max_pods: vec![0; nodes.len()],
+        })
+    }
+    fn reusable(&self) -> bool {
+        true
+    }
+}
+
+/// Answers are remembered per placement policy: the same request from a ClusterQueue with another policy is
+/// asked again, not answered from the first queue's memory.
+#[test]
+fn a_remembered_answer_is_not_shared_between_placement_policies() {
+    let mut env = busy();
+    env.cq_lq(
+        cq("picky")
+            .group(
+                &["cpu", crate::placement::GPU],
+                vec![fq(
+                    "tas",
+                    vec![rq("cpu", cpu(1000)), rq(crate::placement::GPU, 1000)],
+                )],
+            )
+            .preemption(ReclaimPolicy::Never, WithinCqPolicy::LowerPriority),
+        "picky-ns",
+    );
+    env.engine
+        .set_placement_policy_for("picky", std::sync::Arc::new(Nowhere));
+    fill(&mut env, 6);
+    let mut picky = high(3);
+    picky.0.namespace = "picky-ns".into();
+    picky.0.uid = "picky-high".into();
+    env.submit(picky);
+    let out = schedule(&mut env);
+    assert!(evictions(&out).is_empty(), "{:?}", evictions(&out));
+    env.assert_pending("picky-ns/high", "TopologyPlacementFailed");
+    // The same pod sets under the default policy: the answer is "fits", so fillers are preempted.
+    env.submit(high(3));
     assert_preempts(&mut env);
 }
