@@ -93,42 +93,6 @@ pub fn job_key(job: &Job) -> (String, String) {
     (job.namespace().unwrap_or_default(), job.name_any())
 }
 
-/// Pods of the Job that are running (not yet stopped after a suspension).
-pub fn active_pods(job: &Job) -> i32 {
-    job.status.as_ref().and_then(|s| s.active).unwrap_or(0)
-}
-
-/// Pods of the Job that are ready or have succeeded (Kueue's PodsReady count).
-pub fn ready_pods(job: &Job) -> i32 {
-    let s = job.status.as_ref();
-    // Succeeded pods the Job controller has not counted yet count too, as in Kueue: else a pod finishing would
-    // read as a readiness loss for a moment.
-    let uncounted = s
-        .and_then(|s| s.uncounted_terminated_pods.as_ref())
-        .and_then(|u| u.succeeded.as_ref())
-        .map_or(0, |v| v.len() as i32);
-    s.and_then(|s| s.ready).unwrap_or(0) + s.and_then(|s| s.succeeded).unwrap_or(0) + uncounted
-}
-
-/// Pods the admission admitted.
-pub fn admitted_pods(wl: &api::Workload) -> i32 {
-    let Some(a) = wl.status.as_ref().and_then(|s| s.admission.as_ref()) else {
-        return 0;
-    };
-    a.pod_set_assignments
-        .iter()
-        .map(|p| {
-            p.count.unwrap_or_else(|| {
-                wl.spec
-                    .pod_sets
-                    .iter()
-                    .find(|ps| ps.name == p.name)
-                    .map_or(0, |ps| ps.count)
-            })
-        })
-        .sum()
-}
-
 /// Whether the object carries a finalizer.
 pub fn has_finalizer<K: kube::Resource>(obj: &K, finalizer: &str) -> bool {
     obj.meta()

@@ -4,12 +4,16 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::ResourceExt;
 use sluice_sdk::kueue::labels;
 use sluice_sdk::kueue::v1beta2::{
     DEFAULT_POD_SET_NAME, PodSet, PodSetTopologyRequest, Workload, WorkloadSpec,
 };
 
-use super::{JobError, JobIntegration, PodSetInfo, PriorityClasses, workload_name};
+use super::{
+    JobError, JobIntegration, PodSetInfo, PriorityClasses, SuspendableJob, admitted_pods,
+    workload_name,
+};
 
 /// Label Kubernetes sets on each pod of an Indexed Job with its completion index.
 const JOB_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
@@ -168,17 +172,9 @@ const MANAGED_LABELS: &[&str] = &[
     "batch.kubernetes.io/controller-uid",
 ];
 
-impl JobIntegration for BatchJob {
-    type Job = Job;
-    const KIND: &'static str = "Job";
-    const GROUP: &'static str = "batch";
-    const API_VERSION: &'static str = "batch/v1";
-
-    fn queue_name(job: &Job) -> Option<String> {
-        label(job, labels::QUEUE_NAME_LABEL).map(str::to_string)
-    }
-
-    fn workload(job: &Job, priorities: &PriorityClasses) -> Result<Workload, JobError> {
+impl BatchJob {
+    /// The Workload Kueue builds for the Job (name, owner, pod sets, priority, queue).
+    pub fn workload(job: &Job, priorities: &PriorityClasses) -> Result<Workload, JobError> {
         let name = job
             .metadata
             .name
@@ -266,11 +262,54 @@ impl JobIntegration for BatchJob {
             status: None,
         })
     }
+}
+
+impl JobIntegration for BatchJob {
+    type Job = Job;
+    const KIND: &'static str = "Job";
+    const GROUP: &'static str = "batch";
+    const API_VERSION: &'static str = "batch/v1";
+
+    fn queue_name(job: &Job) -> Option<String> {
+        label(job, labels::QUEUE_NAME_LABEL).map(str::to_string)
+    }
+
+    fn workload_name(job: &Job) -> Option<String> {
+        let uid = job.metadata.uid.as_deref()?;
+        Some(workload_name(Self::KIND, Self::GROUP, &job.name_any(), uid))
+    }
+
+    fn compose(job: &Job, priorities: &PriorityClasses) -> Result<Option<Workload>, JobError> {
+        Self::workload(job, priorities).map(Some)
+    }
 
     fn is_suspended(job: &Job) -> bool {
         job.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false)
     }
 
+    fn is_active(job: &Job) -> bool {
+        active_pods(job) > 0
+    }
+
+    fn finished(job: &Job) -> Result<Option<(bool, String)>, JobError> {
+        let Some(conditions) = job.status.as_ref().and_then(|s| s.conditions.as_ref()) else {
+            return Ok(None);
+        };
+        Ok(conditions
+            .iter()
+            .find_map(|c| match (c.type_.as_str(), c.status.as_str()) {
+                ("Complete", "True") => Some((true, c.message.clone().unwrap_or_default())),
+                ("Failed", "True") => Some((false, c.message.clone().unwrap_or_default())),
+                _ => None,
+            }))
+    }
+
+    fn pods_ready(job: &Job, wl: &Workload) -> bool {
+        ready_pods(job) >= admitted_pods(wl)
+    }
+}
+
+impl SuspendableJob for BatchJob {
     fn suspend(job: &mut Job) {
         job.spec.get_or_insert_with(Default::default).suspend = Some(true);
     }
@@ -332,17 +371,23 @@ impl JobIntegration for BatchJob {
         }
         info.restore_into(&mut spec.template);
     }
+}
 
-    fn finished(job: &Job) -> Option<(bool, String)> {
-        let conditions = job.status.as_ref()?.conditions.as_ref()?;
-        conditions
-            .iter()
-            .find_map(|c| match (c.type_.as_str(), c.status.as_str()) {
-                ("Complete", "True") => Some((true, c.message.clone().unwrap_or_default())),
-                ("Failed", "True") => Some((false, c.message.clone().unwrap_or_default())),
-                _ => None,
-            })
-    }
+/// Pods of the Job that are running (not yet stopped after a suspension).
+fn active_pods(job: &Job) -> i32 {
+    job.status.as_ref().and_then(|s| s.active).unwrap_or(0)
+}
+
+/// Pods of the Job that are ready or have succeeded (Kueue's PodsReady count).
+fn ready_pods(job: &Job) -> i32 {
+    let s = job.status.as_ref();
+    // Succeeded pods the Job controller has not counted yet count too, as in Kueue: else a pod finishing would
+    // read as a readiness loss for a moment.
+    let uncounted = s
+        .and_then(|s| s.uncounted_terminated_pods.as_ref())
+        .and_then(|u| u.succeeded.as_ref())
+        .map_or(0, |v| v.len() as i32);
+    s.and_then(|s| s.ready).unwrap_or(0) + s.and_then(|s| s.succeeded).unwrap_or(0) + uncounted
 }
 
 #[cfg(test)]
@@ -539,14 +584,17 @@ spec:
     #[test]
     fn finished_reads_conditions() {
         let mut j = job("");
-        assert_eq!(BatchJob::finished(&j), None);
+        assert_eq!(BatchJob::finished(&j), Ok(None));
         j.status = serde_json::from_value(serde_json::json!({"conditions": [{"type": "Complete",
             "status": "True", "message": "Reached expected number of succeeded pods"}]}))
         .unwrap();
         // Kueue's Finished message is the Job condition's.
         assert_eq!(
             BatchJob::finished(&j),
-            Some((true, "Reached expected number of succeeded pods".into()))
+            Ok(Some((
+                true,
+                "Reached expected number of succeeded pods".into()
+            )))
         );
     }
 

@@ -1,9 +1,9 @@
 //! Job integrations: how a kind of job becomes a Workload, starts on admission and stops on eviction.
 //!
-//! Each kind implements [`JobIntegration`]; the batch/v1 Job is the first. The controllers and the simulator call
-//! the kind's functions through this trait, but each still names the kind it drives ([`BatchJob`] in
-//! `controller/engine_task/jobs.rs` and the simulator; plain Pods through [`pod_group`]): a reconciler generic over
-//! the trait, so that a new kind is one implementation plus its watch, is not built yet.
+//! Each kind implements [`JobIntegration`] (what the reconciler reads), and [`SuspendableJob`] when it has a
+//! suspend field: the batch/v1 Job ([`BatchJob`]) and plain Pods and pod groups ([`PodGroups`]). The operator's
+//! one job reconciler (`controller/engine_task/reconciler.rs`) is generic over these traits; the simulator drives
+//! suspendable kinds through them.
 
 mod batch_job;
 pub mod pod_group;
@@ -12,7 +12,7 @@ mod priority;
 pub mod topology;
 
 pub use batch_job::BatchJob;
-pub use pod_group::PodGroupKey;
+pub use pod_group::{PodGroup, PodGroupKey, PodGroups};
 pub use podset_info::{PodSetInfo, pod_set_infos};
 pub use priority::{PriorityClasses, ResolvedPriority};
 
@@ -34,9 +34,10 @@ pub struct JobError {
     pub message: String,
 }
 
-/// One kind of job that Sluice queues.
+/// One kind of job that Sluice queues: what the reconciler reads of it. Every kind implements it; how a kind is
+/// started and stopped differs (a Job is suspended, pods are ended) and is the controller's part.
 pub trait JobIntegration {
-    /// The job object.
+    /// The job as the reconciler loads it (a batch Job, or a pod group with its pods).
     type Job;
 
     /// Kubernetes kind, e.g. "Job".
@@ -49,12 +50,31 @@ pub trait JobIntegration {
     /// The LocalQueue the job names (label `kueue.x-k8s.io/queue-name`), if any.
     fn queue_name(job: &Self::Job) -> Option<String>;
 
-    /// The Workload Kueue builds for the job (name, owner, pod sets, priority, queue).
-    fn workload(job: &Self::Job, priorities: &PriorityClasses) -> Result<Workload, JobError>;
+    /// The name of the job's Workload; None while the job's uid is unknown.
+    fn workload_name(job: &Self::Job) -> Option<String>;
 
-    /// Whether the job is suspended.
+    /// The Workload Kueue builds for the job (name, owner, pod sets, priority, queue); None while the job is
+    /// not ready to be queued (a pod group below its total count).
+    fn compose(job: &Self::Job, priorities: &PriorityClasses)
+    -> Result<Option<Workload>, JobError>;
+
+    /// Whether the job is not running: suspended, or (pods) gated or terminated.
     fn is_suspended(job: &Self::Job) -> bool;
 
+    /// Whether pods of the job still hold resources on nodes (Kueue's IsActive).
+    fn is_active(job: &Self::Job) -> bool;
+
+    /// `Some((success, message))` once the job has finished; the message is the one Kueue writes into the
+    /// Workload's Finished condition.
+    fn finished(job: &Self::Job) -> Result<Option<(bool, String)>, JobError>;
+
+    /// Whether the admitted pods of the job are all ready (Kueue's PodsReady), against its Workload.
+    fn pods_ready(job: &Self::Job, wl: &Workload) -> bool;
+}
+
+/// A kind with a suspend field (the batch Job; JobSet and RayJob later): it waits suspended, starts by being
+/// unsuspended with its admission, and is suspended and restored after an eviction.
+pub trait SuspendableJob: JobIntegration {
     /// Suspends the job (it waits for admission, or was evicted).
     fn suspend(job: &mut Self::Job);
 
@@ -63,10 +83,25 @@ pub trait JobIntegration {
 
     /// Undoes `run_with` after an eviction: restores what it injected, keeping the job suspended.
     fn restore(job: &mut Self::Job, infos: &[PodSetInfo]);
+}
 
-    /// `Some((success, message))` once the job has finished; the message is the one Kueue writes into the
-    /// Workload's Finished condition (the job's own condition message).
-    fn finished(job: &Self::Job) -> Option<(bool, String)>;
+/// Pods the Workload's admission admitted (each pod set's assigned count, or its spec count).
+pub fn admitted_pods(wl: &Workload) -> i32 {
+    let Some(a) = wl.status.as_ref().and_then(|s| s.admission.as_ref()) else {
+        return 0;
+    };
+    a.pod_set_assignments
+        .iter()
+        .map(|p| {
+            p.count.unwrap_or_else(|| {
+                wl.spec
+                    .pod_sets
+                    .iter()
+                    .find(|ps| ps.name == p.name)
+                    .map_or(0, |ps| ps.count)
+            })
+        })
+        .sum()
 }
 
 /// The name Kueue gives a job's Workload: `<lower(kind)>-<name>` truncated, then 5 hex digits of

@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use sluice_sdk::kueue::labels;
 use sluice_sdk::kueue::v1beta2::{DEFAULT_POD_SET_NAME, PodSet, Workload, WorkloadSpec};
 
-use super::{JobError, PodSetInfo, PriorityClasses, workload_name};
+use super::{JobError, JobIntegration, PodSetInfo, PriorityClasses, workload_name};
 
 /// Annotation Kueue puts on a group's Workload (the SDK does not define it).
 pub const IS_GROUP_WORKLOAD_ANNOTATION: &str = "kueue.x-k8s.io/is-group-workload";
@@ -535,6 +535,70 @@ pub fn run_pod(pod: &mut Pod, info: &PodSetInfo) -> Result<(), JobError> {
     Ok(())
 }
 
+/// Plain Pods and pod groups as a job kind. Pods have no suspend field: they are not a [`super::SuspendableJob`];
+/// admission lifts each pod's gate and an eviction ends the pods.
+pub struct PodGroups;
+
+/// A pod group as the reconciler loads it: its key and its pods as last seen (possibly none).
+#[derive(Clone, Debug)]
+pub struct PodGroup {
+    /// Which group.
+    pub key: PodGroupKey,
+    /// Its pods, by name.
+    pub pods: Vec<Pod>,
+}
+
+impl JobIntegration for PodGroups {
+    type Job = PodGroup;
+    const KIND: &'static str = KIND;
+    const GROUP: &'static str = "";
+    const API_VERSION: &'static str = "v1";
+
+    fn queue_name(job: &PodGroup) -> Option<String> {
+        job.pods
+            .first()
+            .and_then(|p| p.labels().get(labels::QUEUE_NAME_LABEL).cloned())
+    }
+
+    fn workload_name(job: &PodGroup) -> Option<String> {
+        job.key.workload_name(&job.pods)
+    }
+
+    fn compose(job: &PodGroup, priorities: &PriorityClasses) -> Result<Option<Workload>, JobError> {
+        workload(&job.key, &job.pods, priorities)
+    }
+
+    /// A group is not running when it has no pods or any pod is gated or terminated; a single pod when it is
+    /// not active.
+    fn is_suspended(job: &PodGroup) -> bool {
+        if job.key.is_group() {
+            job.pods.is_empty() || job.pods.iter().any(is_suspended)
+        } else {
+            !Self::is_active(job)
+        }
+    }
+
+    fn is_active(job: &PodGroup) -> bool {
+        job.pods.iter().any(is_active)
+    }
+
+    /// As [`finished`], with Kueue's "Pod succeeded" / "Pod failed" for a single pod that gave no message.
+    fn finished(job: &PodGroup) -> Result<Option<(bool, String)>, JobError> {
+        Ok(finished(&job.key, &job.pods)?.map(|(success, message)| {
+            let message = match (message.is_empty(), success) {
+                (false, _) => message,
+                (true, true) => "Pod succeeded".to_string(),
+                (true, false) => "Pod failed".to_string(),
+            };
+            (success, message)
+        }))
+    }
+
+    fn pods_ready(job: &PodGroup, _: &Workload) -> bool {
+        pods_ready(&job.key, &job.pods)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -737,5 +801,71 @@ spec:
         assert_eq!(gates, vec!["other"]);
         assert_eq!(p.labels()[labels::PODSET_LABEL], "main");
         assert!(!is_gated(&p));
+    }
+
+    fn group_of(key: &PodGroupKey, pods: Vec<Pod>) -> PodGroup {
+        PodGroup {
+            key: key.clone(),
+            pods,
+        }
+    }
+
+    fn ungated(mut p: Pod) -> Pod {
+        p.spec.as_mut().unwrap().scheduling_gates = None;
+        p
+    }
+
+    fn in_phase(mut p: Pod, phase: &str) -> Pod {
+        p.status = Some(k8s_openapi::api::core::v1::PodStatus {
+            phase: Some(phase.into()),
+            ..Default::default()
+        });
+        p
+    }
+
+    #[test]
+    fn a_single_pod_runs_once_ungated_until_it_ends_or_is_deleted() {
+        let key = PodGroupKey::of(&pod("a", None, 1)).unwrap();
+        let state = |p: Pod| {
+            let g = group_of(&key, vec![p]);
+            (PodGroups::is_suspended(&g), PodGroups::is_active(&g))
+        };
+        assert_eq!(state(pod("a", None, 1)), (true, false), "gated");
+        assert_eq!(state(ungated(pod("a", None, 1))), (false, true), "running");
+        assert_eq!(
+            state(in_phase(ungated(pod("a", None, 1)), "Succeeded")),
+            (true, false),
+            "terminated"
+        );
+        let mut deleting = ungated(pod("a", None, 1));
+        deleting.metadata.deletion_timestamp = Some(crate::status::k8s_time(0));
+        assert_eq!(state(deleting), (true, false), "being deleted");
+        let gone = group_of(&key, vec![]);
+        assert!(PodGroups::is_suspended(&gone) && !PodGroups::is_active(&gone));
+    }
+
+    #[test]
+    fn a_group_runs_only_while_none_of_its_pods_is_gated_or_terminated() {
+        let a = ungated(pod("a", Some(("g", 2)), 1));
+        let b = ungated(pod("b", Some(("g", 2)), 1));
+        let key = PodGroupKey::of(&a).unwrap();
+        let running = group_of(&key, vec![a.clone(), b.clone()]);
+        assert!(!PodGroups::is_suspended(&running) && PodGroups::is_active(&running));
+        // One pod done: the group counts as stopped, yet the other still holds its node.
+        let half = group_of(&key, vec![a.clone(), in_phase(b, "Failed")]);
+        assert!(PodGroups::is_suspended(&half) && PodGroups::is_active(&half));
+        let gated = group_of(&key, vec![a, pod("b", Some(("g", 2)), 1)]);
+        assert!(PodGroups::is_suspended(&gated));
+        assert!(PodGroups::is_suspended(&group_of(&key, vec![])));
+    }
+
+    #[test]
+    fn a_single_pod_without_a_message_finishes_with_kueues_words() {
+        let key = PodGroupKey::of(&pod("a", None, 1)).unwrap();
+        let done =
+            |phase| PodGroups::finished(&group_of(&key, vec![in_phase(pod("a", None, 1), phase)]));
+        assert_eq!(done("Succeeded"), Ok(Some((true, "Pod succeeded".into()))));
+        assert_eq!(done("Failed"), Ok(Some((false, "Pod failed".into()))));
+        assert_eq!(done("Running"), Ok(None));
     }
 }

@@ -27,7 +27,7 @@ use sluice_sdk::kueue::v1beta2 as api;
 
 use crate::engine::{self, Decision, Engine, EngineConfig, Event, Time, WorkloadKey};
 use crate::ingest::{self, IngestError};
-use crate::jobs::{BatchJob, JobError, JobIntegration, PodSetInfo, PriorityClasses, pod_set_infos};
+use crate::jobs::{BatchJob, JobError, PodSetInfo, PriorityClasses, SuspendableJob, pod_set_infos};
 use crate::manifest::Document;
 use crate::status;
 

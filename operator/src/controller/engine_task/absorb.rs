@@ -13,7 +13,6 @@ use crate::controller::tas;
 use crate::controller::watch::Change;
 use crate::engine::{self, Engine, Event, WorkloadKey};
 use crate::ingest;
-use crate::jobs::PodGroupKey;
 
 impl EngineTask {
     fn count_event(&self, kind: &str) {
@@ -203,12 +202,7 @@ impl EngineTask {
                     }
                     self.cache.workloads.insert(key.clone(), obj.clone());
                 }
-                if let Some(j) = owner_job(&obj) {
-                    self.dirty_jobs.insert(j);
-                }
-                if let Some(g) = PodGroupKey::of_workload(&obj) {
-                    self.dirty_pod_groups.insert(g);
-                }
+                self.mark_owner_dirty(&obj);
                 if !deleted && has_topology_assignment(&obj) {
                     self.dirty_ungates.insert(key.clone());
                 }
@@ -242,7 +236,7 @@ impl EngineTask {
                         return;
                     }
                     self.cache.jobs.insert(key.clone(), obj);
-                    self.dirty_jobs.insert(key);
+                    self.kinds.jobs.dirty.insert(key);
                 }
             }
         }
@@ -440,9 +434,7 @@ impl EngineTask {
             self.sync_workload(k);
             self.dirty_workloads.insert(k.clone());
         }
-        self.dirty_jobs.extend(self.cache.jobs.keys().cloned());
-        let groups: Vec<_> = self.cache.managed_pods.groups().cloned().collect();
-        self.dirty_pod_groups.extend(groups);
+        self.mark_all_jobs_dirty();
         self.queues_dirty = true;
         tracing::info!(
             workloads = self.cache.workloads.len(),

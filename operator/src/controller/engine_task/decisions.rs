@@ -9,7 +9,6 @@ use super::{EngineTask, now_ms, reference};
 use crate::controller::checkpoint::PendingCheckpoint;
 use crate::controller::objects::*;
 use crate::engine::{self, Decision, Event, Time, WorkloadKey};
-use crate::jobs::PodGroupKey;
 use crate::telemetry::EventSeverity;
 use crate::{ingest, status};
 
@@ -119,12 +118,7 @@ impl EngineTask {
             "Admission",
             format!("Quota reserved in ClusterQueue {cq}, wait time since queued was {wait:.0}s"),
         );
-        if let Some(j) = owner_job(&wl) {
-            self.dirty_jobs.insert(j);
-        }
-        if let Some(g) = PodGroupKey::of_workload(&wl) {
-            self.dirty_pod_groups.insert(g);
-        }
+        self.mark_owner_dirty(&wl);
         self.dirty_workloads.insert(key.clone());
     }
 

@@ -1,158 +1,170 @@
-//! The batch Job integration: Workload creation, start on admission, stop on eviction, PodsReady, Finished,
-//! and the Workload of a deleted Job.
+//! The batch Job as a [`Reconciled`] kind (suspended while queued, unsuspended on admission, stopped in three
+//! writes), what every kind's start and finish share, and the Workload of a deleted Job.
 
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::{Resource, ResourceExt};
 use sluice_sdk::kueue::labels::{self};
 use sluice_sdk::kueue::v1beta2 as api;
 
+use super::kinds::{KindQueues, Kinds};
+use super::reconciler::{PodsReadyAt, Reconciled, Release, StopKind, StopReason, StopStep};
 use super::{EngineTask, now_ms, reference};
+use crate::controller::config::OperatorConfig;
 use crate::controller::objects::*;
 use crate::controller::writer::Endpoint;
 use crate::engine::{Event, WorkloadKey};
-use crate::jobs::{BatchJob, JobIntegration, PodSetInfo, pod_set_infos};
+use crate::jobs::{BatchJob, JobIntegration, PodSetInfo, SuspendableJob, pod_set_infos};
 use crate::status;
 use crate::telemetry::EventSeverity;
 
-impl EngineTask {
-    /// The Job integration: Workload creation, start on admission, stop on eviction, PodsReady, Finished.
-    /// Returns whether it wrote anything.
-    pub(super) async fn reconcile_job(&mut self, key: &(String, String)) -> bool {
-        if !self.config.batch_jobs {
-            return false;
-        }
-        let Some(job) = self.cache.jobs.get(key).cloned() else {
-            return false;
-        };
-        if job.meta().deletion_timestamp.is_some() {
-            return false;
-        }
+/// Batch Jobs wait suspended, start unsuspended with their admission, and stop in three writes.
+impl Reconciled for BatchJob {
+    type Key = (String, String);
+    const NOT_BUILT_REASON: &'static str = "CreatedWorkload";
+    const PODS_READY: PodsReadyAt = PodsReadyAt::EveryReconcile;
+    const STOPS_ON_WORKLOAD_DELETION: bool = false;
+
+    fn enabled(config: &OperatorConfig) -> bool {
+        config.batch_jobs
+    }
+
+    fn queues(kinds: &mut Kinds) -> &mut KindQueues<Self::Key> {
+        &mut kinds.jobs
+    }
+
+    fn load(task: &EngineTask, key: &Self::Key) -> Option<Job> {
+        task.cache.jobs.get(key).cloned()
+    }
+
+    fn skip(task: &EngineTask, job: &Job) -> bool {
         // With manageJobsWithoutQueueName a Job without the label is managed with no queue, as in Kueue: its
         // Workload waits ("LocalQueue  doesn't exist") until the label is set. The webhook has already given it
         // the namespace's `default` LocalQueue when there is one (LocalQueueDefaulting).
-        if BatchJob::queue_name(&job).is_none() && !self.config.manage_jobs_without_queue_name {
-            return false;
-        }
-        let Some(uid) = job.metadata.uid.clone() else {
-            return false;
-        };
-        let wl_name =
-            crate::jobs::workload_name(BatchJob::KIND, BatchJob::GROUP, &job.name_any(), &uid);
-        let wkey = WorkloadKey::new(key.0.clone(), wl_name);
-        let Some(wl) = self.cache.workloads.get(&wkey).cloned() else {
-            return self.create_workload_for(key, &job).await;
-        };
-        if is_finished(&wl) {
-            return false;
-        }
-        if let Some((success, message)) = BatchJob::finished(&job) {
-            return self
-                .finish_workload_with(&wkey, &wl, success, &message)
-                .await;
-        }
-        // Kueue's job reconciler writes PodsReady before it handles an eviction or starts the job, for every
-        // Workload of a job (WaitForStart while it is not admitted).
-        self.update_pods_ready(&wkey, &wl, &job).await;
-        let suspended = BatchJob::is_suspended(&job);
-        if is_evicting(&wl) {
-            // Kueue's stop, in three writes: the API server refuses a template change of a Job that has
-            // started, so first suspend (marked stopping), then clear status.startTime, then restore the
-            // template and drop the mark.
-            if !suspended {
-                self.write_job(key, |j| {
-                    BatchJob::suspend(j);
-                    j.metadata
-                        .annotations
-                        .get_or_insert_with(Default::default)
-                        .insert(labels::STOPPING_ANNOTATION.into(), "true".into());
-                    Ok(true)
-                })
-                .await;
-                return true;
-            }
-            if job.annotations().contains_key(labels::STOPPING_ANNOTATION) {
-                if job.status.as_ref().is_some_and(|s| s.start_time.is_some()) {
-                    self.write_job_at(key, Endpoint::Status, |j| {
-                        if let Some(s) = j.status.as_mut() {
-                            s.start_time = None;
-                        }
-                        Ok(true)
-                    })
-                    .await;
-                    return true;
-                }
-                let originals = originals(&wl);
-                self.write_job(key, |j| {
-                    BatchJob::restore(j, &originals);
-                    if let Some(a) = j.metadata.annotations.as_mut() {
-                        a.remove(labels::STOPPING_ANNOTATION);
-                    }
-                    Ok(true)
-                })
-                .await;
-                // Stopped pods show up as status.active dropping to 0 in a later Job event.
-                if self
-                    .cache
-                    .jobs
-                    .get(key)
-                    .is_some_and(|j| active_pods(j) == 0)
-                {
-                    self.complete_eviction(&wkey).await;
-                }
-                return true;
-            }
-            if active_pods(&job) == 0 {
-                self.complete_eviction(&wkey).await;
-                return true;
-            }
-            return false;
-        }
-        if is_admitted(&wl) {
-            if suspended {
-                return self.start_job(key, &wl).await;
-            }
-            return false;
-        }
-        if !suspended {
-            // Running without admission (created before Sluice saw it): stop it until admitted.
-            self.write_job(key, |j| {
-                BatchJob::suspend(j);
-                Ok(true)
-            })
-            .await;
-            return true;
-        }
-        false
+        job.meta().deletion_timestamp.is_some()
+            || (Self::queue_name(job).is_none() && !task.config.manage_jobs_without_queue_name)
     }
 
-    /// Reconciles again the Jobs and pod groups whose Workload could not be built.
-    pub(super) fn retry_unbuilt(&mut self) {
-        self.dirty_jobs.append(&mut self.unbuilt_jobs);
-        self.dirty_pod_groups.append(&mut self.unbuilt_pod_groups);
+    fn namespace(key: &Self::Key) -> String {
+        key.0.clone()
     }
 
-    async fn create_workload_for(&mut self, key: &(String, String), job: &Job) -> bool {
-        if BatchJob::finished(job).is_some() {
-            return false;
-        }
+    fn owner_key(wl: &api::Workload) -> Option<Self::Key> {
+        owner_job(wl)
+    }
+
+    fn all_keys(task: &EngineTask) -> Vec<Self::Key> {
+        task.cache.jobs.keys().cloned().collect()
+    }
+
+    /// Whether the Job exists, not whether it runs: a suspended Job still has its template to restore.
+    fn needs_stopping(task: &EngineTask, key: &Self::Key) -> bool {
+        task.cache.jobs.contains_key(key)
+    }
+
+    /// A Job gone from the cache counts as holding pods: its eviction completes from its Workload's reconcile.
+    fn holds_pods(task: &EngineTask, key: &Self::Key) -> bool {
+        task.cache.jobs.get(key).is_none_or(Self::is_active)
+    }
+
+    fn event_owner(job: &Job) -> Option<ObjectReference> {
+        Some(reference(job))
+    }
+
+    /// A running Job is suspended first, then its Workload is built from the Job as loaded.
+    async fn prepare_create(
+        task: &mut EngineTask,
+        key: &Self::Key,
+        job: Job,
+    ) -> (bool, Option<Job>) {
         let mut wrote = false;
-        if !BatchJob::is_suspended(job) {
-            self.write_job(key, |j| {
-                BatchJob::suspend(j);
-                Ok(true)
-            })
-            .await;
+        if !Self::is_suspended(&job) {
+            task.suspend_job(key, false).await;
             wrote = true;
         }
-        match BatchJob::workload(job, &self.cache.priorities) {
-            Ok(wl) => self.create_owned_workload(Some(reference(job)), &wl).await,
-            Err(e) => {
-                self.unbuilt_jobs.insert(key.clone());
-                self.workload_not_built(Some(reference(job)), "CreatedWorkload", &e);
-                return wrote;
-            }
+        (wrote, Some(job))
+    }
+
+    async fn start(task: &mut EngineTask, key: &Self::Key, wl: &api::Workload) -> bool {
+        let Some((cluster_queue, infos)) = task.admitted_infos(wl, "job") else {
+            return false;
+        };
+        let started = task
+            .write_job(key, Endpoint::Main, |j| {
+                Self::run_with(j, &infos).map_err(|e| e.to_string())?;
+                Ok(true)
+            })
+            .await;
+        if let Some(j) = started {
+            task.started_event(reference(&j), cluster_queue);
         }
         true
+    }
+
+    /// Kueue's stop after an eviction, in three writes: the API server refuses a template change of a Job that
+    /// has started, so first suspend (marked stopping), then clear status.startTime, then restore the template
+    /// and drop the mark. Without an admission the Job is only suspended.
+    async fn stop(
+        task: &mut EngineTask,
+        key: &Self::Key,
+        job: &Job,
+        wl: &api::Workload,
+        why: &StopReason,
+    ) -> StopStep {
+        if why.kind != StopKind::Evicted {
+            task.suspend_job(key, false).await;
+            return StopStep::InProgress;
+        }
+        if !Self::is_suspended(job) {
+            task.suspend_job(key, true).await;
+            return StopStep::InProgress;
+        }
+        if !job.annotations().contains_key(labels::STOPPING_ANNOTATION) {
+            return StopStep::Stopped { wrote: false };
+        }
+        if job.status.as_ref().is_some_and(|s| s.start_time.is_some()) {
+            task.write_job(key, Endpoint::Status, |j| {
+                if let Some(s) = j.status.as_mut() {
+                    s.start_time = None;
+                }
+                Ok(true)
+            })
+            .await;
+            return StopStep::InProgress;
+        }
+        let originals = originals(wl);
+        task.write_job(key, Endpoint::Main, |j| {
+            Self::restore(j, &originals);
+            if let Some(a) = j.metadata.annotations.as_mut() {
+                a.remove(labels::STOPPING_ANNOTATION);
+            }
+            Ok(true)
+        })
+        .await;
+        // Stopped pods show up as status.active dropping to 0 in a later Job event.
+        StopStep::Stopped { wrote: true }
+    }
+
+    /// A Job carries no finalizer of the operator's.
+    async fn finalize(_: &mut EngineTask, _: &Self::Key, _: Release) -> bool {
+        false
+    }
+}
+
+impl EngineTask {
+    /// Suspends the Job, marked `kueue.x-k8s.io/stopping` when an eviction stops it.
+    async fn suspend_job(&mut self, key: &(String, String), stopping: bool) {
+        self.write_job(key, Endpoint::Main, |j| {
+            BatchJob::suspend(j);
+            if stopping {
+                j.metadata
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .insert(labels::STOPPING_ANNOTATION.into(), "true".into());
+            }
+            Ok(true)
+        })
+        .await;
     }
 
     /// The admitting ClusterQueue and what each pod set of an admitted Workload must run with
@@ -179,26 +191,15 @@ impl EngineTask {
         .map(|infos| (admission.cluster_queue.as_str(), infos))
     }
 
-    async fn start_job(&mut self, key: &(String, String), wl: &api::Workload) -> bool {
-        let Some((cluster_queue, infos)) = self.admitted_infos(wl, "job") else {
-            return false;
-        };
-        let started = self
-            .write_job(key, |j| {
-                BatchJob::run_with(j, &infos).map_err(|e| e.to_string())?;
-                Ok(true)
-            })
-            .await;
-        if let Some(j) = started {
-            self.event(
-                reference(&j),
-                EventSeverity::Normal,
-                "Started",
-                "Start",
-                format!("Admitted by clusterQueue {cluster_queue}"),
-            );
-        }
-        true
+    /// Announces on a started job (or pod) which ClusterQueue admitted it.
+    pub(super) fn started_event(&self, on: ObjectReference, cluster_queue: &str) {
+        self.event(
+            on,
+            EventSeverity::Normal,
+            "Started",
+            "Start",
+            format!("Admitted by clusterQueue {cluster_queue}"),
+        );
     }
 
     /// Marks the Workload Finished with `message` and releases its quota.
@@ -231,13 +232,11 @@ impl EngineTask {
     /// reason OwnerNotFound, which releases its quota at once, and loses its finalizer; garbage collection then
     /// deletes it through its owner reference.
     pub(super) async fn job_deleted(&mut self, job: &Job) {
-        let Some(uid) = job.metadata.uid.clone() else {
+        let ns = job.namespace().unwrap_or_default();
+        let Some(name) = BatchJob::workload_name(job) else {
             return;
         };
-        let ns = job.namespace().unwrap_or_default();
-        let name =
-            crate::jobs::workload_name(BatchJob::KIND, BatchJob::GROUP, &job.name_any(), &uid);
-        let wkey = WorkloadKey::new(ns.clone(), name.clone());
+        let wkey = WorkloadKey::new(ns, name);
         let Some(wl) = self.cache.workloads.get(&wkey).cloned() else {
             return;
         };

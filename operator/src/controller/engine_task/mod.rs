@@ -9,7 +9,9 @@
 //! This file is the hub: the task, its run loop and one round of leading. The rest, one concern a file:
 //! [`absorb`] (watched objects into the cache and the engine), [`decisions`] (admissions, pending reasons,
 //! evictions), [`checkpoints`] (the grace before a victim is evicted), [`timers`] (PodsReady, backoffs),
-//! [`owners`] (what every job kind shares), [`jobs`] (batch Jobs), [`pod_groups`] (plain Pods), [`ungate`]
+//! [`reconciler`] (the one job reconciler, generic over the kinds), [`kinds`] (the kinds and their queues: the
+//! only list of them), [`owners`] (what every kind shares), [`jobs`] (batch Jobs), [`pod_groups`] (plain Pods),
+//! [`ungate`]
 //! (topology-aware pods), [`queue_status`] (queue status, gauges, visibility), [`writes`] (writes that keep the
 //! cache current) and [`policy_sync`] (PolicyModules).
 
@@ -30,10 +32,12 @@ mod absorb;
 mod checkpoints;
 mod decisions;
 mod jobs;
+mod kinds;
 mod owners;
 mod pod_groups;
 mod policy_sync;
 mod queue_status;
+mod reconciler;
 mod timers;
 mod ungate;
 mod writes;
@@ -45,7 +49,7 @@ use super::policies::Policies;
 use super::watch::Change;
 use super::writer::Writer;
 use crate::engine::{Decision, Engine, Time, WorkloadKey};
-use crate::jobs::{PodGroupKey, PriorityClasses};
+use crate::jobs::PriorityClasses;
 use crate::leader::Leadership;
 use crate::telemetry::{EventRecorder, EventSeverity, Health, Metrics};
 use crate::visibility::SharedSnapshot;
@@ -142,9 +146,6 @@ impl Apis {
     fn local_queues(&self, ns: &str) -> Api<api::LocalQueue> {
         Api::namespaced(self.client.clone(), ns)
     }
-    fn jobs(&self, ns: &str) -> Api<Job> {
-        Api::namespaced(self.client.clone(), ns)
-    }
 }
 
 fn now_ms() -> Time {
@@ -171,13 +172,8 @@ pub struct EngineTask {
     /// Decisions returned by `Engine::apply`, carried out with the next cycle's.
     queued: Vec<Decision>,
     dirty_workloads: BTreeSet<WorkloadKey>,
-    dirty_jobs: BTreeSet<(String, String)>,
-    /// Plain pods and pod groups to reconcile.
-    dirty_pod_groups: BTreeSet<PodGroupKey>,
-    /// Jobs and pod groups whose Workload could not be built (a priority class not seen yet: its watch may
-    /// deliver it after the Job's), reconciled again when a priority class changes, as Kueue's requeue would.
-    unbuilt_jobs: BTreeSet<(String, String)>,
-    unbuilt_pod_groups: BTreeSet<PodGroupKey>,
+    /// Jobs of every kind to reconcile.
+    kinds: kinds::Kinds,
     /// TAS workloads whose gated pods may need their node selector.
     dirty_ungates: BTreeSet<WorkloadKey>,
     deleted_jobs: Vec<Job>,
@@ -237,10 +233,7 @@ impl EngineTask {
             synced: BTreeSet::new(),
             queued: Vec::new(),
             dirty_workloads: BTreeSet::new(),
-            dirty_jobs: BTreeSet::new(),
-            dirty_pod_groups: BTreeSet::new(),
-            unbuilt_jobs: BTreeSet::new(),
-            unbuilt_pod_groups: BTreeSet::new(),
+            kinds: kinds::Kinds::default(),
             dirty_ungates: BTreeSet::new(),
             deleted_jobs: Vec::new(),
             queues_dirty: false,
@@ -349,12 +342,7 @@ impl EngineTask {
             for key in std::mem::take(&mut self.dirty_workloads) {
                 self.reconcile_workload(&key).await;
             }
-            for key in std::mem::take(&mut self.dirty_jobs) {
-                did |= self.reconcile_job(&key).await;
-            }
-            for key in std::mem::take(&mut self.dirty_pod_groups) {
-                did |= self.reconcile_pod_group(&key).await;
-            }
+            did |= self.reconcile_dirty_jobs().await;
             for key in std::mem::take(&mut self.dirty_ungates) {
                 did |= self.ungate_pods(&key).await;
             }
@@ -379,10 +367,9 @@ impl EngineTask {
                     .observe(started.elapsed().as_secs_f64());
             }
             let more = !self.queued.is_empty()
-                || !self.dirty_jobs.is_empty()
+                || self.any_dirty_job()
                 || !self.dirty_workloads.is_empty()
                 || !self.dirty_ungates.is_empty()
-                || !self.dirty_pod_groups.is_empty()
                 || !self.deleted_jobs.is_empty();
             if acted || did || more {
                 idle = 0;

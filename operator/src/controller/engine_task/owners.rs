@@ -1,6 +1,6 @@
-//! What every job kind shares: creating the Workload that queues its owner, and stopping the owner after an
-//! eviction (a Job is suspended by its reconciler, a pod group's pods are ended), so each kind's controller
-//! differs only in how it builds, starts and stops its own objects.
+//! What every job kind shares outside the reconciler's steps: creating the Workload that queues its owner, and
+//! stopping the owner after an eviction or a PodsReady timeout (its kind's reconcile stops it: a Job is
+//! suspended, a pod group's pods are ended; with nothing to stop the eviction completes at once).
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use sluice_sdk::kueue::v1beta2 as api;
@@ -8,7 +8,6 @@ use sluice_sdk::kueue::v1beta2 as api;
 use super::EngineTask;
 use crate::controller::objects::*;
 use crate::engine::WorkloadKey;
-use crate::jobs::PodGroupKey;
 use crate::telemetry::EventSeverity;
 
 impl EngineTask {
@@ -60,20 +59,13 @@ impl EngineTask {
         }
     }
 
-    /// An evicted Workload's owner must stop before the eviction completes: its Job's reconciler suspends it, a
-    /// running pod group's controller ends its pods (pods cannot be suspended); with nothing to stop the eviction
-    /// completes at once.
+    /// An evicted Workload's owner must stop before the eviction completes: it is reconciled (its kind's stop),
+    /// or, with nothing to stop, the eviction completes at once.
     pub(super) async fn stop_owner(&mut self, key: &WorkloadKey, wl: &api::Workload) {
-        match owner_job(wl) {
-            Some(j) if self.cache.jobs.contains_key(&j) => {
-                self.dirty_jobs.insert(j);
-            }
-            _ if self.pod_group_running(wl) => {
-                if let Some(g) = PodGroupKey::of_workload(wl) {
-                    self.dirty_pod_groups.insert(g);
-                }
-            }
-            _ => self.complete_eviction(key).await,
+        if self.owner_needs_stopping(wl) {
+            self.mark_owner_dirty(wl);
+        } else {
+            self.complete_eviction(key).await;
         }
     }
 }

@@ -1,19 +1,21 @@
-//! The engine task's controller for plain Pods and Pod groups (Kueue's pod integration): Workload creation once
-//! a group is complete, ungating on admission, ending the pods on eviction, Finished, and the pods'
-//! `kueue.x-k8s.io/managed` finalizer. The per-pod rules live in [`crate::jobs::pod_group`].
+//! Plain Pods and Pod groups as a [`Reconciled`] kind (Kueue's pod integration): Workload creation once a group
+//! is complete, ungating on admission, ending the pods on eviction, and the pods' `kueue.x-k8s.io/managed`
+//! finalizer; the cache of managed pods. The per-pod rules live in [`crate::jobs::pod_group`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{Pod, PodCondition};
-use kube::{Api, Resource, ResourceExt};
-use sluice_sdk::kueue::labels::{self, condition};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodCondition};
+use kube::{Api, ResourceExt};
+use sluice_sdk::kueue::labels;
 use sluice_sdk::kueue::v1beta2 as api;
 
+use super::kinds::{KindQueues, Kinds};
+use super::reconciler::{PodsReadyAt, Reconciled, Release, StopKind, StopReason, StopStep};
 use super::{EngineTask, now_ms, reference};
+use crate::controller::config::OperatorConfig;
 use crate::controller::objects::*;
 use crate::controller::writer::Endpoint;
-use crate::engine::WorkloadKey;
-use crate::jobs::pod_group::{self, PodGroupKey};
+use crate::jobs::pod_group::{self, PodGroup, PodGroupKey, PodGroups};
 use crate::status;
 use crate::telemetry::EventSeverity;
 
@@ -25,16 +27,16 @@ pub(super) struct ManagedPods {
 }
 
 impl ManagedPods {
-    fn get(&self, key: &(String, String)) -> Option<&Pod> {
+    pub(super) fn get(&self, key: &(String, String)) -> Option<&Pod> {
         self.by_name.get(key)
     }
 
-    fn get_mut(&mut self, key: &(String, String)) -> Option<&mut Pod> {
+    pub(super) fn get_mut(&mut self, key: &(String, String)) -> Option<&mut Pod> {
         self.by_name.get_mut(key)
     }
 
     /// Stores a managed pod (one without a group key is ignored).
-    fn insert(&mut self, key: (String, String), pod: Pod) {
+    pub(super) fn insert(&mut self, key: (String, String), pod: Pod) {
         let Some(group) = PodGroupKey::of(&pod) else {
             return;
         };
@@ -47,7 +49,7 @@ impl ManagedPods {
         self.members.entry(group).or_default().insert(key);
     }
 
-    fn remove(&mut self, key: &(String, String)) -> Option<Pod> {
+    pub(super) fn remove(&mut self, key: &(String, String)) -> Option<Pod> {
         let pod = self.by_name.remove(key)?;
         if let Some(group) = PodGroupKey::of(&pod) {
             self.unlink(&group, key);
@@ -80,6 +82,114 @@ impl ManagedPods {
     }
 }
 
+/// Plain pods and pod groups: a Workload once the group is complete, ungated on admission, ended on eviction
+/// (pods cannot be suspended), and their `kueue.x-k8s.io/managed` finalizer released when done.
+impl Reconciled for PodGroups {
+    type Key = PodGroupKey;
+    const NOT_BUILT_REASON: &'static str = "ErrWorkloadCompose";
+    const PODS_READY: PodsReadyAt = PodsReadyAt::AfterStart;
+    const STOPS_ON_WORKLOAD_DELETION: bool = true;
+
+    fn enabled(config: &OperatorConfig) -> bool {
+        config.pod_groups
+    }
+
+    fn queues(kinds: &mut Kinds) -> &mut KindQueues<Self::Key> {
+        &mut kinds.pod_groups
+    }
+
+    /// The group with its cached pods; a group with none is still reconciled (an evicting one completes).
+    fn load(task: &EngineTask, key: &Self::Key) -> Option<PodGroup> {
+        Some(PodGroup {
+            key: key.clone(),
+            pods: task.group_pods(key),
+        })
+    }
+
+    fn skip(_: &EngineTask, _: &PodGroup) -> bool {
+        false
+    }
+
+    fn namespace(key: &Self::Key) -> String {
+        key.namespace().to_string()
+    }
+
+    fn owner_key(wl: &api::Workload) -> Option<Self::Key> {
+        PodGroupKey::of_workload(wl)
+    }
+
+    fn all_keys(task: &EngineTask) -> Vec<Self::Key> {
+        task.cache.managed_pods.groups().cloned().collect()
+    }
+
+    fn needs_stopping(task: &EngineTask, key: &Self::Key) -> bool {
+        Self::holds_pods(task, key)
+    }
+
+    fn holds_pods(task: &EngineTask, key: &Self::Key) -> bool {
+        task.group_pods(key).iter().any(pod_group::is_active)
+    }
+
+    fn event_owner(job: &PodGroup) -> Option<ObjectReference> {
+        job.pods.first().map(reference)
+    }
+
+    /// Pods being deleted are released and take no part in a new Workload; as Kueue, a group with running pods
+    /// and no Workload waits until they stop (a single pod's Workload is created while it runs).
+    async fn prepare_create(
+        task: &mut EngineTask,
+        key: &Self::Key,
+        _: PodGroup,
+    ) -> (bool, Option<PodGroup>) {
+        let released = Self::finalize(task, key, Release::Deleting).await;
+        let live: Vec<Pod> = task
+            .group_pods(key)
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        if live.is_empty() || (key.is_group() && live.iter().any(pod_group::is_active)) {
+            return (released, None);
+        }
+        (
+            released,
+            Some(PodGroup {
+                key: key.clone(),
+                pods: live,
+            }),
+        )
+    }
+
+    async fn start(task: &mut EngineTask, key: &Self::Key, wl: &api::Workload) -> bool {
+        task.start_pods(key, wl).await
+    }
+
+    /// Ends the pods (all of them when the Workload is deleted); the eviction completes once none holds a node.
+    async fn stop(
+        task: &mut EngineTask,
+        _: &Self::Key,
+        job: &PodGroup,
+        _: &api::Workload,
+        why: &StopReason,
+    ) -> StopStep {
+        let all = why.kind == StopKind::WorkloadDeleted;
+        let wrote = task
+            .stop_pods(&job.pods, all, &why.reason, &why.message)
+            .await;
+        StopStep::Stopped { wrote }
+    }
+
+    async fn finalize(task: &mut EngineTask, key: &Self::Key, which: Release) -> bool {
+        let pods = task.group_pods(key);
+        match which {
+            Release::All => task.release_pods(&pods, |_| true).await,
+            Release::Deleting => {
+                task.release_pods(&pods, |p| p.metadata.deletion_timestamp.is_some())
+                    .await
+            }
+        }
+    }
+}
+
 impl EngineTask {
     /// Takes a Pod watch event into the cache of managed pods and marks its group for reconciling.
     pub(super) fn absorb_managed_pod(&mut self, pod: &Pod, deleted: bool) {
@@ -89,7 +199,7 @@ impl EngineTask {
             if let Some(old) = self.cache.managed_pods.remove(&pkey)
                 && let Some(k) = PodGroupKey::of(&old)
             {
-                self.dirty_pod_groups.insert(k);
+                self.kinds.pod_groups.dirty.insert(k);
             }
             return;
         };
@@ -103,7 +213,7 @@ impl EngineTask {
             }
             self.cache.managed_pods.insert(pkey, pod.clone());
         }
-        self.dirty_pod_groups.insert(gkey);
+        self.kinds.pod_groups.dirty.insert(gkey);
     }
 
     /// The cached pods of a group, by name.
@@ -111,145 +221,13 @@ impl EngineTask {
         self.cache.managed_pods.group(key)
     }
 
-    /// Whether the Workload belongs to a pod group whose pods still hold resources (an eviction must end them
-    /// before it completes).
-    pub(super) fn pod_group_running(&self, wl: &api::Workload) -> bool {
-        PodGroupKey::of_workload(wl)
-            .is_some_and(|k| self.group_pods(&k).iter().any(pod_group::is_active))
-    }
-
-    /// Reconciles one group; returns whether it wrote anything.
-    pub(super) async fn reconcile_pod_group(&mut self, key: &PodGroupKey) -> bool {
-        if !self.config.pod_groups {
-            return false;
-        }
-        let pods = self.group_pods(key);
-        // A single pod that is gone leaves its Workload to garbage collection (the pod owns it).
-        let Some(wl_name) = key.workload_name(&pods) else {
-            return false;
-        };
-        let wkey = WorkloadKey::new(key.namespace().to_string(), wl_name);
-        let Some(wl) = self.cache.workloads.get(&wkey).cloned() else {
-            if pods.is_empty() {
-                return false;
-            }
-            if matches!(pod_group::finished(key, &pods), Ok(Some(_))) {
-                return self.release_pods(&pods, |_| true).await;
-            }
-            // Pods being deleted take no part in a new Workload and need not be kept.
-            let released = self
-                .release_pods(&pods, |p| p.metadata.deletion_timestamp.is_some())
-                .await;
-            let live: Vec<Pod> = self
-                .group_pods(key)
-                .into_iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .collect();
-            // As Kueue: a group with running pods and no Workload waits until they stop.
-            if live.is_empty() || (key.is_group() && live.iter().any(pod_group::is_active)) {
-                return released;
-            }
-            return self.create_pod_group_workload(key, &live).await || released;
-        };
-        if is_finished(&wl) {
-            return self.release_pods(&pods, |_| true).await;
-        }
-        if wl.meta().deletion_timestamp.is_some() {
-            // As Kueue: a deleted Workload ends every pod of its group, finished or not.
-            let wrote = self
-                .stop_pods(&pods, true, "WorkloadDeleted", "Workload is deleted")
-                .await;
-            let pods = self.group_pods(key);
-            return self.release_pods(&pods, |_| true).await || wrote;
-        }
-        match pod_group::finished(key, &pods) {
-            Ok(Some((success, message))) => {
-                let message = if message.is_empty() {
-                    if success {
-                        "Pod succeeded".to_string()
-                    } else {
-                        "Pod failed".to_string()
-                    }
-                } else {
-                    message
-                };
-                self.finish_workload_with(&wkey, &wl, success, &message)
-                    .await;
-                self.release_pods(&pods, |_| true).await;
-                return true;
-            }
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "pod group not reconciled");
-                return false;
-            }
-        }
-        if is_evicting(&wl) {
-            let reason = cond_reason(&wl, condition::EVICTED).unwrap_or_default();
-            let message = wl
-                .status
-                .as_ref()
-                .and_then(|s| status::condition(&s.conditions, condition::EVICTED))
-                .map(|c| c.message.clone())
-                .unwrap_or_default();
-            let stop_reason = format!("WorkloadEvictedDueTo{reason}");
-            let wrote = self.stop_pods(&pods, false, &stop_reason, &message).await;
-            if !self.group_pods(key).iter().any(pod_group::is_active) {
-                self.complete_eviction(&wkey).await;
-                return true;
-            }
-            return wrote;
-        }
-        if is_admitted(&wl) {
-            let wrote = self.start_pods(key, &wl, &pods).await;
-            if self.config.wait_for_pods_ready.is_some() {
-                let ready = pod_group::pods_ready(key, &self.group_pods(key));
-                if let Some(current) = self.cache.workloads.get(&wkey).cloned() {
-                    self.set_pods_ready(&wkey, &current, ready).await;
-                }
-            }
-            return wrote;
-        }
-        // Running without an admission (e.g. its Workload was recreated): Kueue stops the pods, as it suspends a
-        // Job; for a group only when none of its pods is gated or terminated.
-        let running = if key.is_group() {
-            !pods.is_empty() && !pods.iter().any(pod_group::is_suspended)
-        } else {
-            pods.iter().any(pod_group::is_active)
-        };
-        let stopped = running
-            && self
-                .stop_pods(&pods, false, "NotAdmitted", "Not admitted by cluster queue")
-                .await;
-        // Without an admission nothing needs a deleted pod to be kept for counting.
-        let pods = self.group_pods(key);
-        self.release_pods(&pods, |p| p.metadata.deletion_timestamp.is_some())
-            .await
-            || stopped
-    }
-
-    async fn create_pod_group_workload(&mut self, key: &PodGroupKey, pods: &[Pod]) -> bool {
-        match pod_group::workload(key, pods, &self.cache.priorities) {
-            Ok(Some(wl)) => {
-                self.create_owned_workload(pods.first().map(reference), &wl)
-                    .await
-            }
-            Ok(None) => return false,
-            Err(e) => {
-                self.unbuilt_pod_groups.insert(key.clone());
-                self.workload_not_built(pods.first().map(reference), "ErrWorkloadCompose", &e);
-                return false;
-            }
-        }
-        true
-    }
-
     /// Ungates every still-gated pod of an admitted group with its pod set's node selector, tolerations and
     /// labels, one patch per pod.
-    async fn start_pods(&mut self, key: &PodGroupKey, wl: &api::Workload, pods: &[Pod]) -> bool {
+    async fn start_pods(&mut self, key: &PodGroupKey, wl: &api::Workload) -> bool {
         let Some((cluster_queue, infos)) = self.admitted_infos(wl, "pods") else {
             return false;
         };
+        let pods = self.group_pods(key);
         let mut wrote = false;
         let is_group = key.is_group();
         for pod in pods.iter().filter(|p| pod_group::is_gated(p)) {
@@ -260,8 +238,9 @@ impl EngineTask {
                     continue;
                 }
             };
+            let pkey = (pod.namespace().unwrap_or_default(), pod.name_any());
             let written = self
-                .write_pod(pod, |p| {
+                .write_pod(&pkey, Endpoint::Main, |p| {
                     if !pod_group::is_gated(p) {
                         return Ok(false);
                     }
@@ -278,13 +257,7 @@ impl EngineTask {
                 .await;
             if let Some(p) = written {
                 wrote = true;
-                self.event(
-                    reference(&p),
-                    EventSeverity::Normal,
-                    "Started",
-                    "Start",
-                    format!("Admitted by clusterQueue {cluster_queue}"),
-                );
+                self.started_event(reference(&p), cluster_queue);
             }
         }
         wrote
@@ -302,8 +275,7 @@ impl EngineTask {
             let api: Api<Pod> = Api::namespaced(self.apis.client.clone(), &pkey.0);
             let now = status::k8s_time(now_ms());
             let marked = self
-                .writer
-                .update(&api, pod.clone(), Endpoint::Status, |p| {
+                .write_pod(&pkey, Endpoint::Status, |p| {
                     let st = p.status.get_or_insert_with(Default::default);
                     let conds = st.conditions.get_or_insert_with(Vec::new);
                     if conds
@@ -323,18 +295,8 @@ impl EngineTask {
                     Ok(true)
                 })
                 .await;
-            match marked {
-                Ok(Some(p)) => {
-                    self.cache.managed_pods.insert(pkey.clone(), p);
-                }
-                Ok(None) => {
-                    self.cache.managed_pods.remove(&pkey);
-                    continue;
-                }
-                Err(e) => {
-                    tracing::error!(pod = %pkey.1, error = %e, "pod not marked for termination");
-                    continue;
-                }
+            if marked.is_none() {
+                continue;
             }
             wrote = true;
             match self.writer.delete(&api, &pkey.1).await {
@@ -373,47 +335,14 @@ impl EngineTask {
             if !done {
                 continue;
             }
+            let pkey = (pod.namespace().unwrap_or_default(), pod.name_any());
             let written = self
-                .write_pod(pod, |p| {
+                .write_pod(&pkey, Endpoint::Main, |p| {
                     Ok(set_finalizer(p, labels::MANAGED_FINALIZER, false))
                 })
                 .await;
             wrote |= written.is_some();
         }
         wrote
-    }
-
-    /// Writes a pod's spec/metadata change and keeps the cache current.
-    async fn write_pod(
-        &mut self,
-        pod: &Pod,
-        mutate: impl FnMut(&mut Pod) -> Result<bool, String>,
-    ) -> Option<Pod> {
-        let pkey = (pod.namespace().unwrap_or_default(), pod.name_any());
-        let cached = self.cache.managed_pods.get(&pkey).cloned()?;
-        let api: Api<Pod> = Api::namespaced(self.apis.client.clone(), &pkey.0);
-        match self
-            .writer
-            .update(&api, cached, Endpoint::Main, mutate)
-            .await
-        {
-            Ok(Some(p)) => {
-                // A deleted pod whose last finalizer went is gone.
-                if p.meta().deletion_timestamp.is_some() && p.finalizers().is_empty() {
-                    self.cache.managed_pods.remove(&pkey);
-                } else {
-                    self.cache.managed_pods.insert(pkey, p.clone());
-                }
-                Some(p)
-            }
-            Ok(None) => {
-                self.cache.managed_pods.remove(&pkey);
-                None
-            }
-            Err(e) => {
-                tracing::error!(pod = %pkey.1, error = %e, "pod write failed");
-                None
-            }
-        }
     }
 }

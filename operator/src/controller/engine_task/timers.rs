@@ -1,7 +1,6 @@
 //! Deadlines of admitted and evicted workloads: waitForPodsReady (the PodsReady condition and its timeout),
 //! requeue backoffs and checkpoint graces.
 
-use k8s_openapi::api::batch::v1::Job;
 use kube::Resource;
 use sluice_sdk::kueue::labels::{self, condition};
 use sluice_sdk::kueue::v1beta2 as api;
@@ -48,10 +47,7 @@ impl EngineTask {
             self.admitted_at.remove(key);
         }
         // An eviction under way with no Job left to stop (e.g. found so after a takeover) completes now.
-        if is_evicting(&wl)
-            && owner_job(&wl).is_none_or(|j| !self.cache.jobs.contains_key(&j))
-            && !self.pod_group_running(&wl)
-        {
+        if is_evicting(&wl) && !self.owner_needs_stopping(&wl) {
             self.complete_eviction(key).await;
             return;
         }
@@ -218,19 +214,6 @@ impl EngineTask {
             message,
         );
         self.stop_owner(key, &wl).await;
-    }
-
-    pub(super) async fn update_pods_ready(
-        &mut self,
-        wkey: &WorkloadKey,
-        wl: &api::Workload,
-        job: &Job,
-    ) -> bool {
-        if self.config.wait_for_pods_ready.is_none() {
-            return false;
-        }
-        let ready = ready_pods(job) >= admitted_pods(wl);
-        self.set_pods_ready(wkey, wl, ready).await
     }
 
     /// Writes the Workload's PodsReady condition for `ready` (waitForPodsReady); returns false (nothing for

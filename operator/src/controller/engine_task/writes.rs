@@ -1,11 +1,13 @@
 //! Writes through the [`Writer`](crate::controller::writer::Writer) that keep the cache current with what the API
 //! server returned.
 
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, Resource};
 use sluice_sdk::kueue::v1beta2 as api;
 
-use super::{EngineTask, reference};
+use super::{Cache, EngineTask, reference};
 use crate::controller::writer::Endpoint;
 use crate::engine::{Event, WorkloadKey};
 use crate::telemetry::EventSeverity;
@@ -56,39 +58,63 @@ impl EngineTask {
         }
     }
 
+    /// Writes a Job (its object or its status) and caches what the API server returned; a failed write is
+    /// announced on the Job.
     pub(super) async fn write_job(
-        &mut self,
-        key: &(String, String),
-        mutate: impl FnMut(&mut Job) -> Result<bool, String>,
-    ) -> Option<Job> {
-        self.write_job_at(key, Endpoint::Main, mutate).await
-    }
-
-    /// Writes a Job (its object or its status) through the writer and caches what the API server returned.
-    pub(super) async fn write_job_at(
         &mut self,
         key: &(String, String),
         endpoint: Endpoint,
         mutate: impl FnMut(&mut Job) -> Result<bool, String>,
     ) -> Option<Job> {
-        let cached = self.cache.jobs.get(key)?.clone();
-        let api = self.apis.jobs(&key.0);
+        self.write_cached(key, endpoint, mutate).await
+    }
+
+    /// Writes a managed pod (its object or its status) and caches what the API server returned.
+    pub(super) async fn write_pod(
+        &mut self,
+        key: &(String, String),
+        endpoint: Endpoint,
+        mutate: impl FnMut(&mut Pod) -> Result<bool, String>,
+    ) -> Option<Pod> {
+        self.write_cached(key, endpoint, mutate).await
+    }
+
+    /// One write of a job kind's object, based on the cached copy; the cache keeps what the API server
+    /// returned (an object found gone, or being deleted with no finalizer left, leaves it).
+    async fn write_cached<K: Cached>(
+        &mut self,
+        key: &(String, String),
+        endpoint: Endpoint,
+        mutate: impl FnMut(&mut K) -> Result<bool, String>,
+    ) -> Option<K> {
+        let cached = K::cached(&self.cache, key)?.clone();
+        let api: Api<K> = Api::namespaced(self.apis.client.clone(), &key.0);
         match self.writer.update(&api, cached, endpoint, mutate).await {
-            Ok(Some(j)) => {
-                self.cache.jobs.insert(key.clone(), j.clone());
-                Some(j)
+            Ok(Some(obj)) => {
+                let meta = obj.meta();
+                if meta.deletion_timestamp.is_some()
+                    && meta.finalizers.as_ref().is_none_or(Vec::is_empty)
+                {
+                    K::forget(&mut self.cache, key);
+                } else {
+                    K::put(&mut self.cache, key.clone(), obj.clone());
+                }
+                Some(obj)
             }
             Ok(None) => {
-                self.cache.jobs.remove(key);
+                K::forget(&mut self.cache, key);
                 None
             }
             Err(e) => {
-                tracing::error!(error = %e, "job write failed");
-                if let Some(j) = self.cache.jobs.get(key) {
+                let kind = K::kind(&());
+                tracing::error!(%kind, namespace = %key.0, name = %key.1, ?endpoint, error = %e, "write failed");
+                if let Some(reason) = K::WRITE_FAILED_EVENT
+                    && let Some(obj) = K::cached(&self.cache, key)
+                {
                     self.event(
-                        reference(j),
+                        reference(obj),
                         EventSeverity::Warning,
-                        "FailedToStart",
+                        reason,
                         "Start",
                         e.to_string(),
                     );
@@ -119,5 +145,50 @@ impl EngineTask {
                 tracing::error!(error = %e, "{what} write failed");
                 None
             })
+    }
+}
+
+/// An object kind the engine task caches and writes for a job kind.
+pub(super) trait Cached:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + std::fmt::Debug
+    + serde::Serialize
+    + serde::de::DeserializeOwned
+{
+    /// Event reason sent on the object when a write to it fails (None: the failure is only logged).
+    const WRITE_FAILED_EVENT: Option<&'static str>;
+    /// The cached copy.
+    fn cached<'c>(cache: &'c Cache, key: &(String, String)) -> Option<&'c Self>;
+    /// Caches what the API server returned.
+    fn put(cache: &mut Cache, key: (String, String), obj: Self);
+    /// Drops the cached copy (the object is gone).
+    fn forget(cache: &mut Cache, key: &(String, String));
+}
+
+/// A failed Job write (a start, a suspend, a restore) is announced as Kueue announces a failed start.
+impl Cached for Job {
+    const WRITE_FAILED_EVENT: Option<&'static str> = Some("FailedToStart");
+    fn cached<'c>(cache: &'c Cache, key: &(String, String)) -> Option<&'c Self> {
+        cache.jobs.get(key)
+    }
+    fn put(cache: &mut Cache, key: (String, String), obj: Self) {
+        cache.jobs.insert(key, obj);
+    }
+    fn forget(cache: &mut Cache, key: &(String, String)) {
+        cache.jobs.remove(key);
+    }
+}
+
+impl Cached for Pod {
+    const WRITE_FAILED_EVENT: Option<&'static str> = None;
+    fn cached<'c>(cache: &'c Cache, key: &(String, String)) -> Option<&'c Self> {
+        cache.managed_pods.get(key)
+    }
+    fn put(cache: &mut Cache, key: (String, String), obj: Self) {
+        cache.managed_pods.insert(key, obj);
+    }
+    fn forget(cache: &mut Cache, key: &(String, String)) {
+        cache.managed_pods.remove(key);
     }
 }

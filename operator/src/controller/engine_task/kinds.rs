@@ -1,0 +1,103 @@
+//! The job kinds the engine task reconciles, and the only place that lists them: each function below has one
+//! line per kind, in the order the kinds are reconciled (batch Jobs, then plain Pods and pod groups).
+
+use std::collections::BTreeSet;
+
+use sluice_sdk::kueue::v1beta2 as api;
+
+use super::EngineTask;
+use super::reconciler::Reconciled;
+use crate::jobs::{BatchJob, PodGroupKey, PodGroups};
+
+/// The jobs of one kind waiting to be reconciled.
+pub(super) struct KindQueues<K> {
+    /// Changed since their last reconcile.
+    pub dirty: BTreeSet<K>,
+    /// Whose Workload could not be built (a priority class not seen yet: its watch may deliver it after the
+    /// job's), reconciled again when a priority class changes, as Kueue's requeue would.
+    pub unbuilt: BTreeSet<K>,
+}
+
+impl<K> Default for KindQueues<K> {
+    fn default() -> Self {
+        Self {
+            dirty: BTreeSet::new(),
+            unbuilt: BTreeSet::new(),
+        }
+    }
+}
+
+/// Per kind, its queues.
+#[derive(Default)]
+pub(super) struct Kinds {
+    /// batch/v1 Jobs, by (namespace, name).
+    pub jobs: KindQueues<(String, String)>,
+    /// Plain pods and pod groups.
+    pub pod_groups: KindQueues<PodGroupKey>,
+}
+
+impl EngineTask {
+    /// Reconciles every dirty job of every kind; returns whether anything was written.
+    pub(super) async fn reconcile_dirty_jobs(&mut self) -> bool {
+        let mut did = self.reconcile_dirty::<BatchJob>().await;
+        did |= self.reconcile_dirty::<PodGroups>().await;
+        did
+    }
+
+    /// Whether any job of any kind waits to be reconciled.
+    pub(super) fn any_dirty_job(&self) -> bool {
+        !self.kinds.jobs.dirty.is_empty() || !self.kinds.pod_groups.dirty.is_empty()
+    }
+
+    /// Reconciles again the jobs whose Workload could not be built.
+    pub(super) fn retry_unbuilt(&mut self) {
+        self.retry_unbuilt_of::<BatchJob>();
+        self.retry_unbuilt_of::<PodGroups>();
+    }
+
+    /// Marks the job that owns `wl` for reconciling, whatever its kind.
+    pub(super) fn mark_owner_dirty(&mut self, wl: &api::Workload) {
+        self.mark_owner_of::<BatchJob>(wl);
+        self.mark_owner_of::<PodGroups>(wl);
+    }
+
+    /// Whether the job that owns the evicted `wl` must stop before the eviction completes.
+    pub(super) fn owner_needs_stopping(&self, wl: &api::Workload) -> bool {
+        self.owner_of_needs_stopping::<BatchJob>(wl)
+            || self.owner_of_needs_stopping::<PodGroups>(wl)
+    }
+
+    /// Marks every cached job for reconciling (after the engine is rebuilt).
+    pub(super) fn mark_all_jobs_dirty(&mut self) {
+        self.mark_all_of::<BatchJob>();
+        self.mark_all_of::<PodGroups>();
+    }
+
+    async fn reconcile_dirty<I: Reconciled>(&mut self) -> bool {
+        let mut did = false;
+        for key in std::mem::take(&mut I::queues(&mut self.kinds).dirty) {
+            did |= self.reconcile::<I>(&key).await;
+        }
+        did
+    }
+
+    fn retry_unbuilt_of<I: Reconciled>(&mut self) {
+        let q = I::queues(&mut self.kinds);
+        q.dirty.append(&mut q.unbuilt);
+    }
+
+    fn mark_owner_of<I: Reconciled>(&mut self, wl: &api::Workload) {
+        if let Some(k) = I::owner_key(wl) {
+            I::queues(&mut self.kinds).dirty.insert(k);
+        }
+    }
+
+    fn owner_of_needs_stopping<I: Reconciled>(&self, wl: &api::Workload) -> bool {
+        I::owner_key(wl).is_some_and(|k| I::needs_stopping(self, &k))
+    }
+
+    fn mark_all_of<I: Reconciled>(&mut self) {
+        let keys = I::all_keys(self);
+        I::queues(&mut self.kinds).dirty.extend(keys);
+    }
+}

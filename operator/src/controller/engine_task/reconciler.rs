@@ -1,0 +1,288 @@
+//! The one job reconciler, generic over the job kinds (Kueue's jobframework shape): it creates a job's
+//! Workload, starts the job on admission, stops it on eviction or when it runs without admission, keeps
+//! PodsReady, and finishes the Workload with the job. What differs between kinds (how a job is loaded, started,
+//! stopped and released) is the kind's [`Reconciled`] implementation; the order of the steps is here, once.
+
+use std::future::Future;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Resource;
+use sluice_sdk::kueue::labels::condition;
+use sluice_sdk::kueue::v1beta2 as api;
+
+use super::EngineTask;
+use super::kinds::{KindQueues, Kinds};
+use crate::controller::config::OperatorConfig;
+use crate::controller::objects::*;
+use crate::engine::WorkloadKey;
+use crate::jobs::JobIntegration;
+use crate::status;
+
+/// How far a kind's stop got in one reconcile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum StopStep {
+    /// A write was made and the stop goes on at the owner's next event (a Job stops in several writes).
+    InProgress,
+    /// Nothing is left to do; `wrote` says whether this reconcile wrote.
+    Stopped {
+        /// Whether anything was written.
+        wrote: bool,
+    },
+}
+
+impl StopStep {
+    /// Whether the step wrote anything.
+    pub(super) fn wrote(self) -> bool {
+        match self {
+            StopStep::InProgress => true,
+            StopStep::Stopped { wrote } => wrote,
+        }
+    }
+}
+
+/// Why a job is being stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum StopKind {
+    /// Its Workload was evicted.
+    Evicted,
+    /// It runs without an admission.
+    NotAdmitted,
+    /// Its Workload is being deleted.
+    WorkloadDeleted,
+}
+
+/// A stop with the reason and message Kueue writes on what it stops.
+#[derive(Clone, Debug)]
+pub(super) struct StopReason {
+    /// Why.
+    pub kind: StopKind,
+    /// Kueue's reason (e.g. `WorkloadEvictedDueToPreempted`).
+    pub reason: String,
+    /// Kueue's message.
+    pub message: String,
+}
+
+impl StopReason {
+    fn evicted(wl: &api::Workload) -> Self {
+        let evicted = wl
+            .status
+            .as_ref()
+            .and_then(|s| status::condition(&s.conditions, condition::EVICTED));
+        let reason = evicted.map(|c| c.reason.as_str()).unwrap_or_default();
+        StopReason {
+            kind: StopKind::Evicted,
+            reason: format!("WorkloadEvictedDueTo{reason}"),
+            message: evicted.map(|c| c.message.clone()).unwrap_or_default(),
+        }
+    }
+
+    fn not_admitted() -> Self {
+        StopReason {
+            kind: StopKind::NotAdmitted,
+            reason: "NotAdmitted".into(),
+            message: "Not admitted by cluster queue".into(),
+        }
+    }
+
+    fn workload_deleted() -> Self {
+        StopReason {
+            kind: StopKind::WorkloadDeleted,
+            reason: "WorkloadDeleted".into(),
+            message: "Workload is deleted".into(),
+        }
+    }
+}
+
+/// Which of a job's objects give up what the operator keeps on them (a pod's `kueue.x-k8s.io/managed`
+/// finalizer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Release {
+    /// All that are done (the Workload finished or went).
+    All,
+    /// Those being deleted.
+    Deleting,
+}
+
+/// When a kind writes its Workload's PodsReady condition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum PodsReadyAt {
+    /// On every reconcile, before an eviction or a start is handled (so WaitForStart before admission too).
+    EveryReconcile,
+    /// While admitted, after the start, from the job as it is then.
+    AfterStart,
+}
+
+/// A job kind as the engine task reconciles it: its cache, its keys and how its objects are started and
+/// stopped. Adding a kind is this implementation (with [`JobIntegration`]), its watch, and one line per
+/// function in `kinds.rs`; [`EngineTask::reconcile`] does not change.
+pub(super) trait Reconciled: JobIntegration<Job: Clone + Send + Sync> + Sized {
+    /// What names one job in the dirty sets: a Job's (namespace, name), a pod group's key.
+    type Key: Clone + Ord + std::fmt::Debug + Send + Sync;
+
+    /// Event reason when its Workload cannot be built (Kueue's word for the kind).
+    const NOT_BUILT_REASON: &'static str;
+    /// When its PodsReady is written.
+    const PODS_READY: PodsReadyAt;
+    /// Whether a Workload being deleted stops the job (Kueue's pods: yes; Sluice's Job carries on).
+    const STOPS_ON_WORKLOAD_DELETION: bool;
+
+    /// Whether the operator's configuration enables the kind.
+    fn enabled(config: &OperatorConfig) -> bool;
+    /// The kind's dirty and unbuilt sets.
+    fn queues(kinds: &mut Kinds) -> &mut KindQueues<Self::Key>;
+    /// The job as cached; None when there is nothing to reconcile.
+    fn load(task: &EngineTask, key: &Self::Key) -> Option<Self::Job>;
+    /// Whether the job is left alone (being deleted, or not queued and not managed without a queue).
+    fn skip(task: &EngineTask, job: &Self::Job) -> bool;
+    /// The namespace of the job (and of its Workload).
+    fn namespace(key: &Self::Key) -> String;
+    /// The job a Workload belongs to, if it is of this kind.
+    fn owner_key(wl: &api::Workload) -> Option<Self::Key>;
+    /// Every cached job (reconciled after the engine is rebuilt).
+    fn all_keys(task: &EngineTask) -> Vec<Self::Key>;
+    /// Whether an evicted Workload's job must be reconciled to stop (else the eviction completes at once).
+    fn needs_stopping(task: &EngineTask, key: &Self::Key) -> bool;
+    /// Whether, after its stop, the job still holds pods on nodes (the eviction then waits for its next event).
+    fn holds_pods(task: &EngineTask, key: &Self::Key) -> bool;
+    /// Where its Workload's creation is announced.
+    fn event_owner(job: &Self::Job) -> Option<ObjectReference>;
+
+    /// Before a Workload is created: what is written first (a running Job is suspended, deleted pods released),
+    /// and the job to build the Workload from (None: not now). Returns (wrote, job).
+    fn prepare_create(
+        task: &mut EngineTask,
+        key: &Self::Key,
+        job: Self::Job,
+    ) -> impl Future<Output = (bool, Option<Self::Job>)> + Send;
+    /// Starts the job (not running) with its admitted Workload; returns whether it wrote.
+    fn start(
+        task: &mut EngineTask,
+        key: &Self::Key,
+        wl: &api::Workload,
+    ) -> impl Future<Output = bool> + Send;
+    /// Stops the job for `why`.
+    fn stop(
+        task: &mut EngineTask,
+        key: &Self::Key,
+        job: &Self::Job,
+        wl: &api::Workload,
+        why: &StopReason,
+    ) -> impl Future<Output = StopStep> + Send;
+    /// Releases what the operator keeps on the job's objects; returns whether it wrote.
+    fn finalize(
+        task: &mut EngineTask,
+        key: &Self::Key,
+        which: Release,
+    ) -> impl Future<Output = bool> + Send;
+}
+
+impl EngineTask {
+    /// Reconciles one job of kind `I`; returns whether it wrote anything.
+    pub(super) async fn reconcile<I: Reconciled>(&mut self, key: &I::Key) -> bool {
+        if !I::enabled(&self.config) {
+            return false;
+        }
+        let Some(job) = I::load(self, key) else {
+            return false;
+        };
+        if I::skip(self, &job) {
+            return false;
+        }
+        // A job whose uid is not known yet (or a single pod that is gone: its Workload is left to garbage
+        // collection, the pod owns it).
+        let Some(wl_name) = I::workload_name(&job) else {
+            return false;
+        };
+        let wkey = WorkloadKey::new(I::namespace(key), wl_name);
+        let Some(wl) = self.cache.workloads.get(&wkey).cloned() else {
+            return self.create_workload::<I>(key, job).await;
+        };
+        if is_finished(&wl) {
+            return I::finalize(self, key, Release::All).await;
+        }
+        if I::STOPS_ON_WORKLOAD_DELETION && wl.meta().deletion_timestamp.is_some() {
+            // As Kueue: a deleted Workload ends every pod of its group, finished or not.
+            let stopped = I::stop(self, key, &job, &wl, &StopReason::workload_deleted()).await;
+            return I::finalize(self, key, Release::All).await || stopped.wrote();
+        }
+        match I::finished(&job) {
+            Ok(Some((success, message))) => {
+                self.finish_workload_with(&wkey, &wl, success, &message)
+                    .await;
+                I::finalize(self, key, Release::All).await;
+                return true;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "job not reconciled");
+                return false;
+            }
+        }
+        let wait_for_pods_ready = self.config.wait_for_pods_ready.is_some();
+        if I::PODS_READY == PodsReadyAt::EveryReconcile && wait_for_pods_ready {
+            // Kueue's job reconciler writes PodsReady before it handles an eviction or starts the job, for every
+            // Workload of a job (WaitForStart while it is not admitted).
+            self.set_pods_ready(&wkey, &wl, I::pods_ready(&job, &wl))
+                .await;
+        }
+        if is_evicting(&wl) {
+            return match I::stop(self, key, &job, &wl, &StopReason::evicted(&wl)).await {
+                // Never complete the eviction while a stop is under way.
+                StopStep::InProgress => true,
+                StopStep::Stopped { wrote } => {
+                    if I::holds_pods(self, key) {
+                        wrote
+                    } else {
+                        self.complete_eviction(&wkey).await;
+                        true
+                    }
+                }
+            };
+        }
+        if is_admitted(&wl) {
+            let wrote = I::is_suspended(&job) && I::start(self, key, &wl).await;
+            if I::PODS_READY == PodsReadyAt::AfterStart
+                && wait_for_pods_ready
+                && let Some(job) = I::load(self, key)
+                && let Some(current) = self.cache.workloads.get(&wkey).cloned()
+            {
+                self.set_pods_ready(&wkey, &current, I::pods_ready(&job, &current))
+                    .await;
+            }
+            return wrote;
+        }
+        // Running without an admission (created before Sluice saw it, or its Workload was recreated): stop it
+        // until admitted.
+        let stopped = !I::is_suspended(&job)
+            && I::stop(self, key, &job, &wl, &StopReason::not_admitted())
+                .await
+                .wrote();
+        // Without an admission nothing needs a deleted object to be kept for counting.
+        I::finalize(self, key, Release::Deleting).await || stopped
+    }
+
+    /// A job without a Workload: one that finished is released; otherwise its kind prepares it and its Workload
+    /// is created (or recorded as not buildable, retried when a priority class changes).
+    async fn create_workload<I: Reconciled>(&mut self, key: &I::Key, job: I::Job) -> bool {
+        if matches!(I::finished(&job), Ok(Some(_))) {
+            return I::finalize(self, key, Release::All).await;
+        }
+        let (wrote, source) = I::prepare_create(self, key, job).await;
+        let Some(source) = source else {
+            return wrote;
+        };
+        match I::compose(&source, &self.cache.priorities) {
+            Ok(Some(wl)) => {
+                self.create_owned_workload(I::event_owner(&source), &wl)
+                    .await;
+                true
+            }
+            Ok(None) => wrote,
+            Err(e) => {
+                I::queues(&mut self.kinds).unbuilt.insert(key.clone());
+                self.workload_not_built(I::event_owner(&source), I::NOT_BUILT_REASON, &e);
+                wrote
+            }
+        }
+    }
+}
