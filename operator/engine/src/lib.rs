@@ -15,7 +15,8 @@
 //!   does for preemption evictions).
 //! * Flavors with a `topology_name` are placed on Nodes (topology-aware, see `topology/place.rs`);
 //!   [`Engine::placement`] gives an admitted workload's placement.
-//! * Not modelled: admission-check states, admission fair sharing, waitForPodsReady, priority boost, workload slices.
+//! * Not modelled: admission-check states, admission fair sharing, waitForPodsReady (the operator times it),
+//!   workload slices. Kueue's priority boost is (behind `EngineConfig::priority_boost`).
 
 mod assign;
 mod cycle;
@@ -39,6 +40,7 @@ use std::sync::Arc;
 
 pub use error::EngineError;
 pub use fairness::{DrsPolicy, EngineFairness, OrderKey, ResourceBorrowing, Share, ShareInput};
+pub use preemption_cost::PreemptionCost;
 pub use topology::admit::{NODE_FAILURES, TOPOLOGY_PLACEMENT_FAILED};
 pub use types::*;
 

@@ -8,7 +8,7 @@ use super::fasthash::{FastMap, FastSet};
 
 use super::assign::Assignment;
 use super::fairness::{Share, compare as compare_shares, weighted_share};
-use super::preemption_cost::{Cost, CostInput, PreemptionCosts};
+use super::preemption_cost::{CostInput, PreemptionCost, PreemptionCosts};
 use super::quota::{Fr, NodeId, Tree};
 use super::topology::admit::TasParts;
 use super::tree_fairness::TreeFairness;
@@ -75,7 +75,7 @@ pub(crate) struct Sim<'a> {
     /// Preemption-cost policies per ClusterQueue.
     pub costs: &'a PreemptionCosts,
     /// What the preemptor's policy said about the candidates of the current search.
-    pub cost_of: FastMap<u32, Cost>,
+    pub cost_of: FastMap<u32, PreemptionCost>,
     /// The preemptor's topology placement, checked as candidates are removed (TAS-aware victim search).
     pub tas: Option<TasProbe<'a>>,
     /// Workloads removed from the tree so far while `tas` is set (their nodes count as free).

@@ -12,12 +12,14 @@ use sluice_sdk::topology::GPU_RESOURCE;
 
 use super::fasthash::FastMap;
 use super::quota::NodeId;
-use super::{CqData, Engine, Interner, Time, Wl};
+use super::{CqData, Engine, Interner, Time, Wl, WorkloadKey};
 
 /// What a preemption-cost policy said about one candidate.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Cost {
+pub struct PreemptionCost {
+    /// Added to the candidate's priority in the search.
     pub boost: i32,
+    /// Not evicted by the search.
     pub protected: bool,
 }
 
@@ -30,15 +32,19 @@ pub(crate) struct PreemptionCosts {
     overrides: HashMap<String, Arc<dyn PreemptionCostPolicy>>,
     /// Calls that failed (the search then ran without boosts or protections) and the last message.
     failures: Mutex<(u64, Option<String>)>,
+    /// The latest answer per candidate since the shell last took them (to show on the Workload).
+    given: Mutex<HashMap<WorkloadKey, PreemptionCost>>,
 }
 
 impl Clone for PreemptionCosts {
     fn clone(&self) -> Self {
         let failures = self.failures.lock().map(|f| f.clone()).unwrap_or_default();
+        let given = self.given.lock().map(|g| g.clone()).unwrap_or_default();
         Self {
             default: self.default.clone(),
             overrides: self.overrides.clone(),
             failures: Mutex::new(failures),
+            given: Mutex::new(given),
         }
     }
 }
@@ -61,7 +67,7 @@ impl PreemptionCosts {
         preemptor_cq: NodeId,
         preemptor_priority: i32,
         candidates: &[u32],
-    ) -> FastMap<u32, Cost> {
+    ) -> FastMap<u32, PreemptionCost> {
         let Some(cq) = inp.cqs.get(preemptor_cq as usize).and_then(|c| c.as_ref()) else {
             return FastMap::default();
         };
@@ -108,10 +114,19 @@ impl PreemptionCosts {
             },
             Err(e) => self.failed(e.to_string(), batch.len()),
         };
-        ids.iter()
+        let costs: FastMap<u32, PreemptionCost> = ids
+            .iter()
             .zip(answers.boost.iter().zip(&answers.protected))
-            .map(|(&c, (&boost, &protected))| (c, Cost { boost, protected }))
-            .collect()
+            .map(|(&c, (&boost, &protected))| (c, PreemptionCost { boost, protected }))
+            .collect();
+        if let Ok(mut given) = self.given.lock() {
+            for (&c, &cost) in &costs {
+                if let Some(w) = inp.wls.get(c as usize).and_then(|w| w.as_ref()) {
+                    given.insert(w.key.clone(), cost);
+                }
+            }
+        }
+        costs
     }
 
     fn failed(&self, message: String, n: usize) -> CostAnswers {
@@ -163,6 +178,17 @@ impl Engine {
     /// Name of the preemption-cost policy of ClusterQueue `cq`, if it has one.
     pub fn preemption_cost_policy_name(&self, cq: &str) -> Option<&str> {
         self.costs.policy_of(cq).map(|p| p.name())
+    }
+
+    /// What preemption-cost policies said about each workload they were asked about since the last call, the
+    /// latest answer per workload (the operator shows it on the Workload as `sluice.dev/priority-boost`).
+    pub fn take_preemption_costs(&mut self) -> Vec<(WorkloadKey, PreemptionCost)> {
+        let Ok(mut given) = self.costs.given.lock() else {
+            return Vec::new();
+        };
+        let mut out: Vec<_> = given.drain().collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 
     /// Preemption-cost policy calls that failed so far (searches then ran without it) and the last message.

@@ -107,6 +107,20 @@ async fn victim_checkpoints_then_is_evicted_and_the_preemptor_runs() {
         condition(&victim, "CheckpointRequested"),
         Some(("False".into(), "CheckpointDone".into()))
     );
+    // The reported checkpoint is recorded as the workload's latest, in RFC 3339.
+    let last = victim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("sluice.dev/last-checkpoint"))
+        .expect("sluice.dev/last-checkpoint written");
+    assert!(
+        serde_json::from_value::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>(
+            serde_json::Value::String(last.clone())
+        )
+        .is_ok(),
+        "{last}"
+    );
     let pre = get_workload(&fake, &high).unwrap();
     assert_eq!(
         condition(&pre, "WaitingForCheckpoint"),
@@ -134,6 +148,14 @@ async fn grace_expiry_evicts_without_a_checkpoint() {
     assert_eq!(
         condition(&victim, "CheckpointRequested"),
         Some(("False".into(), "GracePeriodExpired".into()))
+    );
+    // No checkpoint was reported: none is recorded.
+    assert!(
+        victim
+            .metadata
+            .annotations
+            .as_ref()
+            .is_none_or(|a| !a.contains_key("sluice.dev/last-checkpoint"))
     );
     assert!(metrics.render().contains(
         r#"sluice_checkpoint_wait_seconds_count{cluster_queue="cq",outcome="timeout"} 1"#

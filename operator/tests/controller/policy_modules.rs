@@ -566,3 +566,56 @@ async fn a_root_cohort_names_its_trees_fairness_module_through_cohort_events() {
     );
     task.abort();
 }
+
+/// A preemption-cost module's answer shows on the candidate's Workload: `anti-thrash` protects a workload
+/// admitted less than its minimum run time ago, so the higher-priority gang that needs its nodes waits, and the
+/// victim carries `sluice.dev/preemption-protected` (Kueue's own priority-boost annotation is never written).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preemption_cost_answer_is_shown_on_the_candidates_workload() {
+    let fake = FakeApi::new();
+    seed(&fake, "");
+    fake.put(&yaml::<api::ClusterQueue>(
+        r#"
+metadata: {name: cq, annotations: {sluice.dev/preemption-policy: guard}}
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: tas
+      resources:
+      - {name: cpu, nominalQuota: "64"}
+      - {name: nvidia.com/gpu, nominalQuota: "32"}
+"#,
+    ));
+    fake.put(&module(
+        "guard",
+        PolicyKind::PreemptionCost,
+        embedded::ANTI_THRASH,
+        &sha256_hex(embedded::ANTI_THRASH),
+    ));
+    let op = start(&fake, "op", policy_config());
+    wait_for(30, "module compiled", || {
+        compiled(&fake, "guard").as_deref() == Some("True")
+    })
+    .await;
+    // Every GPU of the five nodes taken at priority 0.
+    fake.put(&spread_workload("low", 20));
+    wait_for(30, "low admitted", || admitted(&fake, "low")).await;
+    let mut high = spread_workload("high", 4);
+    high.spec.priority = Some(100);
+    fake.put(&high);
+    let annotation = |name: &str, key: &str| {
+        get_workload(&fake, name).and_then(|w| w.metadata.annotations?.get(key).cloned())
+    };
+    wait_for(30, "low shown protected", || {
+        annotation("low", "sluice.dev/preemption-protected").as_deref() == Some("true")
+    })
+    .await;
+    assert!(admitted(&fake, "low") && !admitted(&fake, "high"));
+    // Never preempted, so no boost; and Kueue's annotation is left to Kueue's users.
+    assert_eq!(annotation("low", "sluice.dev/priority-boost"), None);
+    assert_eq!(annotation("low", "kueue.x-k8s.io/priority-boost"), None);
+    op.abort();
+}

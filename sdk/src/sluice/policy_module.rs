@@ -23,6 +23,12 @@ pub const FAIRNESS_POLICY_ANNOTATION: &str = "sluice.dev/fairness-policy";
 /// ClusterQueue annotation naming the PolicyModule that boosts or protects the candidates of the
 /// preemptions its workloads make.
 pub const PREEMPTION_POLICY_ANNOTATION: &str = "sluice.dev/preemption-policy";
+/// Workload annotation the operator writes: the boost its preemptor's preemption-cost policy last gave it as a
+/// candidate (absent when 0). Kueue's own `kueue.x-k8s.io/priority-boost` is never written.
+pub const PRIORITY_BOOST_ANNOTATION: &str = "sluice.dev/priority-boost";
+/// Workload annotation the operator writes: `"true"` while the last preemption-cost answer about it protected
+/// it from preemption (absent otherwise).
+pub const PREEMPTION_PROTECTED_ANNOTATION: &str = "sluice.dev/preemption-protected";
 /// Condition type: the module compiled, passed the import and world checks, and `init` accepted its config.
 pub const CONDITION_COMPILED: &str = "Compiled";
 /// Condition type: the module failed too many calls in a row and is no longer called.

@@ -12,6 +12,7 @@ mod kueue_schedule_cases;
 mod limits_and_edge_cases;
 mod livelock;
 mod preemption;
+mod preemption_cost;
 mod priority_boost;
 mod properties;
 mod queues;

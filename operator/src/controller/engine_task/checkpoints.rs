@@ -8,6 +8,7 @@ use crate::controller::checkpoint::{self, PendingCheckpoint};
 use crate::controller::objects::*;
 use crate::controller::writer::Endpoint;
 use crate::engine::{Time, WorkloadKey};
+use crate::ingest::LAST_CHECKPOINT_ANNOTATION;
 use crate::status;
 
 impl EngineTask {
@@ -147,6 +148,23 @@ impl EngineTask {
             outcome,
             ((now - p.requested).max(0) as f64) / 1000.0,
         );
+        if outcome == "done" {
+            // The reported checkpoint is the workload's latest: work before it survives this eviction.
+            let stamp = serde_json::to_value(status::k8s_time(now))
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string));
+            if let Some(stamp) = stamp {
+                self.write_workload_main(key, |w| {
+                    let a = w.metadata.annotations.get_or_insert_with(Default::default);
+                    if a.get(LAST_CHECKPOINT_ANNOTATION) == Some(&stamp) {
+                        return Ok(false);
+                    }
+                    a.insert(LAST_CHECKPOINT_ANNOTATION.to_string(), stamp.clone());
+                    Ok(true)
+                })
+                .await;
+            }
+        }
         let (reason, msg) = if outcome == "done" {
             ("CheckpointDone", "Checkpoint reported done; evicting")
         } else {

@@ -3,6 +3,9 @@
 
 use kube::ResourceExt;
 use sluice_sdk::kueue::labels::condition;
+use sluice_sdk::sluice::policy_module::{
+    PREEMPTION_PROTECTED_ANNOTATION, PRIORITY_BOOST_ANNOTATION,
+};
 use tokio::time::Instant;
 
 use super::{EngineTask, now_ms, reference};
@@ -212,5 +215,41 @@ impl EngineTask {
         // A requeue backoff (PodsReadyTimeout) keeps it out of the queue until requeueAt.
         self.sync_workload(key);
         self.queues_dirty = true;
+    }
+
+    /// Shows on each Workload what a preemption-cost policy last said about it as a candidate:
+    /// `sluice.dev/priority-boost` (absent when 0) and `sluice.dev/preemption-protected` (absent unless
+    /// protected). Written only when it changed.
+    pub(super) async fn show_preemption_costs(&mut self) {
+        let Some(engine) = self.engine.as_mut() else {
+            return;
+        };
+        for (key, cost) in engine.take_preemption_costs() {
+            self.write_workload_main(&key, |w| {
+                let a = w.metadata.annotations.get_or_insert_with(Default::default);
+                let boost = (cost.boost != 0).then(|| cost.boost.to_string());
+                let protected = cost.protected.then(|| "true".to_string());
+                let mut changed = set_annotation(a, PRIORITY_BOOST_ANNOTATION, boost);
+                changed |= set_annotation(a, PREEMPTION_PROTECTED_ANNOTATION, protected);
+                Ok(changed)
+            })
+            .await;
+        }
+    }
+}
+
+/// Sets (Some) or removes (None) one annotation; returns whether it changed.
+fn set_annotation(
+    annotations: &mut std::collections::BTreeMap<String, String>,
+    name: &str,
+    value: Option<String>,
+) -> bool {
+    match value {
+        Some(v) if annotations.get(name) != Some(&v) => {
+            annotations.insert(name.to_string(), v);
+            true
+        }
+        Some(_) => false,
+        None => annotations.remove(name).is_some(),
     }
 }

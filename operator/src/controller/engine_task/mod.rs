@@ -361,6 +361,7 @@ impl EngineTask {
             decisions.extend(cycle);
             let any = !decisions.is_empty();
             self.carry_out(decisions).await;
+            self.show_preemption_costs().await;
             if any {
                 self.metrics
                     .cycle_seconds
