@@ -223,6 +223,21 @@ pub fn evict(
     now: engine::Time,
 ) {
     let st = status_mut(wl);
+    // A deactivation says why, as Kueue's workload controller does: the DeactivationTarget condition's message
+    // joins the eviction message and its reason becomes the eviction's underlying cause; the target and any
+    // requeue state are cleared.
+    let mut message = message.to_string();
+    let mut underlying_cause = String::new();
+    if reason == labels::reason::DEACTIVATED {
+        if let Some(target) = condition(&st.conditions, labels::condition::DEACTIVATION_TARGET) {
+            message = format!("{message} due to {}", target.message);
+            underlying_cause = target.reason.clone();
+        }
+        st.conditions
+            .retain(|c| c.type_ != labels::condition::DEACTIVATION_TARGET);
+        st.requeue_state = None;
+    }
+    let message = message.as_str();
     set_condition(
         &mut st.conditions,
         labels::condition::EVICTED,
@@ -241,18 +256,18 @@ pub fn evict(
             now,
         );
     }
-    // Kueue counts evictions by reason; the underlying cause is only set for deactivations, never for
+    // Kueue counts evictions by reason and underlying cause; the cause is only set for deactivations, never for
     // preemptions.
     let stats = st.scheduling_stats.get_or_insert_with(Default::default);
     match stats
         .evictions
         .iter_mut()
-        .find(|e| e.reason == reason && e.underlying_cause.is_empty())
+        .find(|e| e.reason == reason && e.underlying_cause == underlying_cause)
     {
         Some(e) => e.count += 1,
         None => stats.evictions.push(api::WorkloadSchedulingStatsEviction {
             reason: reason.to_string(),
-            underlying_cause: String::new(),
+            underlying_cause,
             count: 1,
         }),
     }
@@ -312,6 +327,15 @@ pub fn requeue_after_eviction(wl: &mut api::Workload, now: engine::Time) {
     let (reason, message) = condition(&st.conditions, labels::condition::EVICTED)
         .map(|c| (c.reason.clone(), c.message.clone()))
         .unwrap_or_else(|| ("Pending".into(), String::new()));
+    // As Kueue: the time admitted so far counts against maximumExecutionTimeSeconds in later admissions.
+    if let Some(admitted) = condition(&st.conditions, labels::condition::ADMITTED)
+        .filter(|c| c.status == "True")
+        .map(|c| c.last_transition_time.0.as_millisecond())
+    {
+        let ran = i32::try_from((now - admitted).max(0) / 1000).unwrap_or(i32::MAX);
+        let past = st.accumulated_past_execution_time_seconds.unwrap_or(0);
+        st.accumulated_past_execution_time_seconds = Some(past.saturating_add(ran));
+    }
     st.admission = None;
     set_condition(
         &mut st.conditions,
@@ -575,6 +599,76 @@ mod tests {
                 .evictions[0]
                 .count,
             1
+        );
+    }
+
+    fn admitted_at(wl: &mut api::Workload, now: engine::Time) {
+        admit(
+            wl,
+            api::Admission {
+                cluster_queue: "cq".into(),
+                ..Default::default()
+            },
+            false,
+            now,
+        );
+    }
+
+    #[test]
+    fn time_admitted_accumulates_over_evictions() {
+        let mut wl = api::Workload::default();
+        admitted_at(&mut wl, 10_000);
+        evict(&mut wl, "Preempted", Some("InClusterQueue"), "m", 70_000);
+        // Counted until the admission is cleared, as Kueue does on Admitted turning False.
+        requeue_after_eviction(&mut wl, 72_500);
+        let past = |wl: &api::Workload| {
+            wl.status
+                .as_ref()
+                .unwrap()
+                .accumulated_past_execution_time_seconds
+        };
+        assert_eq!(past(&wl), Some(62));
+        admitted_at(&mut wl, 100_000);
+        evict(&mut wl, "Preempted", Some("InClusterQueue"), "m", 110_000);
+        requeue_after_eviction(&mut wl, 110_000);
+        assert_eq!(past(&wl), Some(72));
+        // Not admitted: nothing to add.
+        requeue_after_eviction(&mut wl, 200_000);
+        assert_eq!(past(&wl), Some(72));
+    }
+
+    #[test]
+    fn a_deactivation_names_its_cause_and_clears_its_target() {
+        let mut wl = api::Workload::default();
+        admitted_at(&mut wl, 1_000);
+        let st = status_mut(&mut wl);
+        set_condition(
+            &mut st.conditions,
+            labels::condition::DEACTIVATION_TARGET,
+            true,
+            "MaximumExecutionTimeExceeded",
+            "exceeding the maximum execution time",
+            2_000,
+        );
+        st.requeue_state = Some(Default::default());
+        evict(
+            &mut wl,
+            "Deactivated",
+            None,
+            "The workload is deactivated",
+            3_000,
+        );
+        assert_eq!(
+            cond(&wl, "Evicted").message,
+            "The workload is deactivated due to exceeding the maximum execution time"
+        );
+        let st = wl.status.as_ref().unwrap();
+        assert!(condition(&st.conditions, "DeactivationTarget").is_none());
+        assert!(st.requeue_state.is_none());
+        let e = &st.scheduling_stats.as_ref().unwrap().evictions[0];
+        assert_eq!(
+            (e.reason.as_str(), e.underlying_cause.as_str(), e.count),
+            ("Deactivated", "MaximumExecutionTimeExceeded", 1)
         );
     }
 

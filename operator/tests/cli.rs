@@ -656,3 +656,41 @@ fn simulator_logs_instants_as_virtual_time_not_epoch_milliseconds() {
         );
     }
 }
+
+#[test]
+fn a_job_past_its_maximum_execution_time_is_deactivated_in_virtual_time() {
+    let o = sluice(&[
+        "simulate",
+        "-f",
+        "tests/fixtures/max-exec-time.yaml",
+        "--no-progress",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let r = &v["report"];
+    assert_eq!(r["finished"], 1, "{r}");
+    // Deactivated after its hour; "waiting" (arrived at 10m) starts once its pods are gone 30 s later.
+    assert_eq!(r["evictions"][0]["atSeconds"], 3600.0, "{r}");
+    assert_eq!(r["evictions"][0]["reason"], "Deactivated", "{r}");
+    assert_eq!(
+        r["queues"][0]["waitSeconds"]["max"],
+        3600.0 + 30.0 - 600.0,
+        "{r}"
+    );
+    let unfinished = r["unfinished"].as_array().unwrap();
+    assert_eq!(unfinished.len(), 1, "{r}");
+    assert!(
+        unfinished[0]["workload"]
+            .as_str()
+            .is_some_and(|w| w.starts_with("lab/job-capped-")),
+        "{r}"
+    );
+    assert!(
+        unfinished[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("deactivated")),
+        "{r}"
+    );
+}

@@ -176,6 +176,12 @@ impl Engine {
         }
     }
 
+    /// Time passed: decisions that events cause from now on (an eviction of a failed node's workloads, of a
+    /// deactivated one) carry `now`, not the time of the last cycle.
+    pub fn advance_clock(&mut self, now: Time) {
+        self.now = self.now.max(now);
+    }
+
     /// Runs exactly one scheduling cycle at time `now`.
     pub fn schedule(&mut self, now: Time) -> Vec<Decision> {
         self.now = self.now.max(now);

@@ -139,6 +139,8 @@ type Completions<'a> = Option<&'a mut BinaryHeap<Reverse<(Time, SimEvent)>>>;
 enum SimEvent {
     // Completions sort before arrivals at the same instant, so freed quota is seen by new arrivals.
     Complete(WorkloadKey, u64),
+    /// A run reached the workload's maximumExecutionTimeSeconds (a run that finished first ignores it).
+    ExecLimit(WorkloadKey, u64),
     /// An evicted workload's pods are gone: its quota and nodes are free.
     EvictionDone(WorkloadKey),
     /// A scheduled failure (index into the failure list).
@@ -511,6 +513,7 @@ impl Simulation {
             if let (Some(rt), Some(heap)) = (sw.run_time, completions.as_deref_mut()) {
                 heap.push(Reverse((now + rt, SimEvent::Complete(key.clone(), sw.run))));
             }
+            schedule_exec_limit(key, sw, now, completions);
         }
         // Only a recorded topology assignment needs the engine's copy of the workload afterwards.
         let topology_assigned = admission.is_some()
@@ -675,6 +678,7 @@ impl Simulation {
                     if let (Some(rt), Some(heap)) = (sw.run_time, completions.as_deref_mut()) {
                         heap.push(Reverse((now + rt, SimEvent::Complete(key.clone(), sw.run))));
                     }
+                    schedule_exec_limit(&key, sw, now, completions);
                 }
                 Decision::Pending {
                     workload: key,
@@ -796,6 +800,54 @@ impl Simulation {
                 tracing::warn!(workload = %key, error = %e, "eviction completion refused");
                 Vec::new()
             }
+        }
+    }
+
+    /// Run `run` of the workload reached its maximumExecutionTimeSeconds: as Kueue's workload controller, it is
+    /// deactivated (DeactivationTarget MaximumExecutionTimeExceeded, `spec.active=false`, accumulated time
+    /// cleared) and the engine evicts it as Deactivated.
+    fn exceed_execution_time(
+        &mut self,
+        key: &WorkloadKey,
+        run: u64,
+        now: Time,
+        recorder: &mut Recorder,
+        completions: &mut Completions<'_>,
+    ) {
+        let Some(sw) = self.workloads.get_mut(key) else {
+            return;
+        };
+        if sw.run != run || sw.finished {
+            return;
+        }
+        let st = sw.workload.status.get_or_insert_with(Default::default);
+        status::set_condition(
+            &mut st.conditions,
+            labels::condition::DEACTIVATION_TARGET,
+            true,
+            labels::reason::MAXIMUM_EXECUTION_TIME_EXCEEDED,
+            "exceeding the maximum execution time",
+            now,
+        );
+        st.accumulated_past_execution_time_seconds = None;
+        sw.workload.spec.active = Some(false);
+        self.engine.advance_clock(now);
+        let decisions = ingest::workload(&sw.workload)
+            .map_err(|e| e.to_string())
+            .and_then(|(workload, _)| {
+                // The engine keeps its own admission; only `active` changed.
+                self.engine
+                    .apply(Event::UpsertWorkload {
+                        workload,
+                        admission: None,
+                    })
+                    .map_err(|e| e.to_string())
+            });
+        match decisions {
+            Ok(d) => {
+                self.carry_out(d, now, recorder, completions);
+            }
+            Err(e) => tracing::warn!(workload = %key, error = %e, "deactivation refused"),
         }
     }
 
@@ -939,6 +991,13 @@ impl Simulation {
                             }
                             progress(done, total);
                         }
+                        SimEvent::ExecLimit(k, run) => self.exceed_execution_time(
+                            &k,
+                            run,
+                            t,
+                            &mut recorder,
+                            &mut Some(&mut heap),
+                        ),
                         SimEvent::Fail(i) => self.fail(i, t, &mut recorder, &mut Some(&mut heap)),
                         SimEvent::EvictionDone(k) => {
                             let more = self.eviction_done(&k, t);
@@ -1024,6 +1083,7 @@ impl Simulation {
             }
         };
         tracing::info!(node = %f.node, gpus = ?f.gpus, at = %format_duration(now - SIM_EPOCH), "injecting failure");
+        self.engine.advance_clock(now);
         match self.engine.apply(event) {
             Ok(decisions) => {
                 self.carry_out(decisions, now, recorder, completions);
@@ -1172,6 +1232,33 @@ pub fn bundled_example() -> Result<Vec<Document>, crate::manifest::ManifestError
         docs.extend(crate::manifest::parse_documents(name, text)?);
     }
     Ok(docs)
+}
+
+/// In virtual time, queues the end of what is left of an admitted workload's maximumExecutionTimeSeconds after
+/// its earlier admissions.
+fn schedule_exec_limit(
+    key: &WorkloadKey,
+    sw: &SimWorkload,
+    now: Time,
+    completions: &mut Completions<'_>,
+) {
+    let (Some(limit), Some(heap)) = (
+        sw.workload.spec.maximum_execution_time_seconds,
+        completions.as_deref_mut(),
+    ) else {
+        return;
+    };
+    let past = sw
+        .workload
+        .status
+        .as_ref()
+        .and_then(|s| s.accumulated_past_execution_time_seconds)
+        .unwrap_or(0);
+    let left = (i64::from(limit) - i64::from(past)).max(0) * 1000;
+    heap.push(Reverse((
+        now + left,
+        SimEvent::ExecLimit(key.clone(), sw.run),
+    )));
 }
 
 /// GPUs a placement holds per node: the GPUs it chose, or its pods' GPU requests where the node has no

@@ -74,11 +74,13 @@ impl Metrics {
         }
     }
 
-    /// A workload was evicted from `cluster_queue` for `reason`.
+    /// A workload was evicted from `cluster_queue` for `reason` (with the `underlying_cause` of a deactivation,
+    /// else "").
     pub fn evicted(
         &self,
         cluster_queue: &str,
         reason: &str,
+        underlying_cause: &str,
         priority_class: &str,
         replica_role: &str,
     ) {
@@ -86,7 +88,7 @@ impl Metrics {
             .get_or_create(&l(&[
                 ("cluster_queue", cluster_queue),
                 ("reason", reason),
-                ("underlying_cause", ""),
+                ("underlying_cause", underlying_cause),
                 ("priority_class", priority_class),
                 ("replica_role", replica_role),
             ]))

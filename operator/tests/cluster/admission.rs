@@ -246,3 +246,70 @@ spec:
     assert_eq!(v1["apiVersion"], json!("kueue.x-k8s.io/v1beta1"));
     assert_eq!(v1["spec"]["cohort"], json!("pool"));
 }
+
+/// Kueue's maximumExecutionTimeSeconds on a real API server: a Job labelled
+/// `kueue.x-k8s.io/max-exec-time-seconds: "3"` runs, is deactivated three seconds after its admission (evicted as
+/// Deactivated with the limit as underlying cause) and suspended, and is not admitted again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_past_its_maximum_execution_time_is_deactivated() {
+    let Some(plane) = ControlPlane::up("max-exec-time") else {
+        return;
+    };
+    let installed = install(&plane, None, spot_nodes()).await;
+    let client = installed.client.clone();
+    plane.kubectl(&["apply", "-f", "-"], Some(SETUP));
+    let capped = JobYaml {
+        name: "capped",
+        ns: "team-a",
+        lq: "queue",
+        pods: 1,
+        resources: r#"{requests: {cpu: "1"}}"#,
+        labels: "kueue.x-k8s.io/max-exec-time-seconds: \"3\"",
+        annotations: "",
+    }
+    .render();
+    plane.kubectl(&["apply", "-f", "-"], Some(&capped));
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "team-a");
+    eventually(60, "capped started", || async {
+        let spec = jobs.get("capped").await.ok()?.spec?;
+        (spec.suspend == Some(false)).then_some(())
+    })
+    .await;
+    let wl = workload_of(&client, "team-a", "capped").await;
+    assert_eq!(wl.spec.maximum_execution_time_seconds, Some(3));
+    let wls: Api<Workload> = Api::namespaced(client.clone(), "team-a");
+    let name = wl.metadata.name.clone().expect("name");
+    let done = eventually(60, "capped deactivated, evicted and suspended", || async {
+        let w = wls.get(&name).await.ok()?;
+        let suspended = jobs.get("capped").await.ok()?.spec?.suspend == Some(true);
+        let evicted = condition(&w, "Evicted").is_some_and(|c| c.reason == "Deactivated");
+        (w.spec.active == Some(false) && evicted && suspended).then_some(w)
+    })
+    .await;
+    let evicted = condition(&done, "Evicted").expect("Evicted");
+    assert_eq!(
+        evicted.message,
+        "The workload is deactivated due to exceeding the maximum execution time"
+    );
+    let stats = done
+        .status
+        .as_ref()
+        .and_then(|s| s.scheduling_stats.clone())
+        .expect("schedulingStats");
+    assert_eq!(
+        stats.evictions[0].underlying_cause,
+        "MaximumExecutionTimeExceeded"
+    );
+    // Deactivated: never admitted again.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let w = wls.get(&name).await.expect("workload");
+    assert!(!has_condition(&w, "QuotaReserved"));
+    assert_eq!(
+        jobs.get("capped")
+            .await
+            .expect("job")
+            .spec
+            .and_then(|s| s.suspend),
+        Some(true)
+    );
+}

@@ -417,3 +417,58 @@ async fn job_seen_before_its_priority_class_gets_its_workload_when_the_class_arr
     .await;
     op.abort();
 }
+
+/// Kueue's maximumExecutionTimeSeconds: the Job's `kueue.x-k8s.io/max-exec-time-seconds` label becomes the
+/// Workload's limit; once it has run that long the Workload is deactivated (DeactivationTarget, then
+/// `spec.active=false`), evicted as Deactivated with the limit as underlying cause, and the Job is suspended.
+#[tokio::test]
+async fn a_job_past_its_maximum_execution_time_is_deactivated_and_suspended() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    let mut j = job("short", 1, 1, None);
+    j.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert("kueue.x-k8s.io/max-exec-time-seconds".into(), "1".into());
+    fake.put(&j);
+    let op = start(&fake, "op", config());
+    wait_for(10, "job started", || !suspended(&fake, "short")).await;
+    let wl = workload_of(&fake, "short").unwrap();
+    assert_eq!(wl.spec.maximum_execution_time_seconds, Some(1));
+    assert!(wl.spec.active != Some(false), "active while it runs");
+    wait_for(10, "deactivated and stopped", || {
+        workload_of(&fake, "short").is_some_and(|w| {
+            w.spec.active == Some(false)
+                && condition(&w, "Evicted").is_some_and(|c| c.1 == "Deactivated")
+        }) && suspended(&fake, "short")
+    })
+    .await;
+    let wl = workload_of(&fake, "short").unwrap();
+    let st = wl.status.clone().unwrap();
+    let evicted = st.conditions.iter().find(|c| c.type_ == "Evicted").unwrap();
+    assert_eq!(
+        evicted.message,
+        "The workload is deactivated due to exceeding the maximum execution time"
+    );
+    // The target is gone once the eviction carries its cause, as in Kueue.
+    assert!(condition(&wl, "DeactivationTarget").is_none());
+    let stats = st.scheduling_stats.expect("schedulingStats");
+    assert_eq!(stats.evictions.len(), 1);
+    assert_eq!(stats.evictions[0].reason, "Deactivated");
+    assert_eq!(
+        stats.evictions[0].underlying_cause,
+        "MaximumExecutionTimeExceeded"
+    );
+    // The time it ran this admission is accumulated when the admission is cleared, after the deactivation
+    // reset it (Kueue's order too).
+    assert!(
+        st.accumulated_past_execution_time_seconds
+            .is_some_and(|s| (0..=3).contains(&s)),
+        "{:?}",
+        st.accumulated_past_execution_time_seconds
+    );
+    // Deactivated, it is not admitted again.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(suspended(&fake, "short"));
+    op.abort();
+}

@@ -153,6 +153,15 @@ impl EngineTask {
         message: &str,
         time: Time,
     ) {
+        // A deactivation's cause, read before the eviction clears its DeactivationTarget.
+        let underlying_cause = self
+            .cache
+            .workloads
+            .get(key)
+            .filter(|_| reason == sluice_sdk::kueue::labels::reason::DEACTIVATED)
+            .and_then(|w| cond_reason(w, condition::DEACTIVATION_TARGET))
+            .unwrap_or_default()
+            .to_string();
         let written = self
             .write_workload_status(key, |wl| {
                 if cond_true(wl, condition::EVICTED)
@@ -166,8 +175,13 @@ impl EngineTask {
             .await;
         let Some(wl) = written else { return };
         let cq = admitted_cluster_queue(&wl);
-        self.metrics
-            .evicted(&cq, reason, &Self::priority_class(&wl), self.role);
+        self.metrics.evicted(
+            &cq,
+            reason,
+            &underlying_cause,
+            &Self::priority_class(&wl),
+            self.role,
+        );
         if let Some(p) = preemption_reason {
             let preempting_cq = preemptor
                 .and_then(|k| self.cache.workloads.get(k))

@@ -180,6 +180,8 @@ pub struct EngineTask {
     queues_dirty: bool,
     /// Admitted workloads whose pods must all be ready by then (waitForPodsReady).
     ready_deadlines: BTreeMap<WorkloadKey, Time>,
+    /// Admitted workloads deactivated then unless finished (maximumExecutionTimeSeconds).
+    exec_deadlines: BTreeMap<WorkloadKey, Time>,
     /// Workloads in a requeue backoff, kept out of the engine until then (ms precision: status times are
     /// whole seconds).
     backoffs: BTreeMap<WorkloadKey, Time>,
@@ -238,6 +240,7 @@ impl EngineTask {
             deleted_jobs: Vec::new(),
             queues_dirty: false,
             ready_deadlines: BTreeMap::new(),
+            exec_deadlines: BTreeMap::new(),
             backoffs: BTreeMap::new(),
             admitted_at: BTreeMap::new(),
             checkpoints: BTreeMap::new(),
@@ -317,7 +320,8 @@ impl EngineTask {
         let b = self.backoffs.values().min().copied();
         let c = self.checkpoints.values().map(|c| c.deadline).min();
         let d = self.policy_deadline();
-        [a, b, c, d].into_iter().flatten().min()
+        let e = self.exec_deadlines.values().min().copied();
+        [a, b, c, d, e].into_iter().flatten().min()
     }
 
     /// One round of leading: controllers, timers, scheduling cycles, queue status.

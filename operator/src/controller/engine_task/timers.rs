@@ -1,5 +1,5 @@
 //! Deadlines of admitted and evicted workloads: waitForPodsReady (the PodsReady condition and its timeout),
-//! requeue backoffs and checkpoint graces.
+//! maximumExecutionTimeSeconds, requeue backoffs and checkpoint graces.
 
 use kube::Resource;
 use sluice_sdk::kueue::labels::{self, condition};
@@ -18,11 +18,13 @@ impl EngineTask {
         let Some(wl) = self.cache.workloads.get(key).cloned() else {
             self.ready_deadlines.remove(key);
             self.backoffs.remove(key);
+            self.exec_deadlines.remove(key);
             return;
         };
         if wl.meta().deletion_timestamp.is_some() {
             self.ready_deadlines.remove(key);
             self.backoffs.remove(key);
+            self.exec_deadlines.remove(key);
             if has_finalizer(&wl, labels::RESOURCE_IN_USE_FINALIZER) {
                 self.write_workload_main(key, |w| {
                     Ok(set_finalizer(w, labels::RESOURCE_IN_USE_FINALIZER, false))
@@ -46,6 +48,10 @@ impl EngineTask {
         if !is_admitted(&wl) {
             self.admitted_at.remove(key);
         }
+        match execution_deadline(&wl) {
+            Some(t) => self.exec_deadlines.insert(key.clone(), t),
+            None => self.exec_deadlines.remove(key),
+        };
         // An eviction under way with no Job left to stop (e.g. found so after a takeover) completes now.
         if is_evicting(&wl) && !self.owner_needs_stopping(&wl) {
             self.complete_eviction(key).await;
@@ -98,6 +104,17 @@ impl EngineTask {
             self.ready_deadlines.remove(&key);
             did = true;
             self.pods_ready_timeout(&key).await;
+        }
+        let due: Vec<_> = self
+            .exec_deadlines
+            .iter()
+            .filter(|(_, t)| **t <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in due {
+            self.exec_deadlines.remove(&key);
+            did = true;
+            self.execution_time_exceeded(&key).await;
         }
         let due: Vec<_> = self
             .backoffs
@@ -158,31 +175,12 @@ impl EngineTask {
             .is_some_and(|limit| count + 1 > limit)
         {
             // Over the limit: deactivate, as Kueue does (the engine then evicts it as Deactivated).
-            self.write_workload_status(key, |wl| {
-                let st = wl.status.get_or_insert_with(Default::default);
-                Ok(status::set_condition(
-                    &mut st.conditions,
-                    condition::DEACTIVATION_TARGET,
-                    true,
-                    "RequeuingLimitExceeded",
-                    "exceeding the maximum number of re-queuing retries",
-                    now,
-                ))
-            })
+            self.deactivate(
+                key,
+                labels::reason::REQUEUING_LIMIT_EXCEEDED,
+                "exceeding the maximum number of re-queuing retries",
+            )
             .await;
-            if self
-                .write_workload_main(key, |wl| {
-                    if wl.spec.active == Some(false) {
-                        return Ok(false);
-                    }
-                    wl.spec.active = Some(false);
-                    Ok(true)
-                })
-                .await
-                .is_some()
-            {
-                self.sync_workload(key);
-            }
             return;
         }
         let message = format!("Exceeded the PodsReady timeout {key}");
@@ -203,6 +201,7 @@ impl EngineTask {
         self.metrics.evicted(
             &cq,
             "PodsReadyTimeout",
+            "",
             &Self::priority_class(&wl),
             self.role,
         );
@@ -214,6 +213,69 @@ impl EngineTask {
             message,
         );
         self.stop_owner(key, &wl).await;
+    }
+
+    /// An admitted workload ran past its `maximumExecutionTimeSeconds` (this admission plus earlier ones): as
+    /// Kueue's workload controller, it is deactivated with reason MaximumExecutionTimeExceeded, its accumulated
+    /// time is cleared, and a Warning event says so.
+    async fn execution_time_exceeded(&mut self, key: &WorkloadKey) {
+        let Some(wl) = self.cache.workloads.get(key).cloned() else {
+            return;
+        };
+        let Some(limit) = wl.spec.maximum_execution_time_seconds else {
+            return;
+        };
+        if execution_deadline(&wl).is_none_or(|t| t > now_ms()) {
+            return;
+        }
+        self.deactivate(
+            key,
+            labels::reason::MAXIMUM_EXECUTION_TIME_EXCEEDED,
+            "exceeding the maximum execution time",
+        )
+        .await;
+        self.event(
+            reference(&wl),
+            EventSeverity::Warning,
+            labels::reason::MAXIMUM_EXECUTION_TIME_EXCEEDED,
+            "MaximumExecutionTimeExceeded",
+            format!("The maximum execution time ({limit}s) exceeded"),
+        );
+    }
+
+    /// Sets DeactivationTarget (`reason`, `message`) and `spec.active=false`; the engine then evicts the workload
+    /// as Deactivated, and the eviction carries the target's reason as its underlying cause.
+    async fn deactivate(&mut self, key: &WorkloadKey, reason: &str, message: &str) {
+        let now = now_ms();
+        self.write_workload_status(key, |wl| {
+            let st = wl.status.get_or_insert_with(Default::default);
+            let mut changed = status::set_condition(
+                &mut st.conditions,
+                condition::DEACTIVATION_TARGET,
+                true,
+                reason,
+                message,
+                now,
+            );
+            if reason == labels::reason::MAXIMUM_EXECUTION_TIME_EXCEEDED {
+                changed |= st.accumulated_past_execution_time_seconds.take().is_some();
+            }
+            Ok(changed)
+        })
+        .await;
+        if self
+            .write_workload_main(key, |wl| {
+                if wl.spec.active == Some(false) {
+                    return Ok(false);
+                }
+                wl.spec.active = Some(false);
+                Ok(true)
+            })
+            .await
+            .is_some()
+        {
+            self.sync_workload(key);
+        }
     }
 
     /// Writes the Workload's PodsReady condition for `ready` (waitForPodsReady); returns false (nothing for
@@ -250,4 +312,25 @@ impl EngineTask {
         }
         false
     }
+}
+
+/// When an admitted, active workload with `maximumExecutionTimeSeconds` runs out of it: its Admitted time plus
+/// what is left after earlier admissions (`status.accumulatedPastExecutionTimeSeconds`). None when it has no
+/// limit, is not admitted, has finished or is already being deactivated.
+fn execution_deadline(wl: &api::Workload) -> Option<Time> {
+    let limit = wl.spec.maximum_execution_time_seconds?;
+    if !is_admitted(wl)
+        || is_finished(wl)
+        || !wl.spec.is_active()
+        || cond_true(wl, condition::DEACTIVATION_TARGET)
+    {
+        return None;
+    }
+    let admitted = cond_time(wl, condition::ADMITTED)?;
+    let past = wl
+        .status
+        .as_ref()
+        .and_then(|s| s.accumulated_past_execution_time_seconds)
+        .unwrap_or(0);
+    Some(admitted + (i64::from(limit) - i64::from(past)) * 1000)
 }
