@@ -193,6 +193,19 @@ pub fn pending(
     );
 }
 
+/// Whether the engine's pending reason `engine_reason` must not be written over the Workload's QuotaReserved:
+/// a deactivated workload that was evicted keeps the eviction's message there ("The workload is deactivated due
+/// to ..."), as in Kueue, whose scheduler never sees an inactive workload.
+pub fn keeps_deactivation_message(wl: &api::Workload, engine_reason: &str) -> bool {
+    engine_reason == labels::reason::DEACTIVATED
+        && wl.status.as_ref().is_some_and(|s| {
+            condition(&s.conditions, labels::condition::QUOTA_RESERVED)
+                .is_some_and(|c| c.status == "False")
+                && condition(&s.conditions, labels::condition::EVICTED)
+                    .is_some_and(|c| c.reason.starts_with(labels::reason::DEACTIVATED))
+        })
+}
+
 /// The pod sets' total requests (per-pod requests times count) in Kueue's `status.resourceRequests` form.
 pub fn resource_requests(wl: &engine::Workload) -> Vec<api::PodSetRequest> {
     use sluice_sdk::quantity::format_resource_value;
@@ -224,25 +237,31 @@ pub fn evict(
 ) {
     let st = status_mut(wl);
     // A deactivation says why, as Kueue's workload controller does: the DeactivationTarget condition's message
-    // joins the eviction message and its reason becomes the eviction's underlying cause; the target and any
-    // requeue state are cleared.
+    // joins the eviction message, and its reason is the eviction's underlying cause, which the Evicted condition
+    // names as `DeactivatedDueTo<cause>` (schedulingStats keep reason and cause apart).
     let mut message = message.to_string();
     let mut underlying_cause = String::new();
+    if reason == labels::reason::DEACTIVATED
+        && let Some(target) = condition(&st.conditions, labels::condition::DEACTIVATION_TARGET)
+    {
+        message = format!("{message} due to {}", target.message);
+        underlying_cause = target.reason.clone();
+    }
     if reason == labels::reason::DEACTIVATED {
-        if let Some(target) = condition(&st.conditions, labels::condition::DEACTIVATION_TARGET) {
-            message = format!("{message} due to {}", target.message);
-            underlying_cause = target.reason.clone();
-        }
-        st.conditions
-            .retain(|c| c.type_ != labels::condition::DEACTIVATION_TARGET);
+        // A deactivated workload is not requeued: no backoff is left pending.
         st.requeue_state = None;
     }
     let message = message.as_str();
+    let condition_reason = if underlying_cause.is_empty() {
+        reason.to_string()
+    } else {
+        format!("{reason}DueTo{underlying_cause}")
+    };
     set_condition(
         &mut st.conditions,
         labels::condition::EVICTED,
         true,
-        reason,
+        &condition_reason,
         message,
         now,
     );
@@ -638,7 +657,7 @@ mod tests {
     }
 
     #[test]
-    fn a_deactivation_names_its_cause_and_clears_its_target() {
+    fn a_deactivation_names_its_cause_and_keeps_its_target() {
         let mut wl = api::Workload::default();
         admitted_at(&mut wl, 1_000);
         let st = status_mut(&mut wl);
@@ -663,7 +682,12 @@ mod tests {
             "The workload is deactivated due to exceeding the maximum execution time"
         );
         let st = wl.status.as_ref().unwrap();
-        assert!(condition(&st.conditions, "DeactivationTarget").is_none());
+        assert_eq!(
+            cond(&wl, "Evicted").reason,
+            "DeactivatedDueToMaximumExecutionTimeExceeded"
+        );
+        // Kueue v0.17 keeps the target (the differential suite sees it); the backoff is dropped.
+        assert_eq!(cond(&wl, "DeactivationTarget").status, "True");
         assert!(st.requeue_state.is_none());
         let e = &st.scheduling_stats.as_ref().unwrap().evictions[0];
         assert_eq!(

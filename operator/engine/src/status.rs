@@ -119,10 +119,14 @@ impl Engine {
             .copied()
             .filter(|&i| self.wl(i).is_some_and(|w| w.adm.is_some()))
             .collect();
+        // A deactivated workload is not queued (Kueue's queue manager never holds it), so it is not pending.
         let pending = lq
             .workloads
             .iter()
-            .filter(|&&i| self.wl(i).is_some_and(|w| w.phase == Phase::Pending))
+            .filter(|&&i| {
+                self.wl(i)
+                    .is_some_and(|w| w.phase == Phase::Pending && w.spec.active)
+            })
             .count();
         let usage = self.sum_usage(holders.iter());
         let cq = self.cq_by_name.get(&spec.cluster_queue).copied();

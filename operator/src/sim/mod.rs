@@ -688,7 +688,9 @@ impl Simulation {
                     if reason == WAITING_FOR_PREEMPTED {
                         recorder.waiting_for_victims(&key, now);
                     }
-                    if let Some(sw) = self.workloads.get_mut(&key) {
+                    if let Some(sw) = self.workloads.get_mut(&key)
+                        && !status::keeps_deactivation_message(&sw.workload, &reason)
+                    {
                         let written =
                             status::written_pending_reason(&reason, self.detailed_pending_reasons);
                         status::pending(&mut sw.workload, written, &message, &sw.requests, now);

@@ -282,7 +282,8 @@ async fn a_job_past_its_maximum_execution_time_is_deactivated() {
     let done = eventually(60, "capped deactivated, evicted and suspended", || async {
         let w = wls.get(&name).await.ok()?;
         let suspended = jobs.get("capped").await.ok()?.spec?.suspend == Some(true);
-        let evicted = condition(&w, "Evicted").is_some_and(|c| c.reason == "Deactivated");
+        let evicted = condition(&w, "Evicted")
+            .is_some_and(|c| c.reason == "DeactivatedDueToMaximumExecutionTimeExceeded");
         (w.spec.active == Some(false) && evicted && suspended).then_some(w)
     })
     .await;

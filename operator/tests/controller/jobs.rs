@@ -439,7 +439,8 @@ async fn a_job_past_its_maximum_execution_time_is_deactivated_and_suspended() {
     wait_for(10, "deactivated and stopped", || {
         workload_of(&fake, "short").is_some_and(|w| {
             w.spec.active == Some(false)
-                && condition(&w, "Evicted").is_some_and(|c| c.1 == "Deactivated")
+                && condition(&w, "Evicted")
+                    .is_some_and(|c| c.1 == "DeactivatedDueToMaximumExecutionTimeExceeded")
         }) && suspended(&fake, "short")
     })
     .await;
@@ -450,8 +451,11 @@ async fn a_job_past_its_maximum_execution_time_is_deactivated_and_suspended() {
         evicted.message,
         "The workload is deactivated due to exceeding the maximum execution time"
     );
-    // The target is gone once the eviction carries its cause, as in Kueue.
-    assert!(condition(&wl, "DeactivationTarget").is_none());
+    // The target stays, as in Kueue v0.17.
+    assert_eq!(
+        condition(&wl, "DeactivationTarget"),
+        Some(("True".into(), "MaximumExecutionTimeExceeded".into()))
+    );
     let stats = st.scheduling_stats.expect("schedulingStats");
     assert_eq!(stats.evictions.len(), 1);
     assert_eq!(stats.evictions[0].reason, "Deactivated");

@@ -127,10 +127,15 @@ async fn timeout_evicts_requeues_with_backoff_then_deactivates_at_the_limit() {
     let target = step(readmitted, "deactivation target", &|s| {
         cond(s, "DeactivationTarget")["reason"] == "RequeuingLimitExceeded"
     });
+    // Kueue names the cause in the Evicted reason and message.
     let deactivated = step(target, "eviction as deactivated", &|s| {
-        cond(s, "Evicted")["reason"] == "Deactivated"
+        cond(s, "Evicted")["reason"] == "DeactivatedDueToRequeuingLimitExceeded"
     });
     assert!(deactivated > target);
+    assert_eq!(
+        cond(&statuses[deactivated], "Evicted")["message"],
+        "The workload is deactivated due to exceeding the maximum number of re-queuing retries"
+    );
     let spec_patches = writes(&fake, "PATCH", &format!("/workloads/{name}"));
     assert_eq!(spec_patches.len(), 1);
     assert_eq!(

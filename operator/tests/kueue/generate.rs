@@ -541,6 +541,7 @@ impl Plan {
             name,
             config: self.fair_sharing.then(fair_sharing_config),
             steps,
+            not_simulated: None,
         }
     }
 

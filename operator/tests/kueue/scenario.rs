@@ -2,8 +2,9 @@
 //! of tests/kueue/scenarios or made by the generator.
 //!
 //! A scenario directory holds manifests (`*.yaml`, applied in name order, one step each), an optional
-//! `config.yaml` (a Kueue Configuration, given to both systems) and an optional `steps.yaml` that replaces the
-//! default order with explicit steps:
+//! `config.yaml` (a Kueue Configuration, given to both systems), an optional `not-simulated.txt` saying why the
+//! simulator's fixed point is not compared with Kueue for this scenario, and an optional `steps.yaml` that
+//! replaces the default order with explicit steps:
 //!
 //! ```yaml
 //! - apply: 10-jobs.yaml                           # a manifest file of the directory
@@ -26,6 +27,9 @@ pub struct Scenario {
     pub config: Option<String>,
     /// What happens, in order; both systems are compared once quiet after each step.
     pub steps: Vec<Step>,
+    /// Why the simulator's fixed point is not compared (`not-simulated.txt`: the scenario needs time to pass,
+    /// which only a timed simulation has), if so.
+    pub not_simulated: Option<String>,
 }
 
 /// One change to the cluster.
@@ -183,10 +187,16 @@ impl Scenario {
         if steps.is_empty() {
             return Err(format!("{}: no manifests and no steps", dir.display()));
         }
+        let not_simulated = dir
+            .join("not-simulated.txt")
+            .exists()
+            .then(|| read("not-simulated.txt").map(|t| t.trim().to_string()))
+            .transpose()?;
         Ok(Scenario {
             name,
             config,
             steps,
+            not_simulated,
         })
     }
 

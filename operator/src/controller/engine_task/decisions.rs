@@ -133,6 +133,9 @@ impl EngineTask {
             Ok((w, _)) => status::resource_requests(&w),
             Err(_) => Vec::new(),
         };
+        if status::keeps_deactivation_message(wl, reason) {
+            return;
+        }
         let reason = status::written_pending_reason(reason, self.config.detailed_pending_reasons)
             .to_string();
         let now = now_ms();
@@ -153,7 +156,7 @@ impl EngineTask {
         message: &str,
         time: Time,
     ) {
-        // A deactivation's cause, read before the eviction clears its DeactivationTarget.
+        // A deactivation's cause, from its DeactivationTarget.
         let underlying_cause = self
             .cache
             .workloads
@@ -164,8 +167,13 @@ impl EngineTask {
             .to_string();
         let written = self
             .write_workload_status(key, |wl| {
+                // The same eviction again (a deactivation's condition reason names its cause after it).
                 if cond_true(wl, condition::EVICTED)
-                    && cond_reason(wl, condition::EVICTED) == Some(reason)
+                    && cond_reason(wl, condition::EVICTED).is_some_and(|r| {
+                        r == reason
+                            || r.strip_prefix(reason)
+                                .is_some_and(|rest| rest.starts_with("DueTo"))
+                    })
                 {
                     return Ok(false);
                 }
