@@ -1,6 +1,8 @@
 //! Deadlines of admitted and evicted workloads: waitForPodsReady (the PodsReady condition and its timeout),
 //! maximumExecutionTimeSeconds, requeue backoffs and checkpoint graces.
 
+use std::collections::BTreeMap;
+
 use kube::Resource;
 use sluice_sdk::kueue::labels::{self, condition};
 use sluice_sdk::kueue::v1beta2 as api;
@@ -79,8 +81,8 @@ impl EngineTask {
         }
     }
 
-    /// Deadlines that passed: PodsReady timeouts, finished backoffs and checkpoint graces. Returns whether
-    /// anything happened.
+    /// Deadlines that passed: checkpoint graces, PodsReady timeouts, execution limits and finished backoffs.
+    /// Returns whether anything happened.
     pub(super) async fn fire_timers(&mut self) -> bool {
         let now = now_ms();
         let mut did = false;
@@ -94,36 +96,15 @@ impl EngineTask {
             did = true;
             self.finish_checkpoint(&key, "timeout").await;
         }
-        let due: Vec<_> = self
-            .ready_deadlines
-            .iter()
-            .filter(|(_, t)| **t <= now)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in due {
-            self.ready_deadlines.remove(&key);
+        for key in take_due(&mut self.ready_deadlines, now) {
             did = true;
             self.pods_ready_timeout(&key).await;
         }
-        let due: Vec<_> = self
-            .exec_deadlines
-            .iter()
-            .filter(|(_, t)| **t <= now)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in due {
-            self.exec_deadlines.remove(&key);
+        for key in take_due(&mut self.exec_deadlines, now) {
             did = true;
             self.execution_time_exceeded(&key).await;
         }
-        let due: Vec<_> = self
-            .backoffs
-            .iter()
-            .filter(|(_, t)| **t <= now)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in due {
-            self.backoffs.remove(&key);
+        for key in take_due(&mut self.backoffs, now) {
             did = true;
             let written = self
                 .write_workload_status(&key, |wl| {
@@ -333,4 +314,17 @@ fn execution_deadline(wl: &api::Workload) -> Option<Time> {
         .and_then(|s| s.accumulated_past_execution_time_seconds)
         .unwrap_or(0);
     Some(admitted + (i64::from(limit) - i64::from(past)) * 1000)
+}
+
+/// Removes and returns the keys whose deadline is at or before `now`.
+fn take_due(deadlines: &mut BTreeMap<WorkloadKey, Time>, now: Time) -> Vec<WorkloadKey> {
+    let due: Vec<WorkloadKey> = deadlines
+        .iter()
+        .filter(|(_, t)| **t <= now)
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in &due {
+        deadlines.remove(k);
+    }
+    due
 }
