@@ -227,6 +227,64 @@ pub fn resource_requests(wl: &engine::Workload) -> Vec<api::PodSetRequest> {
         .collect()
 }
 
+/// Sets `DeactivationTarget=True` with `reason` and `message` (Kueue's workload controller then deactivates the
+/// workload); running out of maximumExecutionTimeSeconds also clears the time accumulated so far. Returns whether
+/// anything changed.
+pub fn set_deactivation_target(
+    wl: &mut api::Workload,
+    reason: &str,
+    message: &str,
+    now: engine::Time,
+) -> bool {
+    let st = status_mut(wl);
+    let mut changed = set_condition(
+        &mut st.conditions,
+        labels::condition::DEACTIVATION_TARGET,
+        true,
+        reason,
+        message,
+        now,
+    );
+    if reason == labels::reason::MAXIMUM_EXECUTION_TIME_EXCEEDED {
+        changed |= st.accumulated_past_execution_time_seconds.take().is_some();
+    }
+    changed
+}
+
+/// The reason of the workload's DeactivationTarget: the underlying cause of its eviction as Deactivated.
+pub fn deactivation_cause(wl: &api::Workload) -> Option<&str> {
+    wl.status
+        .as_ref()
+        .and_then(|s| condition(&s.conditions, labels::condition::DEACTIVATION_TARGET))
+        .map(|c| c.reason.as_str())
+}
+
+/// Whether the workload is already evicted for `reason` (a deactivation's Evicted reason names its cause after
+/// it, `DeactivatedDueTo<cause>`, as [`evict`] writes it).
+pub fn evicted_for(wl: &api::Workload, reason: &str) -> bool {
+    wl.status
+        .as_ref()
+        .and_then(|s| condition(&s.conditions, labels::condition::EVICTED))
+        .is_some_and(|c| {
+            c.status == "True"
+                && c.reason
+                    .strip_prefix(reason)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with("DueTo"))
+        })
+}
+
+/// Milliseconds of a workload's `maximumExecutionTimeSeconds` left after its earlier admissions
+/// (`status.accumulatedPastExecutionTimeSeconds`); None without a limit.
+pub fn execution_time_left(wl: &api::Workload) -> Option<engine::Time> {
+    let limit = wl.spec.maximum_execution_time_seconds?;
+    let past = wl
+        .status
+        .as_ref()
+        .and_then(|s| s.accumulated_past_execution_time_seconds)
+        .unwrap_or(0);
+    Some((i64::from(limit) - i64::from(past)).max(0) * 1000)
+}
+
 /// Evicted (and, when preempted, Preempted with the preemption reason); counted in schedulingStats.
 pub fn evict(
     wl: &mut api::Workload,
@@ -235,18 +293,21 @@ pub fn evict(
     message: &str,
     now: engine::Time,
 ) {
-    let st = status_mut(wl);
     // A deactivation says why, as Kueue's workload controller does: the DeactivationTarget condition's message
     // joins the eviction message, and its reason is the eviction's underlying cause, which the Evicted condition
     // names as `DeactivatedDueTo<cause>` (schedulingStats keep reason and cause apart).
     let mut message = message.to_string();
     let mut underlying_cause = String::new();
     if reason == labels::reason::DEACTIVATED
-        && let Some(target) = condition(&st.conditions, labels::condition::DEACTIVATION_TARGET)
+        && let Some(target) = wl
+            .status
+            .as_ref()
+            .and_then(|s| condition(&s.conditions, labels::condition::DEACTIVATION_TARGET))
     {
         message = format!("{message} due to {}", target.message);
         underlying_cause = target.reason.clone();
     }
+    let st = status_mut(wl);
     if reason == labels::reason::DEACTIVATED {
         // A deactivated workload is not requeued: no backoff is left pending.
         st.requeue_state = None;

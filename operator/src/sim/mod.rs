@@ -822,16 +822,12 @@ impl Simulation {
         if sw.run != run || sw.finished {
             return;
         }
-        let st = sw.workload.status.get_or_insert_with(Default::default);
-        status::set_condition(
-            &mut st.conditions,
-            labels::condition::DEACTIVATION_TARGET,
-            true,
+        status::set_deactivation_target(
+            &mut sw.workload,
             labels::reason::MAXIMUM_EXECUTION_TIME_EXCEEDED,
             "exceeding the maximum execution time",
             now,
         );
-        st.accumulated_past_execution_time_seconds = None;
         sw.workload.spec.active = Some(false);
         self.engine.advance_clock(now);
         let decisions = ingest::workload(&sw.workload)
@@ -1244,19 +1240,12 @@ fn schedule_exec_limit(
     now: Time,
     completions: &mut Completions<'_>,
 ) {
-    let (Some(limit), Some(heap)) = (
-        sw.workload.spec.maximum_execution_time_seconds,
+    let (Some(left), Some(heap)) = (
+        status::execution_time_left(&sw.workload),
         completions.as_deref_mut(),
     ) else {
         return;
     };
-    let past = sw
-        .workload
-        .status
-        .as_ref()
-        .and_then(|s| s.accumulated_past_execution_time_seconds)
-        .unwrap_or(0);
-    let left = (i64::from(limit) - i64::from(past)).max(0) * 1000;
     heap.push(Reverse((
         now + left,
         SimEvent::ExecLimit(key.clone(), sw.run),

@@ -52,18 +52,23 @@ fn running(env: &mut Env, name: &str, created: Time) {
     );
 }
 
-#[test]
-fn protected_and_boosted_candidates_are_passed_over_and_reported_once() {
-    let mut env = env();
-    running(&mut env, "keep-me", 10);
-    running(&mut env, "boost-me", 20);
+/// A priority-5 workload that needs one of the two running workloads' room; one scheduling cycle.
+fn urgent(env: &mut Env) -> Vec<Decision> {
     env.submit(
         wl("ns", "urgent")
             .prio(5)
             .created(30)
             .ps("main", 1, &[("cpu", cpu(5))]),
     );
-    let ds = env.schedule();
+    env.schedule()
+}
+
+#[test]
+fn protected_and_boosted_candidates_are_passed_over_and_reported_once() {
+    let mut env = env();
+    running(&mut env, "keep-me", 10);
+    running(&mut env, "boost-me", 20);
+    let ds = urgent(&mut env);
     // Neither candidate may go: one is protected, the other outranks the preemptor once boosted.
     assert!(evictions(&ds).is_empty(), "{:?}", evictions(&ds));
     let given = env.engine.take_preemption_costs();
@@ -94,13 +99,7 @@ fn an_unprotected_candidate_is_taken_and_reported() {
     let mut env = env();
     running(&mut env, "keep-me", 10);
     running(&mut env, "plain", 20);
-    env.submit(
-        wl("ns", "urgent")
-            .prio(5)
-            .created(30)
-            .ps("main", 1, &[("cpu", cpu(5))]),
-    );
-    let ds = env.schedule();
+    let ds = urgent(&mut env);
     assert_eq!(
         evictions(&ds),
         vec![("ns/plain".to_string(), Some("InClusterQueue".to_string()))]

@@ -156,25 +156,9 @@ impl EngineTask {
         message: &str,
         time: Time,
     ) {
-        // A deactivation's cause, from its DeactivationTarget.
-        let underlying_cause = self
-            .cache
-            .workloads
-            .get(key)
-            .filter(|_| reason == sluice_sdk::kueue::labels::reason::DEACTIVATED)
-            .and_then(|w| cond_reason(w, condition::DEACTIVATION_TARGET))
-            .unwrap_or_default()
-            .to_string();
         let written = self
             .write_workload_status(key, |wl| {
-                // The same eviction again (a deactivation's condition reason names its cause after it).
-                if cond_true(wl, condition::EVICTED)
-                    && cond_reason(wl, condition::EVICTED).is_some_and(|r| {
-                        r == reason
-                            || r.strip_prefix(reason)
-                                .is_some_and(|rest| rest.starts_with("DueTo"))
-                    })
-                {
+                if status::evicted_for(wl, reason) {
                     return Ok(false);
                 }
                 status::evict(wl, reason, preemption_reason, message, time);
@@ -183,10 +167,15 @@ impl EngineTask {
             .await;
         let Some(wl) = written else { return };
         let cq = admitted_cluster_queue(&wl);
+        let underlying_cause = if reason == sluice_sdk::kueue::labels::reason::DEACTIVATED {
+            status::deactivation_cause(&wl).unwrap_or_default()
+        } else {
+            ""
+        };
         self.metrics.evicted(
             &cq,
             reason,
-            &underlying_cause,
+            underlying_cause,
             &Self::priority_class(&wl),
             self.role,
         );

@@ -229,19 +229,7 @@ impl EngineTask {
     async fn deactivate(&mut self, key: &WorkloadKey, reason: &str, message: &str) {
         let now = now_ms();
         self.write_workload_status(key, |wl| {
-            let st = wl.status.get_or_insert_with(Default::default);
-            let mut changed = status::set_condition(
-                &mut st.conditions,
-                condition::DEACTIVATION_TARGET,
-                true,
-                reason,
-                message,
-                now,
-            );
-            if reason == labels::reason::MAXIMUM_EXECUTION_TIME_EXCEEDED {
-                changed |= st.accumulated_past_execution_time_seconds.take().is_some();
-            }
-            Ok(changed)
+            Ok(status::set_deactivation_target(wl, reason, message, now))
         })
         .await;
         if self
@@ -299,7 +287,6 @@ impl EngineTask {
 /// what is left after earlier admissions (`status.accumulatedPastExecutionTimeSeconds`). None when it has no
 /// limit, is not admitted, has finished or is already being deactivated.
 fn execution_deadline(wl: &api::Workload) -> Option<Time> {
-    let limit = wl.spec.maximum_execution_time_seconds?;
     if !is_admitted(wl)
         || is_finished(wl)
         || !wl.spec.is_active()
@@ -307,13 +294,7 @@ fn execution_deadline(wl: &api::Workload) -> Option<Time> {
     {
         return None;
     }
-    let admitted = cond_time(wl, condition::ADMITTED)?;
-    let past = wl
-        .status
-        .as_ref()
-        .and_then(|s| s.accumulated_past_execution_time_seconds)
-        .unwrap_or(0);
-    Some(admitted + (i64::from(limit) - i64::from(past)) * 1000)
+    Some(cond_time(wl, condition::ADMITTED)? + status::execution_time_left(wl)?)
 }
 
 /// Removes and returns the keys whose deadline is at or before `now`.
