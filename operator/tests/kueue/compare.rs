@@ -401,3 +401,135 @@ pub fn differences(kueue: &State, sluice: &State) -> Vec<Difference> {
     }
     out
 }
+
+/// How many Workloads a LocalQueue or ClusterQueue (`LocalQueue ns/name`, `ClusterQueue name`) holds pending as
+/// the system's own Workloads say: active, neither holding quota nor finished. None for other objects.
+fn pending_by_workloads(objects: &[(String, Value)], object: &str) -> Option<i64> {
+    let cq_of = |ns: &str, lq: &str| {
+        objects.iter().find_map(|(kind, o)| {
+            (kind == "LocalQueue"
+                && o["metadata"]["namespace"] == ns
+                && o["metadata"]["name"] == lq)
+                .then(|| o["spec"]["clusterQueue"].as_str().unwrap_or_default())
+        })
+    };
+    let queued_to: Box<dyn Fn(&Value) -> bool> =
+        if let Some(lq) = object.strip_prefix("LocalQueue ") {
+            let (ns, name) = lq.split_once('/')?;
+            let (ns, name) = (ns.to_string(), name.to_string());
+            Box::new(move |w| {
+                w["metadata"]["namespace"] == ns.as_str() && w["spec"]["queueName"] == name.as_str()
+            })
+        } else if let Some(cq) = object.strip_prefix("ClusterQueue ") {
+            let cq = cq.to_string();
+            Box::new(move |w| {
+                cq_of(
+                    w["metadata"]["namespace"].as_str().unwrap_or_default(),
+                    w["spec"]["queueName"].as_str().unwrap_or_default(),
+                ) == Some(cq.as_str())
+            })
+        } else {
+            return None;
+        };
+    let is_true = |w: &Value, ty: &str| {
+        w["status"]["conditions"]
+            .as_array()
+            .is_some_and(|cs| cs.iter().any(|c| c["type"] == ty && c["status"] == "True"))
+    };
+    let n = objects
+        .iter()
+        .filter(|(kind, w)| {
+            kind == "Workload"
+                && w["spec"]["active"] != Value::Bool(false)
+                && queued_to(w)
+                && !is_true(w, "QuotaReserved")
+                && !is_true(w, "Finished")
+        })
+        .count();
+    Some(n as i64)
+}
+
+/// Whether `d` is Kueue's queue status lagging Kueue's own Workloads: its pending count disagrees with them while
+/// Sluice's (or the simulator's) agrees. Kueue v0.17.0 now and then leaves a LocalQueue's count one behind after a
+/// Workload is queued, until the next change in that queue (seen in strict-fifo-blocks, about one run in thirty;
+/// docs/compatibility.md), so the count it shows is not the one it acts on.
+pub fn lagging_count(kueue_objects: &[(String, Value)], d: &Difference) -> bool {
+    if d.field != "status.pendingWorkloads" {
+        return false;
+    }
+    let object = d.object.trim_start_matches("simulate: ");
+    pending_by_workloads(kueue_objects, object).is_some_and(|n| {
+        let n = n.to_string();
+        d.kueue != n && d.sluice == n
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn objects(reserved: bool) -> Vec<(String, Value)> {
+        let conditions = if reserved {
+            json!([{"type": "QuotaReserved", "status": "True"}])
+        } else {
+            json!([{"type": "QuotaReserved", "status": "False"}])
+        };
+        vec![
+            (
+                "LocalQueue".into(),
+                json!({"metadata": {"namespace": "ns", "name": "q"}, "spec": {"clusterQueue": "cq"}}),
+            ),
+            (
+                "Workload".into(),
+                json!({"metadata": {"namespace": "ns", "name": "w"}, "spec": {"queueName": "q"},
+                       "status": {"conditions": conditions}}),
+            ),
+        ]
+    }
+
+    fn count(object: &str, kueue: &str, sluice: &str) -> Difference {
+        Difference {
+            object: object.into(),
+            field: "status.pendingWorkloads".into(),
+            kueue: kueue.into(),
+            sluice: sluice.into(),
+        }
+    }
+
+    #[test]
+    fn a_count_behind_kueues_own_workloads_is_a_lag() {
+        let pending = objects(false);
+        assert!(lagging_count(&pending, &count("LocalQueue ns/q", "0", "1")));
+        assert!(lagging_count(
+            &pending,
+            &count("simulate: LocalQueue ns/q", "0", "1")
+        ));
+        assert!(lagging_count(&pending, &count("ClusterQueue cq", "0", "1")));
+    }
+
+    #[test]
+    fn a_count_that_matches_kueues_workloads_is_a_difference() {
+        // Sluice's count is the wrong one here: Kueue's agrees with its Workloads.
+        assert!(!lagging_count(
+            &objects(true),
+            &count("LocalQueue ns/q", "0", "1")
+        ));
+        assert!(!lagging_count(
+            &objects(false),
+            &count("LocalQueue ns/q", "1", "2")
+        ));
+        // Another field, or another queue, is never excused.
+        let mut other = count("LocalQueue ns/q", "0", "1");
+        other.field = "status.reservingWorkloads".into();
+        assert!(!lagging_count(&objects(false), &other));
+        assert!(!lagging_count(
+            &objects(false),
+            &count("LocalQueue ns/other", "0", "1")
+        ));
+        assert!(!lagging_count(
+            &objects(false),
+            &count("ClusterQueue other", "0", "1")
+        ));
+    }
+}

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::compare::{Difference, differences, state};
+use super::compare::{Difference, differences, lagging_count, state};
 use super::kubelet::FakeNode;
 use super::scenario::{Scenario, Step};
 use super::sim;
@@ -202,6 +202,17 @@ fn stale_share(patched: &[String], d: &Difference) -> bool {
         && !patched.iter().any(|p| p == object)
 }
 
+/// How the note saying a scenario's simulator predictions were left out begins.
+const NOT_SIMULATED: &str = "the simulator was not compared";
+
+/// The note for a count left out by `lagging_count`.
+fn lagging_note(step: usize, d: &Difference) -> String {
+    format!(
+        "after step {step}: {} {} not compared: Kueue's says {} though its own Workloads say {} (Sluice's)",
+        d.object, d.field, d.kueue, d.sluice
+    )
+}
+
 async fn run_one(s: &Scenario, started: Started) -> Outcome {
     let start = Instant::now();
     let mut outcome = Outcome {
@@ -258,13 +269,15 @@ async fn run_one(s: &Scenario, started: Started) -> Outcome {
             if stale_share(&patched, &d) {
                 continue;
             }
+            if lagging_count(&ko, &d) {
+                outcome.notes.push(lagging_note(n, &d));
+                continue;
+            }
             outcome.differences.push((n, what.clone(), d));
         }
         if let Some(why) = &s.not_simulated {
-            if outcome.notes.is_empty() {
-                outcome
-                    .notes
-                    .push(format!("the simulator was not compared: {why}"));
+            if !outcome.notes.iter().any(|n| n.starts_with(NOT_SIMULATED)) {
+                outcome.notes.push(format!("{NOT_SIMULATED}: {why}"));
             }
             before = kueue.list(sim::INPUT_KINDS).await;
             continue;
@@ -275,16 +288,18 @@ async fn run_one(s: &Scenario, started: Started) -> Outcome {
         match tokio::task::block_in_place(|| sim::predict(&dir, config, input, &ko)) {
             Ok(diffs) => {
                 for mut d in diffs.into_iter().filter(|d| !stale_share(&patched, d)) {
+                    if lagging_count(&ko, &d) {
+                        outcome.notes.push(lagging_note(n, &d));
+                        continue;
+                    }
                     d.object = format!("simulate: {}", d.object);
                     outcome.differences.push((n, what.clone(), d));
                 }
             }
             // A feature the simulator says it does not model: no prediction to compare, said once.
             Err(e) if e.contains("is not simulated") => {
-                if outcome.notes.is_empty() {
-                    outcome
-                        .notes
-                        .push(format!("the simulator was not compared: {e}"));
+                if !outcome.notes.iter().any(|n| n.starts_with(NOT_SIMULATED)) {
+                    outcome.notes.push(format!("{NOT_SIMULATED}: {e}"));
                 }
             }
             Err(e) => outcome.differences.push((
