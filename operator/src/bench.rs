@@ -187,6 +187,7 @@ pub fn synthetic_cluster(args: &BenchArgs) -> (Vec<Event>, Vec<Event>) {
                     ..Default::default()
                 }],
                 job_uid: None,
+                admitted: false,
                 quota_reserved_at: None,
                 checkpointed_at: None,
                 priority_boost: 0,

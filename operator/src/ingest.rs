@@ -658,6 +658,11 @@ pub fn workload(
             .and_then(|a| a.get(sluice_sdk::kueue::labels::PRIORITY_BOOST_ANNOTATION))
             .and_then(|v| v.trim().parse::<i32>().ok())
             .unwrap_or(0),
+        admitted: wl.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| {
+                c.type_ == sluice_sdk::kueue::labels::condition::ADMITTED && c.status == "True"
+            })
+        }),
     };
     Ok((out, admission))
 }

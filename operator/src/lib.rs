@@ -1,6 +1,7 @@
 //! Sluice's operator: the controllers around the scheduling engine, the simulator and the `sluice` binary's
 //! subcommands.
 
+pub mod admission_checks;
 pub mod agent;
 pub mod bench;
 pub mod cli;

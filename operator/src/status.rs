@@ -336,6 +336,9 @@ pub fn evict(
             now,
         );
     }
+    // Every eviction sends the admission checks back to Pending (Kueue's prepareForEviction).
+    crate::admission_checks::reset_on_eviction(wl, now);
+    let st = status_mut(wl);
     // Kueue counts evictions by reason and underlying cause; the cause is only set for deactivations, never for
     // preemptions.
     let stats = st.scheduling_stats.get_or_insert_with(Default::default);
@@ -425,14 +428,18 @@ pub fn requeue_after_eviction(wl: &mut api::Workload, now: engine::Time) {
         &message,
         now,
     );
-    set_condition(
-        &mut st.conditions,
-        labels::condition::ADMITTED,
-        false,
-        "NoReservation",
-        "The workload has no reservation",
-        now,
-    );
+    // Kueue's SyncAdmittedCondition: written only when it was True (a workload whose admission checks never
+    // passed keeps what it had).
+    if condition(&st.conditions, labels::condition::ADMITTED).is_some_and(|c| c.status == "True") {
+        set_condition(
+            &mut st.conditions,
+            labels::condition::ADMITTED,
+            false,
+            "NoReservation",
+            "The workload has no reservation",
+            now,
+        );
+    }
     let retry = matches!(reason.as_str(), "Preempted" | "NodeFailures");
     set_condition(
         &mut st.conditions,

@@ -461,15 +461,39 @@ fn timed_run_restores_running_workloads_and_keeps_one_clock() {
 }
 
 #[test]
-fn admission_checks_are_refused_as_not_simulated() {
+fn a_cluster_queue_naming_a_missing_admission_check_is_refused() {
     assert_bad_input(
-        "tests/fixtures/admission-checks.yaml",
+        "tests/fixtures/admission-check-missing.yaml",
         &[
             "ClusterQueue cq",
-            "spec.admissionChecksStrategy",
-            "not simulated",
+            "spec.admissionChecksStrategy.admissionChecks[0].name",
+            "AdmissionCheck \"prov\" is not defined",
         ],
     );
+}
+
+#[test]
+fn an_admission_check_that_answers_retry_then_ready_evicts_backs_off_and_admits() {
+    let o = sluice(&[
+        "simulate",
+        "-f",
+        "tests/fixtures/admission-check-retry.yaml",
+        "--no-progress",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let r = &v["report"];
+    assert_eq!(r["finished"], 1, "{r}");
+    // Sent back at 1m, losing no work (its pods never started).
+    let evictions = r["evictions"].as_array().unwrap();
+    assert_eq!(evictions.len(), 1, "{r}");
+    assert_eq!(evictions[0]["atSeconds"], 60.0, "{r}");
+    assert_eq!(evictions[0]["reason"], "AdmissionCheck", "{r}");
+    assert_eq!(evictions[0]["lostGpuHours"], 0.0, "{r}");
+    // Requeued after the 60 s backoff (2m), admitted when the check said Ready two minutes later (4m).
+    assert_eq!(r["queues"][0]["waitSeconds"]["max"], 240.0, "{r}");
 }
 
 #[test]

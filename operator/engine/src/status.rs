@@ -86,23 +86,15 @@ impl Engine {
         }
         let c = self.cq(n)?;
         let reserving = self.sum_usage(c.admitted.iter());
-        let has_checks = !c.spec.admission_checks.is_empty();
-        let admitted: BTreeMap<Fr, i64> = if has_checks {
-            BTreeMap::new()
-        } else {
-            reserving.clone()
-        };
+        let admitted_ids = self.admitted_of(n, c.admitted.iter().copied());
+        let admitted = self.sum_usage(admitted_ids.iter());
         let share = self.fairness.share_of(&self.tree, &self.ids, true, n);
         Some(ClusterQueueUsage {
             flavors_reservation: self.flavor_usage(n, &reserving, true),
             flavors_usage: self.flavor_usage(n, &admitted, true),
             pending_workloads: (c.heap.len() + c.inadmissible.len()) as i32,
             reserving_workloads: c.admitted.len() as i32,
-            admitted_workloads: if has_checks {
-                0
-            } else {
-                c.admitted.len() as i32
-            },
+            admitted_workloads: admitted_ids.len() as i32,
             weighted_share: weighted_share(&share),
             active: c.active,
             inactive_reason: c.inactive_reason.clone(),
@@ -130,25 +122,33 @@ impl Engine {
             .count();
         let usage = self.sum_usage(holders.iter());
         let cq = self.cq_by_name.get(&spec.cluster_queue).copied();
-        let has_checks = cq
-            .and_then(|n| self.cq(n))
-            .is_some_and(|c| !c.spec.admission_checks.is_empty());
         let list = |u: &BTreeMap<Fr, i64>| {
             cq.map(|n| self.flavor_usage(n, u, false))
                 .unwrap_or_default()
         };
-        let admitted = if has_checks {
-            BTreeMap::new()
-        } else {
-            usage.clone()
+        let admitted_ids = match cq {
+            Some(n) => self.admitted_of(n, holders.iter().copied()),
+            None => holders.clone(),
         };
+        let admitted = self.sum_usage(admitted_ids.iter());
         Some(LocalQueueUsage {
             flavors_reservation: list(&usage),
             flavors_usage: list(&admitted),
             pending_workloads: pending as i32,
             reserving_workloads: holders.len() as i32,
-            admitted_workloads: if has_checks { 0 } else { holders.len() as i32 },
+            admitted_workloads: admitted_ids.len() as i32,
         })
+    }
+
+    /// Of workloads holding quota in ClusterQueue `n`, those Kueue counts as admitted: all of them without
+    /// admission checks, with checks those whose checks passed.
+    fn admitted_of(&self, n: NodeId, holders: impl Iterator<Item = u32>) -> Vec<u32> {
+        let has_checks = self
+            .cq(n)
+            .is_some_and(|c| !c.spec.admission_checks.is_empty());
+        holders
+            .filter(|&i| !has_checks || self.wl(i).is_some_and(|w| w.spec.admitted))
+            .collect()
     }
 
     /// Pending workloads of a ClusterQueue in queue order (inadmissible ones included).

@@ -292,7 +292,8 @@ pub struct ClusterQueue {
     pub stop_policy: StopPolicy,
     /// Fair sharing weight.
     pub fair_weight: f64,
-    /// Admission checks (admission is reported as Admit; Admitted=True needs none).
+    /// Admission checks: with any, a reservation counts as admitted only once the workload's checks pass
+    /// (`Workload::admitted`).
     pub admission_checks: Vec<String>,
 }
 
@@ -595,6 +596,10 @@ pub struct Workload {
     /// Kueue's `kueue.x-k8s.io/priority-boost` annotation (0 when absent or not a 32-bit integer); added to
     /// `priority` wherever the engine orders or preempts when the PriorityBoost gate is on.
     pub priority_boost: i32,
+    /// Kueue's Admitted condition is True. In a ClusterQueue with admission checks quota is reserved first and
+    /// the workload counts as admitted (its queues' `admittedWorkloads` and `flavorsUsage`) only once its checks
+    /// pass; without checks reserving is admitting and this is not read.
+    pub admitted: bool,
 }
 
 impl Workload {

@@ -285,19 +285,24 @@ impl ClusterObjects {
             }
         }
         for (name, cq) in &self.cluster_queues {
-            if cq
+            let rules = cq
                 .object
                 .spec
                 .admission_checks_strategy
-                .as_ref()
-                .is_some_and(|s| !s.admission_checks.is_empty())
-            {
-                return Err(LoadError::new(
-                    &cq.origin,
-                    format!("ClusterQueue {name}"),
-                    "field `spec.admissionChecksStrategy`: admission checks are not simulated; remove them \
-                     to see how the queue admits without them",
-                ));
+                .iter()
+                .flat_map(|s| s.admission_checks.iter());
+            for (i, rule) in rules.enumerate() {
+                if !self.admission_checks.contains_key(&rule.name) {
+                    return Err(LoadError::new(
+                        &cq.origin,
+                        format!("ClusterQueue {name}"),
+                        format!(
+                            "field `spec.admissionChecksStrategy.admissionChecks[{i}].name`: AdmissionCheck {:?} \
+                             is not defined (Kueue keeps such a ClusterQueue inactive)",
+                            rule.name
+                        ),
+                    ));
+                }
             }
             for (g, rg) in cq.object.spec.resource_groups.iter().enumerate() {
                 for (f, fq) in rg.flavors.iter().enumerate() {

@@ -123,6 +123,17 @@ impl Recorder {
     /// The workload's current run ended (finished or evicted).
     pub fn end(&mut self, key: &WorkloadKey, at: Time, how: RunEnd) {
         let Some(i) = self.open.remove(key) else {
+            // Evicted before its run began (an admission check sent it back while it held quota): an eviction
+            // that lost no work.
+            if let (RunEnd::Evicted(reason), Some(t)) = (&how, self.workloads.get(key)) {
+                self.evictions.push(EvictionRecord {
+                    at_seconds: at as f64 / 1000.0,
+                    workload: key.to_string(),
+                    cluster_queue: t.cluster_queue.clone(),
+                    reason: reason.clone(),
+                    lost_gpu_hours: 0.0,
+                });
+            }
             return;
         };
         let run = &mut self.runs[i];

@@ -2,6 +2,7 @@
 //! time. It is a thin shell around the engine, as the controllers are: it turns objects into events and carries
 //! out the engine's decisions on Workloads and Jobs.
 
+mod checks;
 pub mod config;
 pub mod generate;
 mod load;
@@ -25,6 +26,7 @@ use k8s_openapi::api::batch::v1::Job;
 use sluice_sdk::kueue::labels;
 use sluice_sdk::kueue::v1beta2 as api;
 
+use crate::admission_checks::{self, Verdict};
 use crate::engine::{self, Decision, Engine, EngineConfig, Event, Time, WorkloadKey};
 use crate::ingest::{self, IngestError};
 use crate::jobs::{BatchJob, JobError, PodSetInfo, PriorityClasses, SuspendableJob, pod_set_infos};
@@ -97,6 +99,12 @@ pub struct SimWorkload {
     ingested: Option<(engine::Workload, Option<engine::Admission>)>,
     /// Incremented on each admission, so stale completions are ignored after an eviction.
     run: u64,
+    /// Quota reservations so far (which simulated admission check answer comes next).
+    reservations: u32,
+    /// Its Job's pods are running (admitted; with admission checks, only once they passed).
+    running: bool,
+    /// Its queue-order time once an admission check sent it back (Kueue orders it by the eviction time).
+    order_time: Option<Time>,
     started: bool,
     finished: bool,
 }
@@ -124,6 +132,8 @@ pub struct Simulation {
     /// Gang placement figures and scheduled failures (topology-aware flavors).
     topo: topology::TopologyStats,
     failures: Vec<topology::Failure>,
+    /// Simulated admission check answers by AdmissionCheck (`sluice.dev/simulated-answers`).
+    check_answers: BTreeMap<String, Vec<checks::Answer>>,
     /// Flavors and nodes as objects, to charge the nodes of workloads that arrive already admitted with a
     /// topology assignment (as the operator does after a restart).
     restore: Option<(
@@ -143,6 +153,10 @@ enum SimEvent {
     ExecLimit(WorkloadKey, u64),
     /// An evicted workload's pods are gone: its quota and nodes are free.
     EvictionDone(WorkloadKey),
+    /// A simulated admission check answers for reservation `run` of the workload.
+    CheckAnswer(WorkloadKey, u64, String),
+    /// A workload an admission check sent back may be queued again (its requeueAt passed).
+    Requeue(WorkloadKey, u64),
     /// A scheduled failure (index into the failure list).
     Fail(usize),
     Arrive(WorkloadKey),
@@ -341,8 +355,25 @@ impl Simulation {
             cycles: 0,
             topo,
             failures,
+            check_answers: BTreeMap::new(),
             restore: None,
         };
+        for (name, ac) in &sim.objects.admission_checks {
+            let Some(text) = annotation(&ac.object.metadata, checks::SIMULATED_ANSWERS_ANNOTATION)
+            else {
+                continue;
+            };
+            let answers = checks::parse_answers(text).map_err(|why| SimError::Engine {
+                origin: ac.origin.to_string(),
+                message: format!(
+                    "AdmissionCheck {name}: annotation `{}`: {why}",
+                    checks::SIMULATED_ANSWERS_ANNOTATION
+                ),
+            })?;
+            // Answers come later: the simulation runs in virtual time.
+            sim.timed |= !answers.is_empty();
+            sim.check_answers.insert(name.clone(), answers);
+        }
         let order = sim.objects.submission_order.clone();
         let mut timings = Vec::with_capacity(order.len());
         for (index, (kind, ns, name)) in order.iter().enumerate() {
@@ -415,6 +446,9 @@ impl Simulation {
                     requests,
                     ingested: Some(ingested),
                     run: 0,
+                    reservations: 0,
+                    running: false,
+                    order_time: None,
                     started: false,
                     finished: false,
                 },
@@ -504,6 +538,7 @@ impl Simulation {
         {
             // Already running: it holds its quota from now and finishes after its run time.
             sw.run += 1;
+            sw.running = true;
             recorder.admit(
                 key,
                 &a.cluster_queue,
@@ -630,55 +665,30 @@ impl Simulation {
                     time,
                 } => {
                     changed = true;
-                    let has_checks = self
+                    let placement = self.engine.placement(&key).map(<[_]>::to_vec);
+                    let api_adm =
+                        status::api_admission_with_placement(&admission, placement.as_deref());
+                    let checks = self
                         .objects
                         .cluster_queues
                         .get(&admission.cluster_queue)
-                        .and_then(|cq| cq.object.spec.admission_checks_strategy.as_ref())
-                        .is_some_and(|s| !s.admission_checks.is_empty());
+                        .map(|cq| admission_checks::checks_for(&cq.object.spec, Some(&api_adm)))
+                        .unwrap_or_default();
                     let Some(sw) = self.workloads.get_mut(&key) else {
                         continue;
                     };
-                    let placement = self.engine.placement(&key).map(<[_]>::to_vec);
                     if let Some(p) = &placement {
                         self.topo.admitted(p);
                     }
-                    let api_adm =
-                        status::api_admission_with_placement(&admission, placement.as_deref());
-                    status::admit(&mut sw.workload, api_adm.clone(), has_checks, time);
+                    status::admit(&mut sw.workload, api_adm, !checks.is_empty(), time);
+                    admission_checks::sync(&mut sw.workload, &checks, time);
                     sw.run += 1;
-                    recorder.admit(
-                        &key,
-                        &admission.cluster_queue,
-                        ingest::gpus_by_flavor(&admission, GPU_RESOURCE),
-                        time,
-                    );
-                    if let Some(p) = &placement {
-                        recorder.place(&key, gpus_by_node(p));
+                    sw.reservations += 1;
+                    if checks.is_empty() {
+                        self.start_run(&key, now, recorder, completions);
+                    } else {
+                        self.ask_checks(&key, &checks, now, completions);
                     }
-                    if let Some(job_key) = &sw.job
-                        && let Some(job) = self.jobs.get_mut(job_key)
-                    {
-                        let lq = sw.workload.spec.queue_name.clone();
-                        let flavors = &self.objects.flavors;
-                        let flavor = |n: &str| flavors.get(n).map(|f| &f.object);
-                        let name = sw.workload.metadata.name.as_deref().unwrap_or_default();
-                        match pod_set_infos(&api_adm, &sw.workload.spec.pod_sets, &lq, name, flavor)
-                        {
-                            Ok(infos) => {
-                                if let Err(e) = BatchJob::run_with(job, &infos) {
-                                    tracing::warn!(job = %e, "could not start job");
-                                }
-                            }
-                            Err(e) => {
-                                tracing::warn!(workload = %key, error = %e, "could not build pod set infos")
-                            }
-                        }
-                    }
-                    if let (Some(rt), Some(heap)) = (sw.run_time, completions.as_deref_mut()) {
-                        heap.push(Reverse((now + rt, SimEvent::Complete(key.clone(), sw.run))));
-                    }
-                    schedule_exec_limit(&key, sw, now, completions);
                 }
                 Decision::Pending {
                     workload: key,
@@ -713,6 +723,8 @@ impl Simulation {
                     };
                     // The run is over: its pending completion must not finish the workload.
                     sw.run += 1;
+                    // Pods that never started (an admission check sent it back) have nothing to stop.
+                    let ran = std::mem::take(&mut sw.running);
                     *self.evicted_now.entry(key.clone()).or_default() += 1;
                     status::evict(
                         &mut sw.workload,
@@ -734,17 +746,245 @@ impl Simulation {
                     }
                     // In virtual time the pods take their grace to stop, and the quota and nodes stay held
                     // until then, as on a cluster; a fixed-point run has no time to wait.
-                    let grace = self.eviction_grace(&key);
+                    let grace = if ran { self.eviction_grace(&key) } else { 0 };
                     match completions.as_deref_mut() {
                         Some(heap) if grace > 0 => {
                             heap.push(Reverse((time + grace, SimEvent::EvictionDone(key.clone()))));
                         }
-                        _ => queue.extend(self.eviction_done(&key, time)),
+                        _ => queue.extend(self.eviction_done(&key, time, completions)),
                     }
                 }
             }
         }
         changed
+    }
+
+    /// The workload is admitted (quota reserved and every admission check passed): its Job starts, and its
+    /// run counts from now.
+    fn start_run(
+        &mut self,
+        key: &WorkloadKey,
+        now: Time,
+        recorder: &mut Recorder,
+        completions: &mut Completions<'_>,
+    ) {
+        let Some(engine::WorkloadState::Admitted(admission)) = self.engine.workload_state(key)
+        else {
+            return;
+        };
+        let placement = self.engine.placement(key).map(<[_]>::to_vec);
+        let Some(sw) = self.workloads.get_mut(key) else {
+            return;
+        };
+        sw.running = true;
+        recorder.admit(
+            key,
+            &admission.cluster_queue,
+            ingest::gpus_by_flavor(&admission, GPU_RESOURCE),
+            now,
+        );
+        if let Some(p) = &placement {
+            recorder.place(key, gpus_by_node(p));
+        }
+        let api_adm = sw
+            .workload
+            .status
+            .as_ref()
+            .and_then(|s| s.admission.clone());
+        if let Some(job_key) = &sw.job
+            && let Some(job) = self.jobs.get_mut(job_key)
+            && let Some(api_adm) = &api_adm
+        {
+            let lq = sw.workload.spec.queue_name.clone();
+            let flavors = &self.objects.flavors;
+            let flavor = |n: &str| flavors.get(n).map(|f| &f.object);
+            let name = sw.workload.metadata.name.as_deref().unwrap_or_default();
+            match pod_set_infos(api_adm, &sw.workload.spec.pod_sets, &lq, name, flavor) {
+                Ok(infos) => {
+                    if let Err(e) = BatchJob::run_with(job, &infos) {
+                        tracing::warn!(job = %e, "could not start job");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(workload = %key, error = %e, "could not build pod set infos")
+                }
+            }
+        }
+        if let (Some(rt), Some(heap)) = (sw.run_time, completions.as_deref_mut()) {
+            heap.push(Reverse((now + rt, SimEvent::Complete(key.clone(), sw.run))));
+        }
+        schedule_exec_limit(key, sw, now, completions);
+    }
+
+    /// Quota is reserved in a ClusterQueue with admission checks: each check with simulated answers answers
+    /// this reservation later (in virtual time; a fixed-point run has no later).
+    fn ask_checks(
+        &mut self,
+        key: &WorkloadKey,
+        checks: &[String],
+        now: Time,
+        completions: &mut Completions<'_>,
+    ) {
+        let (Some(sw), Some(heap)) = (self.workloads.get(key), completions.as_deref_mut()) else {
+            return;
+        };
+        for check in checks {
+            let answer = self
+                .check_answers
+                .get(check)
+                .and_then(|a| checks::answer_for(a, sw.reservations));
+            if let Some(a) = answer {
+                heap.push(Reverse((
+                    now + a.after,
+                    SimEvent::CheckAnswer(key.clone(), sw.run, check.clone()),
+                )));
+            }
+        }
+    }
+
+    /// A simulated check answers reservation `run`: the Workload's check state changes and Kueue's workload
+    /// controller acts on it: all Ready admits (the Job starts), Retry evicts and requeues after the check's
+    /// backoff, Rejected deactivates.
+    fn answer_check(
+        &mut self,
+        key: &WorkloadKey,
+        run: u64,
+        check: &str,
+        now: Time,
+        recorder: &mut Recorder,
+        completions: &mut Completions<'_>,
+    ) {
+        let Some(sw) = self.workloads.get_mut(key) else {
+            return;
+        };
+        if sw.run != run || sw.finished {
+            return;
+        }
+        let Some(answer) = self
+            .check_answers
+            .get(check)
+            .and_then(|a| checks::answer_for(a, sw.reservations))
+            .cloned()
+        else {
+            return;
+        };
+        let retries = sw
+            .workload
+            .status
+            .as_ref()
+            .and_then(|s| s.admission_checks.iter().find(|c| c.name == check))
+            .and_then(|c| c.retry_count)
+            .unwrap_or(0);
+        admission_checks::set_state(
+            &mut sw.workload,
+            check,
+            answer.state,
+            "",
+            answer.requeue_after(retries),
+            now,
+        );
+        self.engine.advance_clock(now);
+        if admission_checks::sync_admitted(&mut sw.workload, now)
+            && admission_checks::all_ready(&sw.workload)
+        {
+            self.show_admitted(key);
+            self.start_run(key, now, recorder, completions);
+            return;
+        }
+        let Some(sw) = self.workloads.get_mut(key) else {
+            return;
+        };
+        match admission_checks::verdict(&sw.workload) {
+            Verdict::Wait => {}
+            Verdict::Retry {
+                message,
+                requeue_at,
+            } => {
+                if let Some(at) = requeue_at {
+                    admission_checks::hold_until(&mut sw.workload, at);
+                }
+                let evict = Decision::Evict {
+                    workload: key.clone(),
+                    reason: admission_checks::EVICTED_BY_ADMISSION_CHECK.into(),
+                    preemption_reason: None,
+                    preemptor: None,
+                    message,
+                    time: now,
+                };
+                self.carry_out(vec![evict], now, recorder, completions);
+            }
+            Verdict::Rejected { message } => self.deactivate(
+                key,
+                admission_checks::EVICTED_BY_ADMISSION_CHECK,
+                &message,
+                now,
+                recorder,
+                completions,
+            ),
+        }
+    }
+
+    /// Tells the engine the workload's checks passed, so its queues count it as admitted.
+    fn show_admitted(&mut self, key: &WorkloadKey) {
+        let Some(engine::WorkloadState::Admitted(admission)) = self.engine.workload_state(key)
+        else {
+            return;
+        };
+        let Some(sw) = self.workloads.get(key) else {
+            return;
+        };
+        let Ok((mut workload, _)) = ingest::workload(&sw.workload) else {
+            return;
+        };
+        if let Some(t) = sw.order_time {
+            workload.creation_time = t;
+        }
+        if let Err(e) = self.engine.apply(Event::UpsertWorkload {
+            workload,
+            admission: Some(admission),
+        }) {
+            tracing::warn!(workload = %key, error = %e, "admitted workload refused");
+        }
+    }
+
+    /// Back in the queue after an admission check sent the workload back: Requeued=True (BackoffFinished), in
+    /// queue order by its eviction time, as Kueue's workload controller and queue manager do.
+    fn requeue(&mut self, key: &WorkloadKey, now: Time) -> Vec<Decision> {
+        let Some(sw) = self.workloads.get_mut(key) else {
+            return Vec::new();
+        };
+        if sw.finished || !sw.workload.spec.is_active() {
+            return Vec::new();
+        }
+        let st = sw.workload.status.get_or_insert_with(Default::default);
+        if let Some(rs) = st.requeue_state.as_mut() {
+            rs.requeue_at = None;
+        }
+        status::set_condition(
+            &mut st.conditions,
+            labels::condition::REQUEUED,
+            true,
+            "BackoffFinished",
+            "The workload backoff was finished",
+            now,
+        );
+        let Ok((mut workload, _)) = ingest::workload(&sw.workload) else {
+            return Vec::new();
+        };
+        if let Some(t) = sw.order_time {
+            workload.creation_time = t;
+        }
+        self.engine.advance_clock(now);
+        let _ = self.engine.apply(Event::DeleteWorkload(key.clone()));
+        self.engine
+            .apply(Event::UpsertWorkload {
+                workload,
+                admission: None,
+            })
+            .unwrap_or_else(|e| {
+                tracing::warn!(workload = %key, error = %e, "requeue refused");
+                Vec::new()
+            })
     }
 
     /// How long an evicted workload's pods take to stop: the longest `terminationGracePeriodSeconds` of its pod
@@ -789,11 +1029,29 @@ impl Simulation {
     }
 
     /// The evicted workload's pods are gone: it goes back to its queue, and the engine frees its quota and nodes.
-    fn eviction_done(&mut self, key: &WorkloadKey, time: Time) -> Vec<Decision> {
+    fn eviction_done(
+        &mut self,
+        key: &WorkloadKey,
+        time: Time,
+        completions: &mut Completions<'_>,
+    ) -> Vec<Decision> {
+        let mut by_check = None;
         if let Some(sw) = self.workloads.get_mut(key) {
+            if status::evicted_for(&sw.workload, admission_checks::EVICTED_BY_ADMISSION_CHECK) {
+                let st = sw.workload.status.as_ref();
+                let evicted_at = st
+                    .and_then(|s| status::condition(&s.conditions, labels::condition::EVICTED))
+                    .map(|c| c.last_transition_time.0.as_millisecond());
+                let requeue_at = st
+                    .and_then(|s| s.requeue_state.as_ref())
+                    .and_then(|r| r.requeue_at.as_ref())
+                    .map(|t| t.0.as_millisecond());
+                sw.order_time = evicted_at;
+                by_check = Some((requeue_at, sw.run));
+            }
             status::requeue_after_eviction(&mut sw.workload, time);
         }
-        match self.engine.apply(Event::EvictionComplete {
+        let mut out = match self.engine.apply(Event::EvictionComplete {
             workload: key.clone(),
             time,
         }) {
@@ -802,7 +1060,19 @@ impl Simulation {
                 tracing::warn!(workload = %key, error = %e, "eviction completion refused");
                 Vec::new()
             }
+        };
+        // Sent back by an admission check: out of the queue until its requeueAt, then queued by eviction time.
+        match by_check {
+            Some((Some(at), run)) if at > time => {
+                let _ = self.engine.apply(Event::DeleteWorkload(key.clone()));
+                if let Some(heap) = completions.as_deref_mut() {
+                    heap.push(Reverse((at, SimEvent::Requeue(key.clone(), run))));
+                }
+            }
+            Some(_) => out.extend(self.requeue(key, time)),
+            None => {}
         }
+        out
     }
 
     /// Run `run` of the workload reached its maximumExecutionTimeSeconds: as Kueue's workload controller, it is
@@ -822,12 +1092,31 @@ impl Simulation {
         if sw.run != run || sw.finished {
             return;
         }
-        status::set_deactivation_target(
-            &mut sw.workload,
+        self.deactivate(
+            key,
             labels::reason::MAXIMUM_EXECUTION_TIME_EXCEEDED,
             "exceeding the maximum execution time",
             now,
+            recorder,
+            completions,
         );
+    }
+
+    /// Kueue's deactivation: DeactivationTarget (`reason`, `message`) and `spec.active=false`; the engine then
+    /// evicts the workload as Deactivated.
+    fn deactivate(
+        &mut self,
+        key: &WorkloadKey,
+        reason: &str,
+        message: &str,
+        now: Time,
+        recorder: &mut Recorder,
+        completions: &mut Completions<'_>,
+    ) {
+        let Some(sw) = self.workloads.get_mut(key) else {
+            return;
+        };
+        status::set_deactivation_target(&mut sw.workload, reason, message, now);
         sw.workload.spec.active = Some(false);
         self.engine.advance_clock(now);
         let decisions = ingest::workload(&sw.workload)
@@ -998,8 +1287,22 @@ impl Simulation {
                         ),
                         SimEvent::Fail(i) => self.fail(i, t, &mut recorder, &mut Some(&mut heap)),
                         SimEvent::EvictionDone(k) => {
-                            let more = self.eviction_done(&k, t);
+                            let more = self.eviction_done(&k, t, &mut Some(&mut heap));
                             self.carry_out(more, t, &mut recorder, &mut Some(&mut heap));
+                        }
+                        SimEvent::CheckAnswer(k, run, check) => self.answer_check(
+                            &k,
+                            run,
+                            &check,
+                            t,
+                            &mut recorder,
+                            &mut Some(&mut heap),
+                        ),
+                        SimEvent::Requeue(k, run) => {
+                            if self.workloads.get(&k).is_some_and(|sw| sw.run == run) {
+                                let more = self.requeue(&k, t);
+                                self.carry_out(more, t, &mut recorder, &mut Some(&mut heap));
+                            }
                         }
                     }
                 }

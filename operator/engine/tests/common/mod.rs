@@ -131,6 +131,7 @@ pub fn wl(ns: &str, name: &str) -> WlB {
         quota_reserved_at: None,
         checkpointed_at: None,
         priority_boost: 0,
+        admitted: false,
     })
 }
 

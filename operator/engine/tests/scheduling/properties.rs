@@ -335,6 +335,7 @@ fn run(specs: Vec<CqSpec>, steps: Vec<Step>, fair: bool) -> Result<(), TestCaseE
                         quota_reserved_at: None,
                         checkpointed_at: None,
                         priority_boost: 0,
+                        admitted: false,
                     },
                     admission: None,
                 })

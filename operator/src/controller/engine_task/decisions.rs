@@ -13,7 +13,7 @@ use crate::controller::checkpoint::PendingCheckpoint;
 use crate::controller::objects::*;
 use crate::engine::{self, Decision, Event, Time, WorkloadKey};
 use crate::telemetry::EventSeverity;
-use crate::{ingest, status};
+use crate::{admission_checks, ingest, status};
 
 impl EngineTask {
     pub(super) fn record_attempts(&self, decisions: &[Decision], started: Instant) {
@@ -88,18 +88,20 @@ impl EngineTask {
     }
 
     async fn admit(&mut self, key: &WorkloadKey, admission: &engine::Admission, time: Time) {
-        let has_checks = self
+        let placement = self.engine.as_ref().and_then(|e| e.placement(key));
+        let api_adm = status::api_admission_with_placement(admission, placement);
+        let checks = self
             .cache
             .cluster_queues
             .get(&admission.cluster_queue)
-            .and_then(|cq| cq.spec.admission_checks_strategy.as_ref())
-            .is_some_and(|s| !s.admission_checks.is_empty());
-        let placement = self.engine.as_ref().and_then(|e| e.placement(key));
-        let api_adm = status::api_admission_with_placement(admission, placement);
+            .map(|cq| admission_checks::checks_for(&cq.spec, Some(&api_adm)))
+            .unwrap_or_default();
+        let has_checks = !checks.is_empty();
         let written = self
             .write_workload_status(key, |wl| {
                 let before = wl.status.clone();
                 status::admit(wl, api_adm.clone(), has_checks, time);
+                admission_checks::sync(wl, &checks, time);
                 Ok(wl.status != before)
             })
             .await;
