@@ -38,11 +38,12 @@ pub fn is_finished(wl: &api::Workload) -> bool {
     cond_true(wl, condition::FINISHED)
 }
 
-/// Holds quota and is not being evicted.
+/// Holds quota, is not being evicted, and every admission check passed (Kueue's IsAdmitted: the job may run).
 pub fn is_admitted(wl: &api::Workload) -> bool {
     has_admission(wl)
         && cond_true(wl, condition::QUOTA_RESERVED)
         && !cond_true(wl, condition::EVICTED)
+        && crate::admission_checks::all_ready(wl)
 }
 
 /// Holds quota while its eviction is under way (its pods must stop before the quota is released).

@@ -314,3 +314,105 @@ async fn a_job_past_its_maximum_execution_time_is_deactivated() {
         Some(true)
     );
 }
+
+/// The ClusterQueue `team` gated by AdmissionCheck `prov`.
+const CHECKED: &str = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: AdmissionCheck
+metadata: {name: prov}
+spec: {controllerName: example.com/prov}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: team}
+spec:
+  namespaceSelector: {}
+  admissionChecksStrategy:
+    admissionChecks: [{name: prov}]
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: spot
+      resources: [{name: cpu, nominalQuota: 2}]
+"#;
+
+/// Admission checks on a real API server, answered by the test as an external check controller would: the Job
+/// waits suspended with its quota reserved; the check's Retry evicts it (checks back to Pending, a retry
+/// counted) and it reserves again after the check's requeue time; the check's Ready admits it and the Job runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_behind_an_admission_check_runs_once_the_check_is_ready() {
+    let Some(plane) = ControlPlane::up("admission-check") else {
+        return;
+    };
+    let installed = install(&plane, None, spot_nodes()).await;
+    let client = installed.client.clone();
+    plane.kubectl(&["apply", "-f", "-"], Some(SETUP));
+    plane.kubectl(&["apply", "-f", "-"], Some(CHECKED));
+    plane.kubectl(&["apply", "-f", "-"], Some(&job("checked", "low")));
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "team-a");
+    let wls: Api<Workload> = Api::namespaced(client.clone(), "team-a");
+    let name = workload_of(&client, "team-a", "checked")
+        .await
+        .metadata
+        .name
+        .expect("name");
+    let reserved = |retries: Option<i32>| {
+        let wls = wls.clone();
+        let name = name.clone();
+        async move {
+            let w = wls.get(&name).await.ok()?;
+            let st = w.status.clone()?;
+            let check = st.admission_checks.first()?;
+            (st.admission.is_some()
+                && check.state == Some(sluice_sdk::kueue::v1beta2::CheckState::Pending)
+                && check.retry_count == retries)
+                .then_some(w)
+        }
+    };
+    let w = eventually(60, "quota reserved, check pending", || reserved(None)).await;
+    assert!(!has_condition(&w, "Admitted"), "{:#?}", w.status);
+    let suspended = || async { jobs.get("checked").await.ok()?.spec?.suspend };
+    assert_eq!(suspended().await, Some(true), "reserved is not admitted");
+    let answer = |state: &'static str, requeue: Option<i32>| {
+        let wls = wls.clone();
+        let name = name.clone();
+        async move {
+            let now = k8s_openapi::jiff::Timestamp::now().to_string();
+            let mut check =
+                json!({"name": "prov", "state": state, "lastTransitionTime": now, "message": ""});
+            if let Some(r) = requeue {
+                check["requeueAfterSeconds"] = json!(r);
+            }
+            wls.patch_status(
+                &name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(json!({"status": {"admissionChecks": [check]}})),
+            )
+            .await
+            .expect("check state written");
+        }
+    };
+    answer("Retry", Some(2)).await;
+    let evicted = eventually(60, "evicted by the check", || async {
+        let w = wls.get(&name).await.ok()?;
+        condition(&w, "Evicted")
+            .filter(|c| c.status == "True" && c.reason == "AdmissionCheck")
+            .map(|c| c.message.clone())
+    })
+    .await;
+    assert_eq!(
+        evicted,
+        "Evicted due to AdmissionCheck in Retry state: \"prov\""
+    );
+    // Reserved again once the check's two seconds passed, the retry counted.
+    eventually(60, "reserved again after the check's requeue time", || {
+        reserved(Some(1))
+    })
+    .await;
+    answer("Ready", None).await;
+    eventually(60, "admitted and running", || async {
+        let w = wls.get(&name).await.ok()?;
+        (has_condition(&w, "Admitted") && suspended().await == Some(false)).then_some(())
+    })
+    .await;
+}

@@ -3,6 +3,7 @@
 //! One test binary per area: each links the whole operator, so fewer binaries build and link much faster
 //! and take a fraction of the disk.
 
+mod admission_checks;
 mod checkpoint;
 mod failover;
 mod jobs;

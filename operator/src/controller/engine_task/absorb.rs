@@ -350,18 +350,22 @@ impl EngineTask {
             self.engine_apply(Event::DeleteWorkload(key.clone()));
             return;
         }
-        let evicted_by_timeout = cond_reason(wl, condition::EVICTED) == Some("PodsReadyTimeout");
+        // Kueue's queue order after some evictions is the eviction time: a PodsReady timeout (with the Eviction
+        // timestamp) and an admission check's Retry.
+        let evicted_by = cond_reason(wl, condition::EVICTED);
+        let by_eviction_time = match evicted_by {
+            Some("PodsReadyTimeout") => self
+                .config
+                .wait_for_pods_ready
+                .as_ref()
+                .is_some_and(|c| c.order_by_eviction),
+            Some(crate::admission_checks::EVICTED_BY_ADMISSION_CHECK) => true,
+            _ => false,
+        };
         let eviction_time = cond_time(wl, condition::EVICTED);
         match ingest::workload(wl) {
             Ok((mut w, admission)) => {
-                if evicted_by_timeout
-                    && self
-                        .config
-                        .wait_for_pods_ready
-                        .as_ref()
-                        .is_some_and(|c| c.order_by_eviction)
-                    && let Some(t) = eviction_time
-                {
+                if by_eviction_time && let Some(t) = eviction_time {
                     w.creation_time = t;
                 }
                 let admitted = admission.is_some();

@@ -30,6 +30,7 @@ use tokio::time::Instant;
 
 mod absorb;
 mod checkpoints;
+mod checks;
 mod decisions;
 mod jobs;
 mod kinds;

@@ -47,6 +47,9 @@ impl EngineTask {
                 return;
             }
         }
+        if self.reconcile_checks(key, &wl).await {
+            return;
+        }
         if !is_admitted(&wl) {
             self.admitted_at.remove(key);
         }
@@ -226,7 +229,7 @@ impl EngineTask {
 
     /// Sets DeactivationTarget (`reason`, `message`) and `spec.active=false`; the engine then evicts the workload
     /// as Deactivated, and the eviction carries the target's reason as its underlying cause.
-    async fn deactivate(&mut self, key: &WorkloadKey, reason: &str, message: &str) {
+    pub(super) async fn deactivate(&mut self, key: &WorkloadKey, reason: &str, message: &str) {
         let now = now_ms();
         self.write_workload_status(key, |wl| {
             Ok(status::set_deactivation_target(wl, reason, message, now))

@@ -1,0 +1,154 @@
+//! Admission checks on a Workload holding quota, as Kueue's workload controller acts on them: Admitted once every
+//! check is Ready (the job then starts), evicted when one asks to retry (out of the queue until its requeueAt),
+//! deactivated when one rejects it. The rules are `crate::admission_checks`, shared with the simulator.
+
+use sluice_sdk::kueue::labels::condition;
+use sluice_sdk::kueue::v1beta2 as api;
+
+use super::{EngineTask, now_ms, reference};
+use crate::admission_checks::{self, EVICTED_BY_ADMISSION_CHECK, Verdict};
+use crate::controller::objects::*;
+use crate::engine::{Time, WorkloadKey};
+use crate::status;
+use crate::telemetry::EventSeverity;
+
+impl EngineTask {
+    /// Acts on the workload's admission check states; returns true when it wrote something (the written
+    /// Workload comes back through the cache and is reconciled again).
+    pub(super) async fn reconcile_checks(&mut self, key: &WorkloadKey, wl: &api::Workload) -> bool {
+        let has_checks = wl
+            .status
+            .as_ref()
+            .is_some_and(|s| !s.admission_checks.is_empty());
+        if !has_checks || !wl.spec.is_active() || is_finished(wl) {
+            return false;
+        }
+        if !has_admission(wl) {
+            return self.finish_check_backoff(key, wl).await;
+        }
+        let now = now_ms();
+        let mut probe = wl.clone();
+        if admission_checks::sync_admitted(&mut probe, now) {
+            let written = self
+                .write_workload_status(key, |w| Ok(admission_checks::sync_admitted(w, now)))
+                .await;
+            if let Some(w) = written
+                && cond_true(&w, condition::ADMITTED)
+            {
+                let reserved = cond_time(&w, condition::QUOTA_RESERVED).unwrap_or(now);
+                self.event(
+                    reference(&w),
+                    EventSeverity::Normal,
+                    "Admitted",
+                    "Admitted",
+                    format!(
+                        "Admitted by ClusterQueue {}, wait time since reservation was {:.0}s",
+                        admitted_cluster_queue(&w),
+                        ((now - reserved).max(0) as f64) / 1000.0
+                    ),
+                );
+                self.mark_owner_dirty(&w);
+            }
+            self.sync_workload(key);
+            return true;
+        }
+        match admission_checks::verdict(wl) {
+            Verdict::Wait => false,
+            Verdict::Retry {
+                message,
+                requeue_at,
+            } => {
+                self.evict_for_retry(key, &message, requeue_at).await;
+                true
+            }
+            Verdict::Rejected { message } => {
+                self.deactivate(key, EVICTED_BY_ADMISSION_CHECK, &message)
+                    .await;
+                self.event(
+                    reference(wl),
+                    EventSeverity::Warning,
+                    "AdmissionCheckRejected",
+                    "AdmissionCheckRejected",
+                    format!("Deactivated due to {message}"),
+                );
+                true
+            }
+        }
+    }
+
+    /// A check asked to retry: evicted (its job stops), with `requeueAt` when a check set a retry time; the
+    /// checks go back to Pending.
+    async fn evict_for_retry(
+        &mut self,
+        key: &WorkloadKey,
+        message: &str,
+        requeue_at: Option<Time>,
+    ) {
+        let now = now_ms();
+        let written = self
+            .write_workload_status(key, |wl| {
+                if let Some(at) = requeue_at {
+                    admission_checks::hold_until(wl, at);
+                }
+                status::evict(wl, EVICTED_BY_ADMISSION_CHECK, None, message, now);
+                Ok(true)
+            })
+            .await;
+        let Some(wl) = written else { return };
+        if let Some(at) = requeue_at.filter(|t| *t > now) {
+            self.backoffs.insert(key.clone(), at);
+        }
+        self.metrics.evicted(
+            &admitted_cluster_queue(&wl),
+            EVICTED_BY_ADMISSION_CHECK,
+            "",
+            &Self::priority_class(&wl),
+            self.role,
+        );
+        self.event(
+            reference(&wl),
+            EventSeverity::Normal,
+            "EvictedDueToAdmissionCheck",
+            "Eviction",
+            message.to_string(),
+        );
+        self.stop_owner(key, &wl).await;
+    }
+
+    /// Sent back by a check without a retry time (or its time passed while the job stopped): Requeued=True
+    /// (BackoffFinished) at once, as Kueue's workload controller writes it.
+    async fn finish_check_backoff(&mut self, key: &WorkloadKey, wl: &api::Workload) -> bool {
+        let waiting = cond_reason(wl, condition::REQUEUED) == Some(EVICTED_BY_ADMISSION_CHECK)
+            && !cond_true(wl, condition::REQUEUED);
+        let held = wl
+            .status
+            .as_ref()
+            .and_then(|s| s.requeue_state.as_ref())
+            .and_then(|r| r.requeue_at.as_ref())
+            .is_some_and(|t| t.0.as_millisecond() > now_ms());
+        if !waiting || held {
+            return false;
+        }
+        let now = now_ms();
+        let written = self
+            .write_workload_status(key, |w| {
+                let st = w.status.get_or_insert_with(Default::default);
+                if let Some(rs) = st.requeue_state.as_mut() {
+                    rs.requeue_at = None;
+                }
+                Ok(status::set_condition(
+                    &mut st.conditions,
+                    condition::REQUEUED,
+                    true,
+                    "BackoffFinished",
+                    "The workload backoff was finished",
+                    now,
+                ))
+            })
+            .await;
+        if written.is_some() {
+            self.sync_workload(key);
+        }
+        written.is_some()
+    }
+}

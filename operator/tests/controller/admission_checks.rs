@@ -1,0 +1,157 @@
+//! Admission checks answered by an external controller (here the test, writing the Workload's check states): the
+//! job waits with its quota reserved until every check is Ready; a Retry evicts it and it comes back once its
+//! requeue time passed; a Rejected deactivates it.
+
+use crate::support::*;
+use k8s_openapi::api::batch::v1::Job;
+use sluice_operator::testing::FakeApi;
+use sluice_sdk::kueue::v1beta2 as api;
+use sluice_sdk::kueue::v1beta2::CheckState;
+
+/// The seeded queues, the ClusterQueue gated by AdmissionCheck `prov`, and a one-GPU Job: returns its Workload's
+/// name once quota is reserved.
+async fn reserved_behind_a_check(fake: &FakeApi) -> String {
+    seed_queues(fake, 8);
+    fake.put(&yaml::<api::AdmissionCheck>(
+        "metadata: {name: prov}\nspec: {controllerName: example.com/prov}",
+    ));
+    let mut cq = fake.get::<api::ClusterQueue>(None, "cq").unwrap();
+    cq.spec.admission_checks_strategy = Some(yaml("admissionChecks: [{name: prov}]"));
+    fake.put(&cq);
+    fake.put(&job("train", 1, 1, None));
+    wait_for(5, "quota reserved with the check pending", || {
+        fake.list::<api::Workload>().iter().any(|w| {
+            w.status.as_ref().is_some_and(|s| {
+                s.admission.is_some()
+                    && s.admission_checks.len() == 1
+                    && s.admission_checks[0].state == Some(CheckState::Pending)
+            })
+        })
+    })
+    .await;
+    fake.list::<api::Workload>()[0]
+        .metadata
+        .name
+        .clone()
+        .unwrap()
+}
+
+/// What the check's controller writes: the state of `prov` on the Workload.
+fn answer(fake: &FakeApi, name: &str, state: CheckState, requeue_after: Option<i32>) {
+    let mut w = get_workload(fake, name).unwrap();
+    let st = w.status.as_mut().unwrap();
+    st.admission_checks[0].state = Some(state);
+    st.admission_checks[0].requeue_after_seconds = requeue_after;
+    st.admission_checks[0].last_transition_time = Some(sluice_operator::status::k8s_time(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64,
+    ));
+    fake.put(&w);
+}
+
+fn suspended(fake: &FakeApi) -> bool {
+    fake.get::<Job>(Some("team-a"), "train")
+        .and_then(|j| j.spec)
+        .and_then(|s| s.suspend)
+        .unwrap_or(false)
+}
+
+#[tokio::test]
+async fn a_job_runs_only_once_its_checks_are_ready() {
+    let fake = FakeApi::new();
+    let op = start(&fake, "op", config());
+    let name = reserved_behind_a_check(&fake).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(suspended(&fake), "quota reserved is not admitted");
+    let w = get_workload(&fake, &name).unwrap();
+    assert_eq!(condition(&w, "QuotaReserved").unwrap().0, "True");
+    assert!(condition(&w, "Admitted").is_none(), "{:#?}", w.status);
+    answer(&fake, &name, CheckState::Ready, None);
+    wait_for(5, "Admitted and the job started", || {
+        get_workload(&fake, &name)
+            .and_then(|w| condition(&w, "Admitted"))
+            .is_some_and(|c| c == ("True".into(), "Admitted".into()))
+            && !suspended(&fake)
+    })
+    .await;
+    op.abort();
+}
+
+#[tokio::test]
+async fn a_retry_evicts_and_requeues_after_the_checks_time() {
+    let fake = FakeApi::new();
+    let op = start(&fake, "op", config());
+    let name = reserved_behind_a_check(&fake).await;
+    answer(&fake, &name, CheckState::Retry, Some(1));
+    // Evicted, quota released, checks back to Pending counting the retry, out of the queue until requeueAt.
+    wait_for(5, "evicted by the check and released", || {
+        get_workload(&fake, &name).is_some_and(|w| {
+            condition(&w, "Evicted") == Some(("True".into(), "AdmissionCheck".into()))
+                && w.status.as_ref().is_some_and(|s| {
+                    s.admission.is_none() && s.admission_checks[0].retry_count == Some(1)
+                })
+        })
+    })
+    .await;
+    let w = get_workload(&fake, &name).unwrap();
+    let st = w.status.as_ref().unwrap();
+    let evicted = st.conditions.iter().find(|c| c.type_ == "Evicted").unwrap();
+    assert_eq!(
+        evicted.message,
+        "Evicted due to AdmissionCheck in Retry state: \"prov\""
+    );
+    assert!(
+        st.requeue_state
+            .as_ref()
+            .and_then(|r| r.requeue_at.as_ref())
+            .is_some()
+    );
+    assert_eq!(st.admission_checks[0].state, Some(CheckState::Pending));
+    assert!(suspended(&fake));
+    // A second later it is queued again (Requeued=True, BackoffFinished) and reserves quota again.
+    wait_for(5, "reserved again after the backoff", || {
+        get_workload(&fake, &name).is_some_and(|w| {
+            condition(&w, "Requeued") == Some(("True".into(), "BackoffFinished".into()))
+                && w.status.as_ref().is_some_and(|s| s.admission.is_some())
+        })
+    })
+    .await;
+    answer(&fake, &name, CheckState::Ready, None);
+    wait_for(5, "the job started", || !suspended(&fake)).await;
+    op.abort();
+}
+
+#[tokio::test]
+async fn a_rejection_deactivates_the_workload() {
+    let fake = FakeApi::new();
+    let op = start(&fake, "op", config());
+    let name = reserved_behind_a_check(&fake).await;
+    answer(&fake, &name, CheckState::Rejected, None);
+    wait_for(5, "deactivated and released", || {
+        get_workload(&fake, &name).is_some_and(|w| {
+            w.spec.active == Some(false) && w.status.as_ref().is_some_and(|s| s.admission.is_none())
+        })
+    })
+    .await;
+    let w = get_workload(&fake, &name).unwrap();
+    assert_eq!(
+        condition(&w, "Evicted"),
+        Some(("True".into(), "DeactivatedDueToAdmissionCheck".into()))
+    );
+    let evicted = w
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Evicted")
+        .unwrap();
+    assert_eq!(
+        evicted.message,
+        "The workload is deactivated due to AdmissionCheck in Rejected state: \"prov\""
+    );
+    assert!(suspended(&fake));
+    op.abort();
+}
