@@ -12,6 +12,16 @@ use crate::status::{condition, k8s_time, set_condition};
 /// The Evicted reason (and DeactivationTarget reason) of a workload a check sent back or rejected.
 pub const EVICTED_BY_ADMISSION_CHECK: &str = "AdmissionCheck";
 
+/// Whether the AdmissionCheck's controller says it is Active (its `Active` condition is True); a ClusterQueue
+/// naming an inactive check admits nothing.
+pub fn is_active(check: &api::AdmissionCheck) -> bool {
+    check.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == labels::condition::ACTIVE && c.status == "True")
+    })
+}
+
 /// The checks of `cq` that apply to a workload: with an admission, those whose `onFlavors` is empty or names one
 /// of its assigned flavors; without one, those that apply to every flavor of the ClusterQueue (Kueue's
 /// AdmissionChecksForWorkload). Sorted by name, as Kueue keeps them.
@@ -129,14 +139,7 @@ pub fn sync_admitted(wl: &mut api::Workload, now: engine::Time) -> bool {
         return false;
     }
     if ready {
-        set_condition(
-            &mut st.conditions,
-            labels::condition::ADMITTED,
-            true,
-            "Admitted",
-            "The workload is admitted",
-            now,
-        )
+        crate::status::set_admitted(&mut st.conditions, now)
     } else {
         set_condition(
             &mut st.conditions,

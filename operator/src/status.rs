@@ -158,15 +158,20 @@ pub fn admit(
     );
     // With admission checks, Kueue writes Admitted only once every check is Ready.
     if !has_admission_checks {
-        set_condition(
-            &mut st.conditions,
-            labels::condition::ADMITTED,
-            true,
-            "Admitted",
-            "The workload is admitted",
-            now,
-        );
+        set_admitted(&mut st.conditions, now);
     }
+}
+
+/// Admitted=True as Kueue writes it; returns whether it changed.
+pub fn set_admitted(conditions: &mut Vec<Condition>, now: engine::Time) -> bool {
+    set_condition(
+        conditions,
+        labels::condition::ADMITTED,
+        true,
+        "Admitted",
+        "The workload is admitted",
+        now,
+    )
 }
 
 /// Still pending: QuotaReserved=False with the scheduler's reason and message.
@@ -307,10 +312,21 @@ pub fn evict(
         message = format!("{message} due to {}", target.message);
         underlying_cause = target.reason.clone();
     }
+    // Whose eviction it is decides, in Kueue v0.17, whether DeactivationTarget stays: a workload whose job runs
+    // (Admitted) is evicted by the job reconciler, which leaves it; one whose job never started (its admission
+    // checks did not pass) by the workload controller, which removes it in the same write (both seen in the
+    // differential suite: max-exec-time and admission-check).
+    let running = wl.status.as_ref().is_some_and(|s| {
+        condition(&s.conditions, labels::condition::ADMITTED).is_some_and(|c| c.status == "True")
+    });
     let st = status_mut(wl);
     if reason == labels::reason::DEACTIVATED {
         // A deactivated workload is not requeued: no backoff is left pending.
         st.requeue_state = None;
+        if !running {
+            st.conditions
+                .retain(|c| c.type_ != labels::condition::DEACTIVATION_TARGET);
+        }
     }
     let message = message.as_str();
     let condition_reason = if underlying_cause.is_empty() {
@@ -441,6 +457,16 @@ pub fn requeue_after_eviction(wl: &mut api::Workload, now: engine::Time) {
         );
     }
     let retry = matches!(reason.as_str(), "Preempted" | "NodeFailures");
+    let backing_off = st
+        .requeue_state
+        .as_ref()
+        .and_then(|r| r.requeue_at.as_ref())
+        .is_some_and(|t| t.0.as_millisecond() > now);
+    if reason == crate::admission_checks::EVICTED_BY_ADMISSION_CHECK && !backing_off {
+        // Sent back by a check without a retry time: Kueue's workload controller ends the backoff at once.
+        finish_backoff(wl, now);
+        return;
+    }
     set_condition(
         &mut st.conditions,
         labels::condition::REQUEUED,
@@ -449,6 +475,25 @@ pub fn requeue_after_eviction(wl: &mut api::Workload, now: engine::Time) {
         &message,
         now,
     );
+}
+
+/// The requeue backoff is over: `requeueAt` cleared and Requeued=True (`BackoffFinished`), as Kueue's workload
+/// controller writes it. Returns whether anything changed.
+pub fn finish_backoff(wl: &mut api::Workload, now: engine::Time) -> bool {
+    let st = status_mut(wl);
+    let cleared = st
+        .requeue_state
+        .as_mut()
+        .is_some_and(|rs| rs.requeue_at.take().is_some());
+    let set = set_condition(
+        &mut st.conditions,
+        labels::condition::REQUEUED,
+        true,
+        "BackoffFinished",
+        "The workload backoff was finished",
+        now,
+    );
+    cleared || set
 }
 
 /// Finished: the job ended (Succeeded or Failed).
@@ -506,11 +551,12 @@ fn cluster_queue_active(
         } else {
             &usage.inactive_reason
         };
-        (
-            false,
-            reason.to_string(),
-            "Can't admit new workloads.".into(),
-        )
+        let message = if usage.inactive_message.is_empty() {
+            "Can't admit new workloads.".to_string()
+        } else {
+            usage.inactive_message.clone()
+        };
+        (false, reason.to_string(), message)
     } else {
         (true, "Ready".into(), "Can admit new workloads".into())
     }

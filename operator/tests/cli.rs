@@ -21,6 +21,13 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// `sluice simulate -o json` on a timed fixture: its SimulationReport document.
+fn timed_report(fixture: &str) -> Value {
+    let o = sluice(&["simulate", "-f", fixture, "--no-progress", "-o", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap()
+}
+
 fn items_of_kind<'a>(list: &'a Value, kind: &str) -> Vec<&'a Value> {
     list["items"]
         .as_array()
@@ -474,16 +481,7 @@ fn a_cluster_queue_naming_a_missing_admission_check_is_refused() {
 
 #[test]
 fn an_admission_check_that_answers_retry_then_ready_evicts_backs_off_and_admits() {
-    let o = sluice(&[
-        "simulate",
-        "-f",
-        "tests/fixtures/admission-check-retry.yaml",
-        "--no-progress",
-        "-o",
-        "json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let v = timed_report("tests/fixtures/admission-check-retry.yaml");
     let r = &v["report"];
     assert_eq!(r["finished"], 1, "{r}");
     // Sent back at 1m, losing no work (its pods never started).
@@ -683,16 +681,7 @@ fn simulator_logs_instants_as_virtual_time_not_epoch_milliseconds() {
 
 #[test]
 fn a_job_past_its_maximum_execution_time_is_deactivated_in_virtual_time() {
-    let o = sluice(&[
-        "simulate",
-        "-f",
-        "tests/fixtures/max-exec-time.yaml",
-        "--no-progress",
-        "-o",
-        "json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let v = timed_report("tests/fixtures/max-exec-time.yaml");
     let r = &v["report"];
     assert_eq!(r["finished"], 1, "{r}");
     // Deactivated after its hour; "waiting" (arrived at 10m) starts once its pods are gone 30 s later.

@@ -136,6 +136,8 @@ pub(crate) struct CqData {
     pub rg_of_resource: FastMap<u32, usize>,
     pub active: bool,
     pub inactive_reason: String,
+    /// Kueue's Active=False message when it says more than "Can't admit new workloads." (empty otherwise).
+    pub inactive_message: String,
     pub heap: BTreeSet<QKey>,
     pub inadmissible: BTreeSet<QKey>,
     /// A preemptor waiting for its victims stays at the head (BestEffortFIFO).
@@ -254,6 +256,9 @@ pub struct Engine {
     pub(crate) tree: Tree,
     pub(crate) cqs: Vec<Option<CqData>>,
     pub(crate) cq_by_name: HashMap<String, NodeId>,
+    /// AdmissionChecks by name, and whether each is Active (a ClusterQueue naming a missing or inactive one is
+    /// inactive).
+    pub(crate) admission_checks: HashMap<String, bool>,
     pub(crate) cohort_by_name: HashMap<String, NodeId>,
     pub(crate) lqs: BTreeMap<(String, String), LqData>,
     pub(crate) namespaces: HashMap<String, BTreeMap<String, String>>,
@@ -290,6 +295,7 @@ impl Engine {
             tree: Tree::default(),
             cqs: Vec::new(),
             cq_by_name: HashMap::new(),
+            admission_checks: HashMap::new(),
             cohort_by_name: HashMap::new(),
             lqs: BTreeMap::new(),
             namespaces: HashMap::new(),

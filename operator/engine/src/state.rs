@@ -39,6 +39,16 @@ impl Engine {
                 self.requeue_all_inadmissible();
             }
             Event::UpsertClusterQueue(cq) => self.upsert_cq(cq)?,
+            Event::UpsertAdmissionCheck { name, active } => {
+                if self.admission_checks.insert(name, active) != Some(active) {
+                    self.refresh_cq_states();
+                }
+            }
+            Event::DeleteAdmissionCheck(name) => {
+                if self.admission_checks.remove(&name).is_some() {
+                    self.refresh_cq_states();
+                }
+            }
             Event::DeleteClusterQueue(name) => self.delete_cq(&name),
             Event::UpsertCohort(c) => self.upsert_cohort(c)?,
             Event::DeleteCohort(name) => {
@@ -305,6 +315,7 @@ impl Engine {
                     rg_of_resource,
                     active: false,
                     inactive_reason: String::new(),
+                    inactive_message: String::new(),
                     heap: BTreeSet::new(),
                     inadmissible: BTreeSet::new(),
                     sticky: None,
@@ -520,15 +531,61 @@ impl Engine {
                 "Stopped"
             } else if node.cycle {
                 "CohortHasCycle"
-            } else if c
+            } else {
+                ""
+            };
+            // Kueue lists what is missing or inactive, the first kind as the reason.
+            let mut missing_flavors: Vec<String> = c
                 .rgs
                 .iter()
                 .flat_map(|rg| rg.flavors.iter())
-                .any(|&f| self.flavors.get(f as usize).is_none_or(|x| x.is_none()))
-            {
-                "FlavorNotFound"
-            } else {
-                ""
+                .filter(|&&f| self.flavors.get(f as usize).is_none_or(|x| x.is_none()))
+                .map(|&f| self.ids.flavor_name(f).to_string())
+                .collect();
+            missing_flavors.sort();
+            missing_flavors.dedup();
+            let mut missing_checks = Vec::new();
+            let mut inactive_checks = Vec::new();
+            for name in &c.spec.admission_checks {
+                match self.admission_checks.get(name) {
+                    None => missing_checks.push(name.clone()),
+                    Some(false) => inactive_checks.push(name.clone()),
+                    Some(true) => {}
+                }
+            }
+            missing_checks.sort();
+            inactive_checks.sort();
+            let mut reasons: Vec<(&str, String)> = Vec::new();
+            if !missing_flavors.is_empty() {
+                let list = missing_flavors.join(",");
+                reasons.push((
+                    "FlavorNotFound",
+                    format!("references missing ResourceFlavor(s): {list}"),
+                ));
+            }
+            if !missing_checks.is_empty() {
+                let list = missing_checks.join(",");
+                reasons.push((
+                    "AdmissionCheckNotFound",
+                    format!("references missing AdmissionCheck(s): {list}"),
+                ));
+            }
+            if !inactive_checks.is_empty() {
+                let list = inactive_checks.join(",");
+                reasons.push((
+                    "AdmissionCheckInactive",
+                    format!("references inactive AdmissionCheck(s): {list}"),
+                ));
+            }
+            let (reason, message) = match (reason, reasons.first()) {
+                ("", Some((first, _))) => {
+                    let all: Vec<&str> = reasons.iter().map(|(_, m)| m.as_str()).collect();
+                    (
+                        *first,
+                        format!("Can't admit new workloads: {}.", all.join(", ")),
+                    )
+                }
+                (r, _) => (r, String::new()),
             };
             let active = reason.is_empty();
             let was_active = c.active;
@@ -545,6 +602,7 @@ impl Engine {
             if let Some(c) = self.cq_mut(n) {
                 c.active = active;
                 c.inactive_reason = reason.to_string();
+                c.inactive_message = message;
             }
             for i in queued {
                 self.set_pending(i, INADMISSIBLE, format!("ClusterQueue {name} is inactive"));

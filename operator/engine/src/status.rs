@@ -98,6 +98,7 @@ impl Engine {
             weighted_share: weighted_share(&share),
             active: c.active,
             inactive_reason: c.inactive_reason.clone(),
+            inactive_message: c.inactive_message.clone(),
         })
     }
 

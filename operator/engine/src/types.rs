@@ -747,6 +747,15 @@ pub enum Event {
     UpsertNode(Node),
     /// Delete a Node (its workloads are evicted).
     DeleteNode(String),
+    /// Create or update an AdmissionCheck: whether its controller says it is Active.
+    UpsertAdmissionCheck {
+        /// Name.
+        name: String,
+        /// Its Active condition is True.
+        active: bool,
+    },
+    /// Delete an AdmissionCheck.
+    DeleteAdmissionCheck(String),
     /// Create or update a Kueue Topology.
     UpsertTopology(TopologyLevels),
     /// Delete a Kueue Topology.
@@ -826,6 +835,9 @@ pub struct ClusterQueueUsage {
     pub active: bool,
     /// Why the ClusterQueue is inactive (empty when active).
     pub inactive_reason: String,
+    /// Kueue's Active=False message naming what is missing or inactive (empty: the plain "Can't admit new
+    /// workloads.").
+    pub inactive_message: String,
 }
 
 /// LocalQueue status data.

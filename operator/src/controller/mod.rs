@@ -202,6 +202,14 @@ impl Operator {
                 "Topology",
             ),
             spawn_watcher(
+                Api::<api::AdmissionCheck>::all(c.clone()),
+                cfg(),
+                tx.clone(),
+                Input::AdmissionCheck,
+                Input::Synced,
+                "AdmissionCheck",
+            ),
+            spawn_watcher(
                 Api::<NodeGpuTopology>::all(c.clone()),
                 cfg(),
                 tx.clone(),

@@ -113,6 +113,11 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: WATCH,
     },
     Permission {
+        group: "kueue.x-k8s.io",
+        resource: "admissionchecks",
+        verbs: WATCH,
+    },
+    Permission {
         group: "sluice.dev",
         resource: "nodegputopologies",
         verbs: WATCH,

@@ -6,9 +6,10 @@
 //! minutes later; the last answer holds for every later reservation. STATE is Ready, Retry or Rejected; DELAY is
 //! counted from the reservation; REQUEUE_AFTER (Retry only) is the check's `requeueAfterSeconds`, the time the
 //! workload stays out of its queue. A Retry without it backs off as Kueue's ProvisioningRequest check does by
-//! default: 60 s doubled per earlier retry, at most 1800 s. A check without the annotation never answers: its
-//! workloads keep their quota reserved and stay Pending, as under a controller that is not running. Answers
-//! arrive in virtual time only, so a simulation with an answering check runs in virtual time.
+//! default: 60 s doubled per earlier retry, at most 1800 s. A check with answers counts as Active (its controller
+//! is the simulator); one without is Active only when its status says so, and never answers (its workloads keep
+//! their quota with the check Pending). Answers arrive in virtual time only, so a simulation with an answering
+//! check runs in virtual time.
 
 use sluice_sdk::kueue::v1beta2::CheckState;
 

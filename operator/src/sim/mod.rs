@@ -233,6 +233,33 @@ impl Simulation {
                 Event::UpsertFlavor(ingest::flavor(&f.object).map_err(ingest_err(&f.origin))?),
             )?;
         }
+        // AdmissionChecks: one with simulated answers has a (simulated) controller that says it is Active; any
+        // other is Active only when its status says so, as in Kueue.
+        let mut check_answers: BTreeMap<String, Vec<checks::Answer>> = BTreeMap::new();
+        for (name, ac) in &objects.admission_checks {
+            if let Some(text) =
+                annotation(&ac.object.metadata, checks::SIMULATED_ANSWERS_ANNOTATION)
+            {
+                let answers = checks::parse_answers(text).map_err(|why| SimError::Engine {
+                    origin: ac.origin.to_string(),
+                    message: format!(
+                        "AdmissionCheck {name}: annotation `{}`: {why}",
+                        checks::SIMULATED_ANSWERS_ANNOTATION
+                    ),
+                })?;
+                check_answers.insert(name.clone(), answers);
+            }
+            let active =
+                check_answers.contains_key(name) || admission_checks::is_active(&ac.object);
+            feed(
+                &mut engine,
+                &ac.origin,
+                Event::UpsertAdmissionCheck {
+                    name: name.clone(),
+                    active,
+                },
+            )?;
+        }
         let mut topo = topology::TopologyStats::default();
         let mut failures = Vec::new();
         for t in objects.topologies.values() {
@@ -355,25 +382,11 @@ impl Simulation {
             cycles: 0,
             topo,
             failures,
-            check_answers: BTreeMap::new(),
+            check_answers,
             restore: None,
         };
-        for (name, ac) in &sim.objects.admission_checks {
-            let Some(text) = annotation(&ac.object.metadata, checks::SIMULATED_ANSWERS_ANNOTATION)
-            else {
-                continue;
-            };
-            let answers = checks::parse_answers(text).map_err(|why| SimError::Engine {
-                origin: ac.origin.to_string(),
-                message: format!(
-                    "AdmissionCheck {name}: annotation `{}`: {why}",
-                    checks::SIMULATED_ANSWERS_ANNOTATION
-                ),
-            })?;
-            // Answers come later: the simulation runs in virtual time.
-            sim.timed |= !answers.is_empty();
-            sim.check_answers.insert(name.clone(), answers);
-        }
+        // Answers come later: a simulation with an answering check runs in virtual time.
+        sim.timed |= sim.check_answers.values().any(|a| !a.is_empty());
         let order = sim.objects.submission_order.clone();
         let mut timings = Vec::with_capacity(order.len());
         for (index, (kind, ns, name)) in order.iter().enumerate() {
@@ -854,12 +867,9 @@ impl Simulation {
         recorder: &mut Recorder,
         completions: &mut Completions<'_>,
     ) {
-        let Some(sw) = self.workloads.get_mut(key) else {
+        let Some(sw) = current_run(&mut self.workloads, key, run) else {
             return;
         };
-        if sw.run != run || sw.finished {
-            return;
-        }
         let Some(answer) = self
             .check_answers
             .get(check)
@@ -956,18 +966,7 @@ impl Simulation {
         if sw.finished || !sw.workload.spec.is_active() {
             return Vec::new();
         }
-        let st = sw.workload.status.get_or_insert_with(Default::default);
-        if let Some(rs) = st.requeue_state.as_mut() {
-            rs.requeue_at = None;
-        }
-        status::set_condition(
-            &mut st.conditions,
-            labels::condition::REQUEUED,
-            true,
-            "BackoffFinished",
-            "The workload backoff was finished",
-            now,
-        );
+        status::finish_backoff(&mut sw.workload, now);
         let Ok((mut workload, _)) = ingest::workload(&sw.workload) else {
             return Vec::new();
         };
@@ -1086,10 +1085,7 @@ impl Simulation {
         recorder: &mut Recorder,
         completions: &mut Completions<'_>,
     ) {
-        let Some(sw) = self.workloads.get_mut(key) else {
-            return;
-        };
-        if sw.run != run || sw.finished {
+        if current_run(&mut self.workloads, key, run).is_none() {
             return;
         }
         self.deactivate(
@@ -1146,12 +1142,9 @@ impl Simulation {
         now: Time,
         recorder: &mut Recorder,
     ) -> bool {
-        let Some(sw) = self.workloads.get_mut(key) else {
+        let Some(sw) = current_run(&mut self.workloads, key, run) else {
             return false;
         };
-        if sw.run != run || sw.finished {
-            return false;
-        }
         sw.finished = true;
         status::finish(&mut sw.workload, true, "Job finished successfully", now);
         recorder.end(key, now, RunEnd::Finished);
@@ -1537,6 +1530,17 @@ pub fn bundled_example() -> Result<Vec<Document>, crate::manifest::ManifestError
 
 /// In virtual time, queues the end of what is left of an admitted workload's maximumExecutionTimeSeconds after
 /// its earlier admissions.
+/// The workload while `run` is its current run (not evicted, finished or superseded since).
+fn current_run<'a>(
+    workloads: &'a mut BTreeMap<WorkloadKey, SimWorkload>,
+    key: &WorkloadKey,
+    run: u64,
+) -> Option<&'a mut SimWorkload> {
+    workloads
+        .get_mut(key)
+        .filter(|sw| sw.run == run && !sw.finished)
+}
+
 fn schedule_exec_limit(
     key: &WorkloadKey,
     sw: &SimWorkload,

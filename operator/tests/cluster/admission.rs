@@ -348,6 +348,21 @@ async fn a_job_behind_an_admission_check_runs_once_the_check_is_ready() {
     let client = installed.client.clone();
     plane.kubectl(&["apply", "-f", "-"], Some(SETUP));
     plane.kubectl(&["apply", "-f", "-"], Some(CHECKED));
+    // As the check's controller: it is active (Kueue and Sluice keep the ClusterQueue inactive until then).
+    plane.kubectl(
+        &[
+            "patch",
+            "admissioncheck",
+            "prov",
+            "--subresource",
+            "status",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"status":{"conditions":[{"type":"Active","status":"True","reason":"Active","message":"ok","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}"#,
+        ],
+        None,
+    );
     plane.kubectl(&["apply", "-f", "-"], Some(&job("checked", "low")));
     let jobs: Api<Job> = Api::namespaced(client.clone(), "team-a");
     let wls: Api<Workload> = Api::namespaced(client.clone(), "team-a");

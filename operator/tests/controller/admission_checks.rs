@@ -12,8 +12,15 @@ use sluice_sdk::kueue::v1beta2::CheckState;
 /// name once quota is reserved.
 async fn reserved_behind_a_check(fake: &FakeApi) -> String {
     seed_queues(fake, 8);
+    // Its controller says it is active (a ClusterQueue with an inactive check admits nothing).
     fake.put(&yaml::<api::AdmissionCheck>(
-        "metadata: {name: prov}\nspec: {controllerName: example.com/prov}",
+        r#"
+metadata: {name: prov}
+spec: {controllerName: example.com/prov}
+status:
+  conditions:
+  - {type: Active, status: "True", reason: Active, message: ok, lastTransitionTime: "2026-01-01T00:00:00Z"}
+"#,
     ));
     let mut cq = fake.get::<api::ClusterQueue>(None, "cq").unwrap();
     cq.spec.admission_checks_strategy = Some(yaml("admissionChecks: [{name: prov}]"));
@@ -153,5 +160,33 @@ async fn a_rejection_deactivates_the_workload() {
         "The workload is deactivated due to AdmissionCheck in Rejected state: \"prov\""
     );
     assert!(suspended(&fake));
+    op.abort();
+}
+
+#[tokio::test]
+async fn an_inactive_check_keeps_the_cluster_queue_inactive() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    fake.put(&yaml::<api::AdmissionCheck>(
+        "metadata: {name: prov}\nspec: {controllerName: example.com/prov}",
+    ));
+    let mut cq = fake.get::<api::ClusterQueue>(None, "cq").unwrap();
+    cq.spec.admission_checks_strategy = Some(yaml("admissionChecks: [{name: prov}]"));
+    fake.put(&cq);
+    let op = start(&fake, "op", config());
+    wait_for(5, "the ClusterQueue inactive, naming the check", || {
+        fake.get::<api::ClusterQueue>(None, "cq")
+            .and_then(|c| c.status)
+            .is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == "Active"
+                        && c.status == "False"
+                        && c.reason == "AdmissionCheckInactive"
+                        && c.message
+                            == "Can't admit new workloads: references inactive AdmissionCheck(s): prov."
+                })
+            })
+    })
+    .await;
     op.abort();
 }

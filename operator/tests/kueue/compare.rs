@@ -165,7 +165,7 @@ fn conditions(fields: &mut BTreeMap<String, String>, prefix: &str, conds: &Value
 const TERMINATING: &str = "metadata.deletionTimestamp";
 
 /// A Workload: its name checked against Kueue's naming (then shown with the hash, which covers the owner's UID,
-/// replaced by `#####`), its queue, priority, admission and conditions.
+/// replaced by `#####`), its queue, priority, admission, conditions and admission check states.
 fn workload(o: &Value, fields: &mut BTreeMap<String, String>) -> String {
     let name = o["metadata"]["name"].as_str().unwrap_or_default();
     let mut shown = name.to_string();
@@ -242,6 +242,12 @@ fn workload(o: &Value, fields: &mut BTreeMap<String, String>) -> String {
         }
     }
     conditions(fields, "status.conditions", &status["conditions"]);
+    for c in status["admissionChecks"].as_array().into_iter().flatten() {
+        let n = c["name"].as_str().unwrap_or("?");
+        for f in ["state", "message", "retryCount", "requeueAfterSeconds"] {
+            put(fields, &format!("status.admissionChecks[{n}].{f}"), &c[f]);
+        }
+    }
     shown
 }
 
@@ -346,7 +352,7 @@ pub fn pending_reasons(message: &str) -> Vec<(&str, Vec<String>)> {
 /// callback, kubernetes-sigs/kueue#13487) and Sluice name every one. So Kueue's reasons being among Sluice's
 /// counts as the same (docs/compatibility.md).
 fn same_value(field: &str, kueue: &str, sluice: &str) -> bool {
-    if kueue == sluice {
+    if kueue == sluice || admission_check_wording(kueue, sluice) {
         return true;
     }
     if !field.ends_with("[QuotaReserved].message") {
@@ -357,6 +363,45 @@ fn same_value(field: &str, kueue: &str, sluice: &str) -> bool {
         && k.iter().zip(&s).all(|((kp, kr), (sp, sr))| {
             kp == sp && !kr.is_empty() && kr.iter().all(|r| sr.contains(r))
         })
+}
+
+/// Kueue v0.17.0's admission check messages against v0.19's, which Sluice writes (v0.19 names each check and its
+/// message: pkg/controller/core/workload_controller.go, buildAdmissionChecksMessage, not in v0.17.0;
+/// docs/compatibility.md): v0.17.0's Retry eviction "At least one admission check is false" is v0.19's "Evicted
+/// due to AdmissionCheck(s) in Retry state: ..." (names v0.17.0 does not give), and its rejection "Admission
+/// check(s): a,b, were rejected" is v0.19's `AdmissionChecks in Rejected state: "a"; "b"`.
+fn admission_check_wording(kueue: &str, sluice: &str) -> bool {
+    const RETRY_V17: &str = "At least one admission check is false";
+    if let Some(at) = kueue.find(RETRY_V17) {
+        let (before, after) = (&kueue[..at], &kueue[at + RETRY_V17.len()..]);
+        return sluice.starts_with(&format!("{before}Evicted due to AdmissionCheck"))
+            && sluice.contains(" in Retry state: ")
+            && sluice.ends_with(after);
+    }
+    const REJECTED_V17: (&str, &str) = ("Admission check(s): ", ", were rejected");
+    let Some(start) = kueue.find(REJECTED_V17.0) else {
+        return false;
+    };
+    let names_at = start + REJECTED_V17.0.len();
+    let Some(len) = kueue[names_at..].find(REJECTED_V17.1) else {
+        return false;
+    };
+    let names: Vec<String> = kueue[names_at..names_at + len]
+        .split(',')
+        .map(|n| format!("{:?}", n.trim()))
+        .collect();
+    let noun = if names.len() > 1 {
+        "AdmissionChecks"
+    } else {
+        "AdmissionCheck"
+    };
+    let v19 = format!(
+        "{}{noun} in Rejected state: {}{}",
+        &kueue[..start],
+        names.join("; "),
+        &kueue[names_at + len + REJECTED_V17.1.len()..]
+    );
+    v19 == sluice
 }
 
 /// Every field whose value differs (an object or field one side lacks counts, shown as `<absent>`).
@@ -495,6 +540,41 @@ mod tests {
             kueue: kueue.into(),
             sluice: sluice.into(),
         }
+    }
+
+    #[test]
+    fn kueue_v017_admission_check_wording_reads_as_v019s() {
+        let retry = "Evicted due to AdmissionCheck in Retry state: \"prov\"";
+        assert!(same_value(
+            "m",
+            "At least one admission check is false",
+            retry
+        ));
+        assert!(same_value(
+            "m",
+            "Previously: At least one admission check is false",
+            &format!("Previously: {retry}")
+        ));
+        assert!(!same_value(
+            "m",
+            "At least one admission check is false",
+            "Preempted"
+        ));
+        assert!(same_value(
+            "m",
+            "The workload is deactivated due to Admission check(s): prov, were rejected",
+            "The workload is deactivated due to AdmissionCheck in Rejected state: \"prov\""
+        ));
+        assert!(same_value(
+            "m",
+            "Admission check(s): a,b, were rejected",
+            "AdmissionChecks in Rejected state: \"a\"; \"b\""
+        ));
+        assert!(!same_value(
+            "m",
+            "Admission check(s): a, were rejected",
+            "AdmissionCheck in Rejected state: \"b\""
+        ));
     }
 
     #[test]

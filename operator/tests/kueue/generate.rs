@@ -563,6 +563,7 @@ impl Plan {
                     name: self.cqs[*cq].name.clone(),
                 },
                 patch: json!({"spec": {"resourceGroups": self.resource_groups(flavors)}}),
+                status: false,
             },
         }
     }
@@ -1025,7 +1026,7 @@ mod tests {
                             "seed {seed}: {job} not applied yet"
                         );
                     }
-                    Step::Patch { .. } => {}
+                    Step::Patch { .. } | Step::Answer { .. } => {}
                 }
             }
         }
@@ -1065,7 +1066,7 @@ mod tests {
         let docs = applied(s);
         let mut out: Vec<Value> = Vec::new();
         for step in &s.steps {
-            if let Step::Patch { object, patch } = step {
+            if let Step::Patch { object, patch, .. } = step {
                 let current = out.iter().position(|d| {
                     d["kind"] == object.kind.as_str()
                         && d["metadata"]["name"] == object.name.as_str()

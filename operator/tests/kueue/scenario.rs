@@ -57,6 +57,21 @@ pub enum Step {
         object: ObjectRef,
         /// The patch.
         patch: Value,
+        /// On its status subresource (what another controller would write, such as an AdmissionCheck's Active).
+        status: bool,
+    },
+    /// An admission check's controller answers for a Job's Workload: the check's state on the Workload.
+    Answer {
+        /// The Job's namespace.
+        namespace: String,
+        /// The Job.
+        job: String,
+        /// The AdmissionCheck.
+        check: String,
+        /// Pending, Ready, Retry or Rejected.
+        state: String,
+        /// The check's `requeueAfterSeconds`, with a Retry.
+        requeue_after_seconds: Option<i32>,
     },
 }
 
@@ -81,6 +96,13 @@ impl Step {
             Step::Delete(o) => format!("delete {}", o.describe()),
             Step::Finish { namespace, job } => format!("finish Job {namespace}/{job}"),
             Step::Patch { object, .. } => format!("patch {}", object.describe()),
+            Step::Answer {
+                namespace,
+                job,
+                check,
+                state,
+                ..
+            } => format!("{check} answers {state} for Job {namespace}/{job}"),
         }
     }
 }
@@ -103,6 +125,18 @@ enum StepFile {
     Delete(ObjectRef),
     Finish { namespace: String, job: String },
     Patch(PatchFile),
+    Answer(AnswerFile),
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AnswerFile {
+    namespace: String,
+    job: String,
+    check: String,
+    state: String,
+    #[serde(default)]
+    requeue_after_seconds: Option<i32>,
 }
 
 #[derive(Deserialize)]
@@ -113,6 +147,9 @@ struct PatchFile {
     namespace: Option<String>,
     name: String,
     patch: Value,
+    /// `status` to patch the status subresource.
+    #[serde(default)]
+    subresource: Option<String>,
 }
 
 impl Scenario {
@@ -169,6 +206,23 @@ impl Scenario {
                             name: p.name,
                         },
                         patch: p.patch,
+                        status: match p.subresource.as_deref() {
+                            None => false,
+                            Some("status") => true,
+                            Some(other) => {
+                                return Err(format!(
+                                    "{}: patch subresource {other:?} is not `status`",
+                                    dir.join("steps.yaml").display()
+                                ));
+                            }
+                        },
+                    },
+                    StepFile::Answer(a) => Step::Answer {
+                        namespace: a.namespace,
+                        job: a.job,
+                        check: a.check,
+                        state: a.state,
+                        requeue_after_seconds: a.requeue_after_seconds,
                     },
                 });
             }

@@ -133,7 +133,11 @@ impl System {
                 }
                 out
             }
-            Step::Patch { object, patch } => {
+            Step::Patch {
+                object,
+                patch,
+                status,
+            } => {
                 let patch = patch.to_string();
                 let mut args = vec![
                     "patch",
@@ -144,6 +148,9 @@ impl System {
                     "-p",
                     patch.as_str(),
                 ];
+                if *status {
+                    args.extend(["--subresource", "status"]);
+                }
                 if let Some(ns) = &object.namespace {
                     args.extend(["-n", ns.as_str()]);
                 }
@@ -151,6 +158,17 @@ impl System {
             }
             Step::Finish { namespace, job } => {
                 return self.finish(namespace, job).await;
+            }
+            Step::Answer {
+                namespace,
+                job,
+                check,
+                state,
+                requeue_after_seconds,
+            } => {
+                return self
+                    .answer(namespace, job, check, state, *requeue_after_seconds)
+                    .await;
             }
         };
         if out.status.success() {
@@ -190,6 +208,66 @@ impl System {
                 )];
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// What an admission check's controller writes: `check`'s state on the Workload of Job `ns/job`, its other
+    /// checks as they are.
+    async fn answer(
+        &self,
+        ns: &str,
+        job: &str,
+        check: &str,
+        state: &str,
+        requeue_after_seconds: Option<i32>,
+    ) -> Vec<String> {
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            ns,
+            &resource("kueue.x-k8s.io", "v1beta2", "Workload", "workloads"),
+        );
+        let workloads = match api.list(&ListParams::default()).await {
+            Ok(l) => l.items,
+            Err(e) => return vec![format!("listing Workloads: {e}")],
+        };
+        let Some(w) = workloads.iter().find(|w| {
+            w.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|r| r.kind == "Job" && r.name == job)
+        }) else {
+            return vec![format!("Job {ns}/{job} has no Workload")];
+        };
+        let mut checks = w.data["status"]["admissionChecks"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let Some(entry) = checks.iter_mut().find(|c| c["name"] == check) else {
+            return vec![format!(
+                "the Workload of Job {ns}/{job} does not list admission check {check}"
+            )];
+        };
+        if entry["state"] != state {
+            entry["lastTransitionTime"] = serde_json::json!(
+                k8s_openapi::jiff::Timestamp::now()
+                    .round(k8s_openapi::jiff::Unit::Second)
+                    .map(|t| t.to_string())
+                    .unwrap_or_default()
+            );
+        }
+        entry["state"] = serde_json::json!(state);
+        if let Some(r) = requeue_after_seconds {
+            entry["requeueAfterSeconds"] = serde_json::json!(r);
+        }
+        let name = w.metadata.name.clone().unwrap_or_default();
+        let patch = serde_json::json!({"status": {"admissionChecks": checks}});
+        match api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Vec::new(),
+            Err(e) => vec![format!("answering for the Workload of Job {ns}/{job}: {e}")],
         }
     }
 

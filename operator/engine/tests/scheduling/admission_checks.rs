@@ -9,6 +9,10 @@ fn checked_env() -> Env {
     env.flavor("default").ns("ns", &[]);
     let mut c = cq("cq").group(&["cpu"], vec![fq("default", vec![rq("cpu", cpu(4))])]);
     c.0.admission_checks = vec!["prov".into()];
+    env.apply(Event::UpsertAdmissionCheck {
+        name: "prov".into(),
+        active: true,
+    });
     env.cq_lq(c, "ns");
     env
 }
@@ -64,4 +68,57 @@ fn without_checks_reserving_is_admitting() {
     env.schedule();
     env.assert_admitted("ns/w");
     assert_eq!(counts(&env), (1, 1, true, true));
+}
+
+#[test]
+fn a_missing_or_inactive_check_keeps_its_cluster_queue_inactive() {
+    let mut env = Env::new();
+    env.flavor("default").ns("ns", &[]);
+    let mut c = cq("cq").group(&["cpu"], vec![fq("default", vec![rq("cpu", cpu(4))])]);
+    c.0.admission_checks = vec!["prov".into(), "quota".into()];
+    env.cq_lq(c, "ns");
+    env.submit(wl("ns", "w").ps("main", 1, &[("cpu", cpu(1))]));
+    env.schedule();
+    assert_eq!(
+        env.assert_pending("ns/w", "Inadmissible"),
+        "ClusterQueue cq is inactive"
+    );
+    let status = |env: &Env| {
+        let u = env.engine.cluster_queue_usage("cq").unwrap();
+        (u.active, u.inactive_reason, u.inactive_message)
+    };
+    assert_eq!(
+        status(&env),
+        (
+            false,
+            "AdmissionCheckNotFound".into(),
+            "Can't admit new workloads: references missing AdmissionCheck(s): prov,quota.".into()
+        )
+    );
+    env.apply(Event::UpsertAdmissionCheck {
+        name: "prov".into(),
+        active: false,
+    });
+    env.apply(Event::UpsertAdmissionCheck {
+        name: "quota".into(),
+        active: true,
+    });
+    assert_eq!(
+        status(&env),
+        (
+            false,
+            "AdmissionCheckInactive".into(),
+            "Can't admit new workloads: references inactive AdmissionCheck(s): prov.".into()
+        )
+    );
+    // Its controller says it is active: the queue admits (quota reserved, checks still to pass).
+    env.apply(Event::UpsertAdmissionCheck {
+        name: "prov".into(),
+        active: true,
+    });
+    assert_eq!(status(&env), (true, String::new(), String::new()));
+    env.schedule();
+    env.assert_admitted("ns/w");
+    env.apply(Event::DeleteAdmissionCheck("quota".into()));
+    assert_eq!(status(&env).1, "AdmissionCheckNotFound");
 }

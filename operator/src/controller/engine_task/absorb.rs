@@ -148,6 +148,19 @@ impl EngineTask {
                 }
                 self.queues_dirty = true;
             }
+            Input::AdmissionCheck(c) => {
+                self.count_event("AdmissionCheck");
+                let (obj, deleted) = split(c);
+                let name = obj.name_any();
+                if deleted {
+                    self.cache.admission_checks.remove(&name);
+                    self.engine_apply(Event::DeleteAdmissionCheck(name));
+                } else {
+                    self.cache.admission_checks.insert(name, obj.clone());
+                    self.sync_admission_check(&obj);
+                }
+                self.queues_dirty = true;
+            }
             Input::NodeGpuTopology(c) => {
                 self.count_event("NodeGpuTopology");
                 let (obj, deleted) = split(c);
@@ -382,6 +395,15 @@ impl EngineTask {
         }
     }
 
+    /// An AdmissionCheck into the engine: a ClusterQueue naming it is active only while its controller says the
+    /// check is Active.
+    fn sync_admission_check(&mut self, check: &api::AdmissionCheck) {
+        self.engine_apply(Event::UpsertAdmissionCheck {
+            name: check.name_any(),
+            active: crate::admission_checks::is_active(check),
+        });
+    }
+
     /// Builds the engine from the cache: quota objects first, then every workload (admitted ones restore their
     /// quota).
     pub(super) fn rebuild(&mut self) {
@@ -412,6 +434,10 @@ impl EngineTask {
             if let Ok(c) = ingest::cohort(c) {
                 self.engine_apply(Event::UpsertCohort(c));
             }
+        }
+        let checks: Vec<_> = self.cache.admission_checks.values().cloned().collect();
+        for c in &checks {
+            self.sync_admission_check(c);
         }
         let cqs: Vec<_> = self.cache.cluster_queues.values().cloned().collect();
         for c in &cqs {

@@ -24,7 +24,7 @@ impl EngineTask {
             return false;
         }
         if !has_admission(wl) {
-            return self.finish_check_backoff(key, wl).await;
+            return false;
         }
         let now = now_ms();
         let mut probe = wl.clone();
@@ -98,57 +98,7 @@ impl EngineTask {
         if let Some(at) = requeue_at.filter(|t| *t > now) {
             self.backoffs.insert(key.clone(), at);
         }
-        self.metrics.evicted(
-            &admitted_cluster_queue(&wl),
-            EVICTED_BY_ADMISSION_CHECK,
-            "",
-            &Self::priority_class(&wl),
-            self.role,
-        );
-        self.event(
-            reference(&wl),
-            EventSeverity::Normal,
-            "EvictedDueToAdmissionCheck",
-            "Eviction",
-            message.to_string(),
-        );
-        self.stop_owner(key, &wl).await;
-    }
-
-    /// Sent back by a check without a retry time (or its time passed while the job stopped): Requeued=True
-    /// (BackoffFinished) at once, as Kueue's workload controller writes it.
-    async fn finish_check_backoff(&mut self, key: &WorkloadKey, wl: &api::Workload) -> bool {
-        let waiting = cond_reason(wl, condition::REQUEUED) == Some(EVICTED_BY_ADMISSION_CHECK)
-            && !cond_true(wl, condition::REQUEUED);
-        let held = wl
-            .status
-            .as_ref()
-            .and_then(|s| s.requeue_state.as_ref())
-            .and_then(|r| r.requeue_at.as_ref())
-            .is_some_and(|t| t.0.as_millisecond() > now_ms());
-        if !waiting || held {
-            return false;
-        }
-        let now = now_ms();
-        let written = self
-            .write_workload_status(key, |w| {
-                let st = w.status.get_or_insert_with(Default::default);
-                if let Some(rs) = st.requeue_state.as_mut() {
-                    rs.requeue_at = None;
-                }
-                Ok(status::set_condition(
-                    &mut st.conditions,
-                    condition::REQUEUED,
-                    true,
-                    "BackoffFinished",
-                    "The workload backoff was finished",
-                    now,
-                ))
-            })
+        self.evicted_by_controller(key, &wl, EVICTED_BY_ADMISSION_CHECK, message.to_string())
             .await;
-        if written.is_some() {
-            self.sync_workload(key);
-        }
-        written.is_some()
     }
 }

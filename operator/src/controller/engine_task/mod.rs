@@ -82,6 +82,8 @@ pub enum Input {
     Node(Change<Node>),
     /// A Kueue Topology changed.
     Topology(Change<api::Topology>),
+    /// A Kueue AdmissionCheck changed.
+    AdmissionCheck(Change<api::AdmissionCheck>),
     /// A node agent's NodeGpuTopology changed.
     NodeGpuTopology(Change<NodeGpuTopology>),
     /// A Pod changed (only pods of TAS pod sets and pods Kueue manages are kept).
@@ -107,6 +109,7 @@ pub const WATCHED_KINDS: &[&str] = &[
     "PriorityClass",
     "Node",
     "Topology",
+    "AdmissionCheck",
     "NodeGpuTopology",
     "Pod",
     "PolicyModule",
@@ -125,6 +128,7 @@ struct Cache {
     priorities: PriorityClasses,
     nodes: BTreeMap<String, Node>,
     topologies: BTreeMap<String, api::Topology>,
+    admission_checks: BTreeMap<String, api::AdmissionCheck>,
     node_gpus: BTreeMap<String, NodeGpuTopology>,
     /// Pods carrying Kueue's TAS workload annotation.
     pods: BTreeMap<(String, String), Pod>,

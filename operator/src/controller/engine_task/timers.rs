@@ -111,23 +111,12 @@ impl EngineTask {
             did = true;
             let written = self
                 .write_workload_status(&key, |wl| {
-                    let st = wl.status.get_or_insert_with(Default::default);
-                    let Some(rs) = st.requeue_state.as_mut() else {
-                        return Ok(false);
-                    };
-                    if rs.requeue_at.is_none() {
-                        return Ok(false);
-                    }
-                    rs.requeue_at = None;
-                    status::set_condition(
-                        &mut st.conditions,
-                        condition::REQUEUED,
-                        true,
-                        "BackoffFinished",
-                        "The workload backoff was finished",
-                        now,
-                    );
-                    Ok(true)
+                    let waiting = wl
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.requeue_state.as_ref())
+                        .is_some_and(|r| r.requeue_at.is_some());
+                    Ok(waiting && status::finish_backoff(wl, now))
                 })
                 .await;
             if written.is_some() {
@@ -181,22 +170,34 @@ impl EngineTask {
             .await;
         let Some(wl) = written else { return };
         self.backoffs.insert(key.clone(), requeue_at);
-        let cq = admitted_cluster_queue(&wl);
+        self.evicted_by_controller(key, &wl, "PodsReadyTimeout", message)
+            .await;
+    }
+
+    /// After the workload controller's own eviction (`reason`) was written on `wl`: counted, told in an
+    /// `EvictedDueTo<reason>` event, and its job stopped.
+    pub(super) async fn evicted_by_controller(
+        &mut self,
+        key: &WorkloadKey,
+        wl: &api::Workload,
+        reason: &str,
+        message: String,
+    ) {
         self.metrics.evicted(
-            &cq,
-            "PodsReadyTimeout",
+            &admitted_cluster_queue(wl),
+            reason,
             "",
-            &Self::priority_class(&wl),
+            &Self::priority_class(wl),
             self.role,
         );
         self.event(
-            reference(&wl),
+            reference(wl),
             EventSeverity::Normal,
-            "EvictedDueToPodsReadyTimeout",
+            &format!("EvictedDueTo{reason}"),
             "Eviction",
             message,
         );
-        self.stop_owner(key, &wl).await;
+        self.stop_owner(key, wl).await;
     }
 
     /// An admitted workload ran past its `maximumExecutionTimeSeconds` (this admission plus earlier ones): as
