@@ -188,6 +188,7 @@ pub fn synthetic_cluster(args: &BenchArgs) -> (Vec<Event>, Vec<Event>) {
                 }],
                 job_uid: None,
                 admitted: false,
+                pods_ready: false,
                 quota_reserved_at: None,
                 checkpointed_at: None,
                 priority_boost: 0,

@@ -658,13 +658,18 @@ pub fn workload(
             .and_then(|a| a.get(sluice_sdk::kueue::labels::PRIORITY_BOOST_ANNOTATION))
             .and_then(|v| v.trim().parse::<i32>().ok())
             .unwrap_or(0),
-        admitted: wl.status.as_ref().is_some_and(|s| {
-            s.conditions.iter().any(|c| {
-                c.type_ == sluice_sdk::kueue::labels::condition::ADMITTED && c.status == "True"
-            })
-        }),
+        admitted: condition_true(wl, sluice_sdk::kueue::labels::condition::ADMITTED),
+        pods_ready: condition_true(wl, sluice_sdk::kueue::labels::condition::PODS_READY),
     };
     Ok((out, admission))
+}
+
+fn condition_true(wl: &api::Workload, type_: &str) -> bool {
+    wl.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == type_ && c.status == "True")
+    })
 }
 
 /// `status.admission` -> engine admission. A missing count means the whole pod set, as Kueue reads it.

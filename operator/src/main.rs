@@ -386,6 +386,7 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
     simulation.set_detailed_pending_reasons(
         args.detailed_pending_reasons || sim_config.detailed_pending_reasons,
     );
+    simulation.set_wait_for_pods_ready(sim_config.wait_for_pods_ready.clone());
     simulation.set_ignore_topology(args.ignore_topology);
     if let PlacementPolicyArg::Spread = args.placement_policy {
         simulation.set_placement_policy(Box::new(sluice_sdk::policy::builtin::Spread));

@@ -298,11 +298,24 @@ pub fn evict(
     message: &str,
     now: engine::Time,
 ) {
+    evict_with_cause(wl, reason, "", preemption_reason, message, now);
+}
+
+/// As `evict`, with the eviction's underlying cause (a PodsReady timeout's WaitForStart or WaitForRecovery),
+/// which schedulingStats count apart; a deactivation takes its cause from DeactivationTarget instead.
+pub fn evict_with_cause(
+    wl: &mut api::Workload,
+    reason: &str,
+    cause: &str,
+    preemption_reason: Option<&str>,
+    message: &str,
+    now: engine::Time,
+) {
     // A deactivation says why, as Kueue's workload controller does: the DeactivationTarget condition's message
     // joins the eviction message, and its reason is the eviction's underlying cause, which the Evicted condition
     // names as `DeactivatedDueTo<cause>` (schedulingStats keep reason and cause apart).
     let mut message = message.to_string();
-    let mut underlying_cause = String::new();
+    let mut underlying_cause = cause.to_string();
     if reason == labels::reason::DEACTIVATED
         && let Some(target) = wl
             .status
@@ -329,7 +342,8 @@ pub fn evict(
         }
     }
     let message = message.as_str();
-    let condition_reason = if underlying_cause.is_empty() {
+    // Only a deactivation names its cause in the condition's reason.
+    let condition_reason = if underlying_cause.is_empty() || reason != labels::reason::DEACTIVATED {
         reason.to_string()
     } else {
         format!("{reason}DueTo{underlying_cause}")
@@ -369,6 +383,52 @@ pub fn evict(
             underlying_cause,
             count: 1,
         }),
+    }
+}
+
+/// Which PodsReady timeout runs for an admitted workload, as Kueue's workload controller reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodsReadyWait {
+    /// Its pods have not all been ready since admission (`timeout`, from the Admitted condition).
+    Start,
+    /// A pod failed after all were ready (`recoveryTimeout`, from PodsReady=False's transition at `since`).
+    Recovery {
+        /// When PodsReady turned False.
+        since: engine::Time,
+    },
+}
+
+impl PodsReadyWait {
+    /// The eviction's underlying cause Kueue records (WaitForStart, WaitForRecovery).
+    pub fn cause(self) -> &'static str {
+        match self {
+            Self::Start => labels::reason::WAIT_FOR_START,
+            Self::Recovery { .. } => labels::reason::WAIT_FOR_RECOVERY,
+        }
+    }
+}
+
+/// The PodsReady timeout running for `wl` (Kueue's admittedNotReadyWorkload): none unless it is active, not
+/// evicted, admitted (every admission check passed) and not PodsReady; Start while PodsReady is absent or says
+/// WaitForStart, Recovery while it says WaitForRecovery.
+pub fn pods_ready_wait(wl: &api::Workload) -> Option<PodsReadyWait> {
+    let conds = wl.status.as_ref().map(|s| &s.conditions[..]).unwrap_or(&[]);
+    let is_true = |t: &str| condition(conds, t).is_some_and(|c| c.status == "True");
+    if !wl.spec.is_active() || is_true(labels::condition::EVICTED) {
+        return None;
+    }
+    if !is_true(labels::condition::ADMITTED) || is_true(labels::condition::PODS_READY) {
+        return None;
+    }
+    match condition(conds, labels::condition::PODS_READY) {
+        None => Some(PodsReadyWait::Start),
+        Some(c) if c.reason == labels::reason::WAIT_FOR_START || c.reason == "PodsReady" => {
+            Some(PodsReadyWait::Start)
+        }
+        Some(c) if c.reason == labels::reason::WAIT_FOR_RECOVERY => Some(PodsReadyWait::Recovery {
+            since: c.last_transition_time.0.as_millisecond(),
+        }),
+        Some(_) => None,
     }
 }
 
@@ -412,7 +472,8 @@ pub fn pods_ready_condition(
 /// reasons only with its UnadmittedWorkloadsObservability gate (off by default), else "Pending"; the workload
 /// controller's queue blockers ("LocalQueue NAME doesn't exist", "... is inactive") say "Inadmissible" either way.
 pub fn written_pending_reason(reason: &str, detailed: bool) -> &str {
-    if detailed || reason == "Inadmissible" {
+    // blockAdmission's "Waiting" is written by Kueue's scheduler itself, whatever the gate.
+    if detailed || reason == "Inadmissible" || reason == engine::WAITING_FOR_PODS_READY {
         reason
     } else {
         "Pending"
@@ -807,6 +868,78 @@ mod tests {
         assert_eq!(
             (e.reason.as_str(), e.underlying_cause.as_str(), e.count),
             ("Deactivated", "MaximumExecutionTimeExceeded", 1)
+        );
+    }
+
+    #[test]
+    fn the_pods_ready_wait_follows_kueues_reasons() {
+        let mut wl = api::Workload::default();
+        admit(
+            &mut wl,
+            api::Admission {
+                cluster_queue: "cq".into(),
+                ..Default::default()
+            },
+            false,
+            1_000,
+        );
+        assert_eq!(
+            pods_ready_wait(&wl),
+            Some(PodsReadyWait::Start),
+            "no PodsReady yet"
+        );
+        let set = |wl: &mut api::Workload, ready: bool, now| {
+            let (status, reason, message) = pods_ready_condition(wl, ready);
+            let st = status_mut(wl);
+            set_condition(
+                &mut st.conditions,
+                labels::condition::PODS_READY,
+                status,
+                reason,
+                message,
+                now,
+            );
+        };
+        set(&mut wl, false, 2_000);
+        assert_eq!(pods_ready_wait(&wl), Some(PodsReadyWait::Start));
+        set(&mut wl, true, 3_000);
+        assert_eq!(pods_ready_wait(&wl), None, "ready: no timeout");
+        set(&mut wl, false, 4_000);
+        assert_eq!(
+            pods_ready_wait(&wl),
+            Some(PodsReadyWait::Recovery { since: 4_000 })
+        );
+        assert_eq!(
+            PodsReadyWait::Recovery { since: 0 }.cause(),
+            "WaitForRecovery"
+        );
+        evict(&mut wl, "PodsReadyTimeout", None, "m", 5_000);
+        assert_eq!(pods_ready_wait(&wl), None, "evicted: no timeout");
+    }
+
+    #[test]
+    fn a_timeout_eviction_records_its_cause_apart_from_the_reason() {
+        let mut wl = api::Workload::default();
+        evict_with_cause(
+            &mut wl,
+            "PodsReadyTimeout",
+            "WaitForStart",
+            None,
+            "m",
+            1_000,
+        );
+        assert_eq!(cond(&wl, "Evicted").reason, "PodsReadyTimeout");
+        let e = &wl
+            .status
+            .as_ref()
+            .unwrap()
+            .scheduling_stats
+            .as_ref()
+            .unwrap()
+            .evictions[0];
+        assert_eq!(
+            (e.reason.as_str(), e.underlying_cause.as_str()),
+            ("PodsReadyTimeout", "WaitForStart")
         );
     }
 

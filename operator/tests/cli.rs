@@ -494,6 +494,39 @@ fn an_admission_check_that_answers_retry_then_ready_evicts_backs_off_and_admits(
     assert_eq!(r["queues"][0]["waitSeconds"]["max"], 240.0, "{r}");
 }
 
+/// waitForPodsReady with blockAdmission in virtual time (tests/fixtures/pods-ready.yaml): a workload whose pods
+/// never start holds every other admission until its timeout, is requeued after the backoff, and is deactivated
+/// past backoffLimitCount.
+#[test]
+fn pods_that_never_start_time_out_and_block_admission_meanwhile() {
+    let v = timed_report("tests/fixtures/pods-ready.yaml");
+    let r = &v["report"];
+    let evictions: Vec<(f64, &str)> = r["evictions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["atSeconds"].as_f64().unwrap(),
+                e["reason"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    // Admitted at 2m (train's pods ready then), timed out 5 minutes later; requeued after 60 s, readmitted at
+    // 8m, timed out again at 13m and deactivated.
+    assert_eq!(
+        evictions,
+        vec![(420.0, "PodsReadyTimeout"), (780.0, "Deactivated")],
+        "{r}"
+    );
+    // eval (30 s) waited for broken's timeout and its pods' 30 s grace: 7 minutes, the longest wait.
+    assert_eq!(r["queues"][0]["waitSeconds"]["max"], 420.0, "{r}");
+    // broken waited ("Waiting") until train's pods were ready at 2m.
+    assert_eq!(r["queues"][0]["waitSeconds"]["p50"], 119.0, "{r}");
+    assert_eq!(r["finished"], 2, "{r}");
+    assert_eq!(r["unfinished"][0]["state"], "Pending (Deactivated)", "{r}");
+}
+
 #[test]
 fn detailed_pending_reasons_follow_kueues_feature_gate() {
     let o = sluice(&[

@@ -14,6 +14,11 @@ use super::{
 };
 
 const WAITING_FOR_PREEMPTED: &str = "WaitingForPreemptedWorkloads";
+/// Kueue's QuotaReserved=False reason while blockAdmission holds a workload that fits.
+pub const WAITING_FOR_PODS_READY: &str = "Waiting";
+/// Kueue's message with it.
+pub const WAITING_FOR_PODS_READY_MESSAGE: &str =
+    "waiting for all admitted workloads to be in PodsReady condition";
 
 /// How a non-admitted head goes back to its queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,7 +120,21 @@ impl Engine {
     /// Whether a cycle could change anything: some active ClusterQueue has a head that was not
     /// already tried against the current state of its quota tree.
     pub fn has_work(&self) -> bool {
+        if self.waiting_for_pods_ready {
+            // Blocked until every quota holder is PodsReady; then every head is worth a new try.
+            return !self.holders_not_ready()
+                && (0..self.cqs.len() as NodeId).any(|n| self.head_of(n).is_some());
+        }
         (0..self.cqs.len() as NodeId).any(|n| self.cq_has_work(n))
+    }
+
+    /// Whether some workload holding quota (admitted or being evicted) is not PodsReady: under blockAdmission
+    /// Kueue admits nothing more until all are (its cache's WorkloadsNotReady, across every ClusterQueue).
+    pub(crate) fn holders_not_ready(&self) -> bool {
+        self.wls
+            .iter()
+            .flatten()
+            .any(|w| matches!(w.phase, Phase::Admitted | Phase::Evicting) && !w.spec.pods_ready)
     }
 
     /// A digest of everything the next cycle's decisions depend on besides quota usage: each ClusterQueue's
@@ -185,6 +204,17 @@ impl Engine {
     /// Runs exactly one scheduling cycle at time `now`.
     pub fn schedule(&mut self, now: Time) -> Vec<Decision> {
         self.now = self.now.max(now);
+        if self.waiting_for_pods_ready {
+            if self.holders_not_ready() {
+                return Vec::new();
+            }
+            self.waiting_for_pods_ready = false;
+            for c in self.cqs.iter_mut().flatten() {
+                c.tried = None;
+            }
+        }
+        // Under blockAdmission, whether this cycle may admit at all; the first admission closes it.
+        self.block_now = self.config.block_admission && self.holders_not_ready();
         self.cycle += 1;
         self.fairness.advance(&self.tree, self.now);
         // A tree where no head changed and no quota moved since the last cycle would produce the
@@ -378,6 +408,11 @@ impl Engine {
         preempted: &mut FastSet<u32>,
         requeues: &mut Vec<(u32, NodeId, Requeue)>,
     ) {
+        if self.waiting_for_pods_ready {
+            // Kueue's scheduler is blocked: the rest of the cycle waits, untouched.
+            requeues.push((e.wl, e.cq, Requeue::Immediate));
+            return;
+        }
         let mode = e.assignment.mode();
         let message = e.assignment.message(&self.sim(), e.wl);
         let progress = ScanProgress {
@@ -529,6 +564,19 @@ impl Engine {
             },
             None => None,
         };
+        if self.block_now {
+            // Kueue's blockAdmission: the workload that fits waits, and so does the scheduler, until every quota
+            // holder is PodsReady.
+            self.set_pending(
+                e.wl,
+                WAITING_FOR_PODS_READY,
+                WAITING_FOR_PODS_READY_MESSAGE.into(),
+            );
+            self.waiting_for_pods_ready = true;
+            requeues.push((e.wl, e.cq, Requeue::Immediate));
+            return;
+        }
+        self.block_now = self.config.block_admission;
         let admission = e.assignment.to_admission(&self.sim(), e.cq, e.wl);
         if let Some(w) = self.wl_mut(e.wl) {
             w.awaiting = None;

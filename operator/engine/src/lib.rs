@@ -38,6 +38,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+pub use cycle::{WAITING_FOR_PODS_READY, WAITING_FOR_PODS_READY_MESSAGE};
 pub use error::EngineError;
 pub use fairness::{DrsPolicy, EngineFairness, OrderKey, ResourceBorrowing, Share, ShareInput};
 pub use preemption_cost::PreemptionCost;
@@ -275,6 +276,11 @@ pub struct Engine {
     pub(crate) topo: topology::TopoState,
     /// Preemption-cost policies per ClusterQueue.
     pub(crate) costs: preemption_cost::PreemptionCosts,
+    /// Under blockAdmission, a workload that fit is waiting for every quota holder to be PodsReady: no cycle
+    /// admits or preempts until then.
+    pub(crate) waiting_for_pods_ready: bool,
+    /// Under blockAdmission, whether the current cycle has a holder that is not PodsReady.
+    pub(crate) block_now: bool,
 }
 
 impl Engine {
@@ -308,7 +314,14 @@ impl Engine {
             cycle: 0,
             topo: topology::TopoState::default(),
             costs: preemption_cost::PreemptionCosts::default(),
+            waiting_for_pods_ready: false,
+            block_now: false,
         }
+    }
+
+    /// The settings it runs with.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
     }
 
     /// Replaces the default fairness policy: the one of every cohort tree without its own. Usage

@@ -25,6 +25,9 @@ pub struct EngineConfig {
     /// Kueue's PriorityBoost feature gate (alpha, off by default): the effective priority is the priority plus
     /// the Workload's `kueue.x-k8s.io/priority-boost`.
     pub priority_boost: bool,
+    /// Kueue's `waitForPodsReady.blockAdmission`: once a workload fits while another that holds quota is not
+    /// PodsReady, that one waits ("Waiting") and nothing more is admitted until every holder is PodsReady.
+    pub block_admission: bool,
 }
 
 impl Default for EngineConfig {
@@ -34,6 +37,7 @@ impl Default for EngineConfig {
             partial_admission: true,
             prioritize_preemptor_workloads: false,
             priority_boost: false,
+            block_admission: false,
         }
     }
 }
@@ -600,6 +604,9 @@ pub struct Workload {
     /// the workload counts as admitted (its queues' `admittedWorkloads` and `flavorsUsage`) only once its checks
     /// pass; without checks reserving is admitting and this is not read.
     pub admitted: bool,
+    /// Kueue's PodsReady condition is True (every pod is ready or succeeded); read only under
+    /// `EngineConfig::block_admission`.
+    pub pods_ready: bool,
 }
 
 impl Workload {

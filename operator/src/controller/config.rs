@@ -56,13 +56,14 @@ pub struct WaitForPodsReadyFile {
     /// Duration string such as "5m" (Kueue's default 5m).
     #[serde(default)]
     pub timeout: Option<String>,
-    /// Kueue's blockAdmission (accepted; admission is not blocked by Sluice).
+    /// Kueue's blockAdmission: admit nothing more while a quota holder is not PodsReady (default false).
     #[serde(default)]
     pub block_admission: Option<bool>,
     /// Backoff settings.
     #[serde(default)]
     pub requeuing_strategy: Option<RequeuingStrategy>,
-    /// Kueue's recoveryTimeout (accepted, not enforced).
+    /// Kueue's recoveryTimeout: how long a running workload whose pod failed may wait for a replacement to be
+    /// ready (default: the timeout; "0s": no limit).
     #[serde(default)]
     pub recovery_timeout: Option<String>,
 }
@@ -277,6 +278,10 @@ pub struct WaitForPodsReady {
     pub backoff_limit_count: Option<i32>,
     /// Queue order after a timeout uses the eviction time (Kueue's default) rather than creation.
     pub order_by_eviction: bool,
+    /// recoveryTimeout when set: zero means none. Unset, it is the timeout (Kueue's default).
+    pub recovery_timeout: Option<Duration>,
+    /// blockAdmission.
+    pub block_admission: bool,
 }
 
 impl Default for WaitForPodsReady {
@@ -287,11 +292,22 @@ impl Default for WaitForPodsReady {
             backoff_max: Duration::from_secs(3600),
             backoff_limit_count: None,
             order_by_eviction: true,
+            recovery_timeout: None,
+            block_admission: false,
         }
     }
 }
 
 impl WaitForPodsReady {
+    /// How long a workload whose pod failed after it was ready may wait for recovery; None: no limit.
+    pub fn recovery(&self) -> Option<Duration> {
+        match self.recovery_timeout {
+            None => Some(self.timeout),
+            Some(d) if d.is_zero() => None,
+            Some(d) => Some(d),
+        }
+    }
+
     /// Kueue's backoff before the `count`-th requeue: base * 2^(count-1), at most the maximum.
     pub fn backoff(&self, count: i32) -> Duration {
         let exp = count.saturating_sub(1).clamp(0, 30) as u32;
@@ -441,6 +457,17 @@ impl OperatorConfig {
                     }
                     cfg.timeout = Duration::from_millis(ms as u64);
                 }
+                if let Some(t) = &w.recovery_timeout {
+                    let ms = crate::duration::parse_duration(t)
+                        .map_err(|e| invalid(format!("waitForPodsReady.recoveryTimeout: {e}")))?;
+                    if ms < 0 {
+                        return Err(invalid(
+                            "waitForPodsReady.recoveryTimeout: must not be negative".into(),
+                        ));
+                    }
+                    cfg.recovery_timeout = Some(Duration::from_millis(ms as u64));
+                }
+                cfg.block_admission = w.block_admission.unwrap_or(false);
                 if let Some(rs) = w.requeuing_strategy {
                     cfg.backoff_base = seconds(
                         origin,
@@ -473,6 +500,10 @@ impl OperatorConfig {
                 out.wait_for_pods_ready = Some(cfg);
             }
         }
+        out.engine.block_admission = out
+            .wait_for_pods_ready
+            .as_ref()
+            .is_some_and(|w| w.block_admission);
         out.manage_jobs_without_queue_name = file.manage_jobs_without_queue_name.unwrap_or(false);
         if let Some(i) = file.integrations {
             out.batch_jobs = i.frameworks.iter().any(|f| f == "batch/job");
@@ -535,6 +566,48 @@ integrations: {frameworks: ["batch/job"]}
         .unwrap_err()
         .to_string();
         assert!(e.contains("requeuingStrategy.timestamp"), "{e}");
+    }
+
+    #[test]
+    fn block_admission_and_recovery_timeout_follow_kueue_defaults() {
+        let c = OperatorConfig::from_yaml(
+            "cfg",
+            "apiVersion: config.kueue.x-k8s.io/v1beta2\nwaitForPodsReady: {timeout: 3m}",
+        )
+        .unwrap();
+        let w = c.wait_for_pods_ready.unwrap();
+        assert!(!w.block_admission && !c.engine.block_admission);
+        assert_eq!(
+            w.recovery(),
+            Some(Duration::from_secs(180)),
+            "defaults to the timeout"
+        );
+        let c = OperatorConfig::from_yaml(
+            "cfg",
+            "waitForPodsReady: {blockAdmission: true, recoveryTimeout: 45s}",
+        )
+        .unwrap();
+        assert!(c.engine.block_admission);
+        let w = c.wait_for_pods_ready.unwrap();
+        assert_eq!(w.recovery(), Some(Duration::from_secs(45)));
+        let none = OperatorConfig::from_yaml("cfg", "waitForPodsReady: {recoveryTimeout: 0s}")
+            .unwrap()
+            .wait_for_pods_ready
+            .unwrap();
+        assert_eq!(none.recovery(), None);
+        let off = OperatorConfig::from_yaml(
+            "cfg",
+            "waitForPodsReady: {enable: false, blockAdmission: true}",
+        )
+        .unwrap();
+        assert!(
+            !off.engine.block_admission,
+            "nothing blocks when waitForPodsReady is off"
+        );
+        let e = OperatorConfig::from_yaml("cfg", "waitForPodsReady: {recoveryTimeout: -1m}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("waitForPodsReady.recoveryTimeout"), "{e}");
     }
 
     #[test]

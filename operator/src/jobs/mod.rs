@@ -13,7 +13,7 @@ pub mod topology;
 
 pub use batch_job::BatchJob;
 pub use pod_group::{PodGroup, PodGroupKey, PodGroups};
-pub use podset_info::{PodSetInfo, pod_set_infos};
+pub use podset_info::{PodSetInfo, merge_check_updates, pod_set_infos};
 pub use priority::{PriorityClasses, ResolvedPriority};
 
 use sluice_sdk::kueue::v1beta2::Workload;

@@ -131,6 +131,61 @@ fn merge_map(
     Ok(())
 }
 
+/// Adds what admission checks asked for each pod set (`status.admissionChecks[].podSetUpdates`: labels, annotations,
+/// node selector, tolerations), as Kueue's job reconciler does before starting the job. An update that contradicts
+/// a label, annotation or node selector entry already there is an error with Kueue's message, naming the check;
+/// Kueue finishes the Workload with it (FailedToStart), since no retry can succeed.
+pub fn merge_check_updates(
+    infos: &mut [PodSetInfo],
+    checks: &[sluice_sdk::kueue::v1beta2::AdmissionCheckState],
+) -> Result<(), String> {
+    fn merge(
+        into: &mut BTreeMap<String, String>,
+        add: &BTreeMap<String, String>,
+        field: &str,
+        check: &str,
+    ) -> Result<(), String> {
+        if let Some((k, old, new)) = into.iter().find_map(|(k, old)| {
+            add.get(k)
+                .filter(|new| *new != old)
+                .map(|new| (k, old, new))
+        }) {
+            return Err(format!(
+                "in admission check {check:?}: invalid admission check PodSetUpdate: conflict for {field}: \
+                 conflict for key={k}, value1={old}, value2={new}"
+            ));
+        }
+        into.extend(add.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Ok(())
+    }
+    for info in infos.iter_mut() {
+        for check in checks {
+            let Some(update) = check.pod_set_updates.iter().find(|u| u.name == info.name) else {
+                continue;
+            };
+            merge(
+                &mut info.annotations,
+                &update.annotations,
+                "annotations",
+                &check.name,
+            )?;
+            merge(&mut info.labels, &update.labels, "labels", &check.name)?;
+            merge(
+                &mut info.node_selector,
+                &update.node_selector,
+                "nodeSelector",
+                &check.name,
+            )?;
+            for t in &update.tolerations {
+                if !info.tolerations.contains(t) {
+                    info.tolerations.push(t.clone());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Builds the per-pod-set infos of an admission: the union of the node labels of every flavor assigned to the pod
 /// set (two flavors disagreeing on a label is an error), their tolerations, the `kueue.x-k8s.io/podset` label and
 /// the ClusterQueue/LocalQueue labels Kueue adds to pods, and for a topology-assigned pod set the topology gate and
@@ -178,4 +233,89 @@ pub fn pod_set_infos<'a>(
             Ok(info)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_sdk::kueue::v1beta2::{AdmissionCheckState, PodSetUpdate};
+
+    fn check(name: &str, update: PodSetUpdate) -> AdmissionCheckState {
+        AdmissionCheckState {
+            name: name.into(),
+            pod_set_updates: vec![update],
+            ..Default::default()
+        }
+    }
+
+    fn map(k: &str, v: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([(k.to_string(), v.to_string())])
+    }
+
+    #[test]
+    fn check_updates_are_added_to_their_pod_set_only() {
+        let mut infos = vec![
+            PodSetInfo {
+                name: "main".into(),
+                node_selector: map("zone", "a"),
+                ..Default::default()
+            },
+            PodSetInfo {
+                name: "other".into(),
+                ..Default::default()
+            },
+        ];
+        let toleration = Toleration {
+            key: Some("prov".into()),
+            operator: Some("Exists".into()),
+            ..Default::default()
+        };
+        let update = PodSetUpdate {
+            name: "main".into(),
+            labels: map("capacity", "reserved"),
+            annotations: map("prov/request", "r1"),
+            node_selector: map("zone", "a"),
+            tolerations: vec![toleration.clone(), toleration.clone()],
+        };
+        merge_check_updates(&mut infos, &[check("prov", update)]).unwrap();
+        assert_eq!(infos[0].labels, map("capacity", "reserved"));
+        assert_eq!(infos[0].annotations, map("prov/request", "r1"));
+        assert_eq!(
+            infos[0].node_selector,
+            map("zone", "a"),
+            "an equal entry is no conflict"
+        );
+        assert_eq!(
+            infos[0].tolerations,
+            vec![toleration],
+            "no duplicate toleration"
+        );
+        assert_eq!(
+            infos[1],
+            PodSetInfo {
+                name: "other".into(),
+                ..Default::default()
+            }
+        );
+    }
+
+    #[test]
+    fn a_contradicting_update_is_refused_with_kueues_message() {
+        let mut infos = vec![PodSetInfo {
+            name: "main".into(),
+            node_selector: map("zone", "a"),
+            ..Default::default()
+        }];
+        let update = PodSetUpdate {
+            name: "main".into(),
+            node_selector: map("zone", "b"),
+            ..Default::default()
+        };
+        let e = merge_check_updates(&mut infos, &[check("prov", update)]).unwrap_err();
+        assert_eq!(
+            e,
+            "in admission check \"prov\": invalid admission check PodSetUpdate: conflict for nodeSelector: \
+             conflict for key=zone, value1=a, value2=b"
+        );
+    }
 }

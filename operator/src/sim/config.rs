@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use crate::controller::config::{ConfigError, ConfigFile, OperatorConfig};
+use crate::controller::config::{ConfigError, ConfigFile, OperatorConfig, WaitForPodsReady};
 use crate::engine::EngineConfig;
 use crate::manifest::Document;
 
@@ -61,12 +61,27 @@ const NOT_SIMULATED: &[(&str, &str)] = &[
 ];
 
 /// What a simulation takes from a Configuration.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct SimConfig {
-    /// Fair sharing and the feature gates the engine honours.
+    /// Fair sharing, blockAdmission and the feature gates the engine honours.
     pub engine: EngineConfig,
     /// Kueue's detailed pending reasons (UnadmittedWorkloadsObservability).
     pub detailed_pending_reasons: bool,
+    /// waitForPodsReady (None: off): timeouts and backoffs for pods that are slow to start
+    /// (`sluice.dev/simulated-startup`).
+    pub wait_for_pods_ready: Option<WaitForPodsReady>,
+}
+
+impl Default for SimConfig {
+    /// As the operator runs without a Configuration.
+    fn default() -> Self {
+        let operator = OperatorConfig::default();
+        Self {
+            engine: operator.engine,
+            detailed_pending_reasons: operator.detailed_pending_reasons,
+            wait_for_pods_ready: operator.wait_for_pods_ready,
+        }
+    }
 }
 
 impl SimConfig {
@@ -130,6 +145,7 @@ impl SimConfig {
         Ok(SimConfig {
             engine: operator.engine,
             detailed_pending_reasons: operator.detailed_pending_reasons,
+            wait_for_pods_ready: operator.wait_for_pods_ready,
         })
     }
 }

@@ -530,6 +530,13 @@ mod tests {
                 checked += 1;
                 continue;
             }
+            if crate::sim::config::is_configuration(&doc) {
+                let config =
+                    crate::sim::config::SimConfig::from_value(&doc.origin.to_string(), &doc.value);
+                assert!(config.is_ok(), "{}: {:?}", doc.origin, config.err());
+                checked += 1;
+                continue;
+            }
             // Kueue's sample Jobs are created with generateName.
             if doc.name().is_none() {
                 doc.value["metadata"]["name"] = "generated".into();

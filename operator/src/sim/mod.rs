@@ -15,7 +15,7 @@ pub mod topology;
 pub use load::{ClusterObjects, LoadError, Loaded, NsName};
 pub use metrics::{Recorder, RunEnd, SimulationReport, jain};
 pub use output::{render_final_state, render_report};
-pub use timing::{ARRIVAL_TIME_ANNOTATION, RUN_TIME_ANNOTATION};
+pub use timing::{ARRIVAL_TIME_ANNOTATION, RUN_TIME_ANNOTATION, STARTUP_ANNOTATION};
 
 use crate::duration::{DurationError, format_duration, parse_duration};
 use sluice_sdk::topology::GPU_RESOURCE;
@@ -27,9 +27,13 @@ use sluice_sdk::kueue::labels;
 use sluice_sdk::kueue::v1beta2 as api;
 
 use crate::admission_checks::{self, Verdict};
+use crate::controller::config::WaitForPodsReady;
 use crate::engine::{self, Decision, Engine, EngineConfig, Event, Time, WorkloadKey};
 use crate::ingest::{self, IngestError};
-use crate::jobs::{BatchJob, JobError, PodSetInfo, PriorityClasses, SuspendableJob, pod_set_infos};
+use crate::jobs::{
+    BatchJob, JobError, PodSetInfo, PriorityClasses, SuspendableJob, merge_check_updates,
+    pod_set_infos,
+};
 use crate::manifest::Document;
 use crate::status;
 
@@ -105,12 +109,18 @@ pub struct SimWorkload {
     running: bool,
     /// Its queue-order time once an admission check sent it back (Kueue orders it by the eviction time).
     order_time: Option<Time>,
+    /// How long its pods take to be ready after admission (`sluice.dev/simulated-startup`); None: never.
+    startup: Option<Time>,
+    /// Its pods are ready in the current run (Kueue's PodsReady condition).
+    ready: bool,
     started: bool,
     finished: bool,
 }
 
 /// The pending reason of a preemptor waiting for its victims (Kueue's).
 const WAITING_FOR_PREEMPTED: &str = "WaitingForPreemptedWorkloads";
+/// Kueue's eviction reason when pods were not ready in time.
+const PODS_READY_TIMEOUT: &str = "PodsReadyTimeout";
 
 /// A simulated cluster.
 pub struct Simulation {
@@ -134,6 +144,8 @@ pub struct Simulation {
     failures: Vec<topology::Failure>,
     /// Simulated admission check answers by AdmissionCheck (`sluice.dev/simulated-answers`).
     check_answers: BTreeMap<String, Vec<checks::Answer>>,
+    /// waitForPodsReady (None: off).
+    pods_ready: Option<WaitForPodsReady>,
     /// Flavors and nodes as objects, to charge the nodes of workloads that arrive already admitted with a
     /// topology assignment (as the operator does after a restart).
     restore: Option<(
@@ -157,6 +169,10 @@ enum SimEvent {
     CheckAnswer(WorkloadKey, u64, String),
     /// A workload an admission check sent back may be queued again (its requeueAt passed).
     Requeue(WorkloadKey, u64),
+    /// Run `u64`'s pods are all ready.
+    PodsReady(WorkloadKey, u64),
+    /// Run `u64` reached waitForPodsReady's timeout (a run whose pods became ready first ignores it).
+    PodsReadyTimeout(WorkloadKey, u64),
     /// A scheduled failure (index into the failure list).
     Fail(usize),
     Arrive(WorkloadKey),
@@ -383,6 +399,7 @@ impl Simulation {
             topo,
             failures,
             check_answers,
+            pods_ready: None,
             restore: None,
         };
         // Answers come later: a simulation with an answering check runs in virtual time.
@@ -436,7 +453,14 @@ impl Simulation {
             };
             let arrival_offset = timing(ARRIVAL_TIME_ANNOTATION)?;
             let run_time = timing(RUN_TIME_ANNOTATION)?;
-            sim.timed |= arrival_offset.is_some() || run_time.is_some();
+            let startup = match annotation(&meta, STARTUP_ANNOTATION).map(str::trim) {
+                Some("never") => None,
+                Some(_) => timing(STARTUP_ANNOTATION)?,
+                None => Some(0),
+            };
+            sim.timed |= arrival_offset.is_some()
+                || run_time.is_some()
+                || annotation(&meta, STARTUP_ANNOTATION).is_some();
             let created = meta.creation_timestamp.as_ref().map(ingest::time_of);
             let original = wl
                 .spec
@@ -462,6 +486,8 @@ impl Simulation {
                     reservations: 0,
                     running: false,
                     order_time: None,
+                    startup,
+                    ready: false,
                     started: false,
                     finished: false,
                 },
@@ -503,6 +529,13 @@ impl Simulation {
         self.detailed_pending_reasons = on;
     }
 
+    /// Runs under Kueue's waitForPodsReady (None: off, as without it): pods slow to start
+    /// (`sluice.dev/simulated-startup`) are evicted after the timeout and requeued with backoff, and
+    /// blockAdmission (in the engine's config) waits for them.
+    pub fn set_wait_for_pods_ready(&mut self, config: Option<WaitForPodsReady>) {
+        self.pods_ready = config;
+    }
+
     /// Whether fair sharing is on.
     pub fn fair_sharing(&self) -> bool {
         self.fair_sharing
@@ -538,9 +571,14 @@ impl Simulation {
             sw.finished = true;
             return Ok(());
         }
-        let Some((wl, admission)) = sw.ingested.take() else {
+        let Some((mut wl, admission)) = sw.ingested.take() else {
             return Ok(());
         };
+        // Already running: its pods are ready (blockAdmission does not wait for it).
+        if admission.is_some() {
+            sw.ready = true;
+            wl.pods_ready = true;
+        }
         let cq = match &admission {
             Some(a) => a.cluster_queue.clone(),
             None => self.cluster_queue_of(&wl.namespace, &wl.queue_name),
@@ -739,9 +777,17 @@ impl Simulation {
                     // Pods that never started (an admission check sent it back) have nothing to stop.
                     let ran = std::mem::take(&mut sw.running);
                     *self.evicted_now.entry(key.clone()).or_default() += 1;
-                    status::evict(
+                    // Pods that did not start in time: Kueue records the cause, WaitForStart (they never fail
+                    // after starting here).
+                    let cause = if reason == PODS_READY_TIMEOUT {
+                        labels::reason::WAIT_FOR_START
+                    } else {
+                        ""
+                    };
+                    status::evict_with_cause(
                         &mut sw.workload,
                         &reason,
+                        cause,
                         preemption_reason.as_deref(),
                         &message,
                         time,
@@ -812,7 +858,15 @@ impl Simulation {
             let flavors = &self.objects.flavors;
             let flavor = |n: &str| flavors.get(n).map(|f| &f.object);
             let name = sw.workload.metadata.name.as_deref().unwrap_or_default();
-            match pod_set_infos(api_adm, &sw.workload.spec.pod_sets, &lq, name, flavor) {
+            let checks = sw
+                .workload
+                .status
+                .as_ref()
+                .map(|s| &s.admission_checks[..])
+                .unwrap_or(&[]);
+            let infos = pod_set_infos(api_adm, &sw.workload.spec.pod_sets, &lq, name, flavor)
+                .and_then(|mut infos| merge_check_updates(&mut infos, checks).map(|()| infos));
+            match infos {
                 Ok(infos) => {
                     if let Err(e) = BatchJob::run_with(job, &infos) {
                         tracing::warn!(job = %e, "could not start job");
@@ -823,10 +877,127 @@ impl Simulation {
                 }
             }
         }
-        if let (Some(rt), Some(heap)) = (sw.run_time, completions.as_deref_mut()) {
-            heap.push(Reverse((now + rt, SimEvent::Complete(key.clone(), sw.run))));
+        sw.ready = false;
+        // Pods that never start never finish; in a fixed-point run there is no time to wait, so they start now.
+        let startup = match (sw.startup, completions.is_some()) {
+            (Some(d), true) => Some(d),
+            (Some(_), false) => Some(0),
+            (None, _) => None,
+        };
+        if let (Some(rt), Some(heap), Some(d)) = (sw.run_time, completions.as_deref_mut(), startup)
+        {
+            heap.push(Reverse((
+                now + d + rt,
+                SimEvent::Complete(key.clone(), sw.run),
+            )));
         }
         schedule_exec_limit(key, sw, now, completions);
+        if let Some(heap) = completions.as_deref_mut() {
+            if let Some(d) = startup.filter(|d| *d > 0) {
+                heap.push(Reverse((now + d, SimEvent::PodsReady(key.clone(), sw.run))));
+            }
+            if let Some(cfg) = &self.pods_ready
+                && startup != Some(0)
+            {
+                let at = now + cfg.timeout.as_millis() as Time;
+                heap.push(Reverse((
+                    at,
+                    SimEvent::PodsReadyTimeout(key.clone(), sw.run),
+                )));
+            }
+        }
+        if startup == Some(0) {
+            let run = sw.run;
+            self.pods_become_ready(key, run, now);
+        }
+    }
+
+    /// Run `run`'s pods are all ready: PodsReady=True on the Workload (under waitForPodsReady), and the engine
+    /// learns it (blockAdmission waits for it).
+    fn pods_become_ready(&mut self, key: &WorkloadKey, run: u64, now: Time) {
+        let Some(sw) = current_run(&mut self.workloads, key, run) else {
+            return;
+        };
+        if sw.ready {
+            return;
+        }
+        sw.ready = true;
+        if self.pods_ready.is_some() {
+            let (ready, reason, message) = status::pods_ready_condition(&sw.workload, true);
+            let st = sw.workload.status.get_or_insert_with(Default::default);
+            status::set_condition(
+                &mut st.conditions,
+                labels::condition::PODS_READY,
+                ready,
+                reason,
+                message,
+                now,
+            );
+        }
+        if self.engine.config().block_admission {
+            self.engine.advance_clock(now);
+            self.show_admitted(key);
+        }
+    }
+
+    /// Run `run` reached waitForPodsReady's timeout with pods not ready: as Kueue's workload controller, evicted
+    /// (PodsReadyTimeout) and requeued after a backoff, or deactivated once past `backoffLimitCount`.
+    fn pods_ready_timeout(
+        &mut self,
+        key: &WorkloadKey,
+        run: u64,
+        now: Time,
+        recorder: &mut Recorder,
+        completions: &mut Completions<'_>,
+    ) {
+        let Some(cfg) = self.pods_ready.clone() else {
+            return;
+        };
+        let Some(sw) = current_run(&mut self.workloads, key, run) else {
+            return;
+        };
+        if sw.ready || !sw.workload.spec.is_active() {
+            return;
+        }
+        let count = sw
+            .workload
+            .status
+            .as_ref()
+            .and_then(|s| s.requeue_state.as_ref())
+            .and_then(|r| r.count)
+            .unwrap_or(0);
+        if cfg
+            .backoff_limit_count
+            .is_some_and(|limit| count + 1 > limit)
+        {
+            self.deactivate(
+                key,
+                labels::reason::REQUEUING_LIMIT_EXCEEDED,
+                "exceeding the maximum number of re-queuing retries",
+                now,
+                recorder,
+                completions,
+            );
+            return;
+        }
+        let requeue_at = now + cfg.backoff(count + 1).as_millis() as Time;
+        let rs = sw
+            .workload
+            .status
+            .get_or_insert_with(Default::default)
+            .requeue_state
+            .get_or_insert_with(Default::default);
+        rs.count = Some(count + 1);
+        rs.requeue_at = Some(status::k8s_time(requeue_at));
+        let evict = Decision::Evict {
+            workload: key.clone(),
+            reason: PODS_READY_TIMEOUT.into(),
+            preemption_reason: None,
+            preemptor: None,
+            message: format!("Exceeded the PodsReady timeout {key}"),
+            time: now,
+        };
+        self.carry_out(vec![evict], now, recorder, completions);
     }
 
     /// Quota is reserved in a ClusterQueue with admission checks: each check with simulated answers answers
@@ -1035,8 +1206,15 @@ impl Simulation {
         completions: &mut Completions<'_>,
     ) -> Vec<Decision> {
         let mut by_check = None;
+        let order_by_eviction = self
+            .pods_ready
+            .as_ref()
+            .is_some_and(|c| c.order_by_eviction);
         if let Some(sw) = self.workloads.get_mut(key) {
-            if status::evicted_for(&sw.workload, admission_checks::EVICTED_BY_ADMISSION_CHECK) {
+            let by_timeout = status::evicted_for(&sw.workload, PODS_READY_TIMEOUT);
+            if by_timeout
+                || status::evicted_for(&sw.workload, admission_checks::EVICTED_BY_ADMISSION_CHECK)
+            {
                 let st = sw.workload.status.as_ref();
                 let evicted_at = st
                     .and_then(|s| status::condition(&s.conditions, labels::condition::EVICTED))
@@ -1045,7 +1223,11 @@ impl Simulation {
                     .and_then(|s| s.requeue_state.as_ref())
                     .and_then(|r| r.requeue_at.as_ref())
                     .map(|t| t.0.as_millisecond());
-                sw.order_time = evicted_at;
+                // Kueue queues it again by its eviction time (for a timeout, unless requeuingStrategy says
+                // Creation).
+                if !by_timeout || order_by_eviction {
+                    sw.order_time = evicted_at;
+                }
                 by_check = Some((requeue_at, sw.run));
             }
             status::requeue_after_eviction(&mut sw.workload, time);
@@ -1060,7 +1242,8 @@ impl Simulation {
                 Vec::new()
             }
         };
-        // Sent back by an admission check: out of the queue until its requeueAt, then queued by eviction time.
+        // Sent back by an admission check or a PodsReady timeout: out of the queue until its requeueAt, then
+        // queued by eviction time.
         match by_check {
             Some((Some(at), run)) if at > time => {
                 let _ = self.engine.apply(Event::DeleteWorkload(key.clone()));
@@ -1291,6 +1474,10 @@ impl Simulation {
                             &mut recorder,
                             &mut Some(&mut heap),
                         ),
+                        SimEvent::PodsReady(k, run) => self.pods_become_ready(&k, run, t),
+                        SimEvent::PodsReadyTimeout(k, run) => {
+                            self.pods_ready_timeout(&k, run, t, &mut recorder, &mut Some(&mut heap))
+                        }
                         SimEvent::Requeue(k, run) => {
                             if self.workloads.get(&k).is_some_and(|sw| sw.run == run) {
                                 let more = self.requeue(&k, t);

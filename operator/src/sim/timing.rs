@@ -4,3 +4,6 @@
 pub const ARRIVAL_TIME_ANNOTATION: &str = "sluice.dev/arrival-time";
 /// Annotation: how long a Job or Workload runs once admitted.
 pub const RUN_TIME_ANNOTATION: &str = "sluice.dev/run-time";
+/// Annotation: how long a Job's or Workload's pods take to be ready once it is admitted (a duration, or `never`);
+/// its run time counts from then. Without it the pods are ready at once.
+pub const STARTUP_ANNOTATION: &str = "sluice.dev/simulated-startup";

@@ -1,6 +1,6 @@
 //! Pods on the real API server: a plain Pod group stays gated until it is complete, then is admitted and
 //! ungated; with waitForPodsReady, pods made Ready by the fake kubelet clear the timeout, and pods that never
-//! become Ready are evicted with PodsReadyTimeout and requeued.
+//! become Ready are evicted with PodsReadyTimeout and requeued; with blockAdmission, the next Job waits for them.
 
 use std::time::Duration;
 
@@ -192,5 +192,94 @@ async fn pod_groups_are_gated_and_pods_ready_timeouts_evict() {
             .filter(|w| w.metadata.name.as_deref() == Some(&ready_name))
             .any(|w| has_condition(w, "Evicted")),
         "the ready Job was evicted"
+    );
+}
+
+/// waitForPodsReady.blockAdmission on the real API server: while a Job whose pods never become Ready holds its
+/// quota, the next Job waits (QuotaReserved=False "Waiting", Kueue's message) although quota is free, and is
+/// admitted only once the first is evicted by its PodsReady timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn block_admission_waits_for_the_admitted_jobs_pods() {
+    let Some(plane) = ControlPlane::up("block") else {
+        return;
+    };
+    let nodes = FakeNode::cpu_nodes("n", 2, 4);
+    let config = r#"
+waitForPodsReady:
+  enable: true
+  timeout: 8s
+  blockAdmission: true
+  requeuingStrategy: {backoffBaseSeconds: 30, backoffMaxSeconds: 60}
+"#;
+    let installed = install(&plane, Some(config), nodes).await;
+    let client = installed.client.clone();
+    let history = History::start(&client);
+    plane.kubectl(
+        &["apply", "-f", "-"],
+        Some(&queue_setup(
+            "default",
+            "cq",
+            "[cpu]",
+            "[{name: cpu, nominalQuota: 8}]",
+            "ml",
+            "lq",
+        )),
+    );
+    plane.kubectl(&["apply", "-f", "-"], Some(&job("stuck", false)));
+    let stuck = workload_of(&client, "ml", "stuck").await;
+    let stuck_name = stuck.metadata.name.clone().expect("name");
+    let wls: Api<Workload> = Api::namespaced(client.clone(), "ml");
+    eventually(60, "stuck admitted", || async {
+        let w = wls.get(&stuck_name).await.ok()?;
+        has_condition(&w, "Admitted").then_some(())
+    })
+    .await;
+    plane.kubectl(&["apply", "-f", "-"], Some(&job("next", true)));
+    let next = workload_of(&client, "ml", "next").await;
+    let next_name = next.metadata.name.clone().expect("name");
+    eventually(30, "next waits for stuck's pods", || async {
+        let w = wls.get(&next_name).await.ok()?;
+        condition(&w, "QuotaReserved")
+            .is_some_and(|c| {
+                c.status == "False"
+                    && c.reason == "Waiting"
+                    && c.message
+                        == "waiting for all admitted workloads to be in PodsReady condition"
+            })
+            .then_some(())
+    })
+    .await;
+    // stuck's timeout frees the scheduler: next is admitted, and never before stuck was evicted.
+    let admitted = eventually(60, "next admitted", || async {
+        let w = wls.get(&next_name).await.ok()?;
+        condition(&w, "QuotaReserved")
+            .filter(|c| c.status == "True")
+            .map(|c| c.last_transition_time.0)
+    })
+    .await;
+    let evicted = history
+        .versions()
+        .into_iter()
+        .filter(|w| w.metadata.name.as_deref() == Some(&stuck_name))
+        .find_map(|w| {
+            condition(&w, "Evicted")
+                .filter(|c| c.status == "True" && c.reason == "PodsReadyTimeout")
+                .map(|c| c.last_transition_time.0)
+        })
+        .expect("stuck was evicted for PodsReadyTimeout");
+    assert!(
+        admitted >= evicted,
+        "next admitted at {admitted}, before stuck's eviction at {evicted}"
+    );
+    assert!(
+        !history
+            .versions()
+            .iter()
+            .filter(|w| w.metadata.name.as_deref() == Some(&next_name))
+            .any(|w| {
+                condition(w, "QuotaReserved")
+                    .is_some_and(|c| c.status == "True" && c.last_transition_time.0 < evicted)
+            }),
+        "next held quota before stuck's eviction"
     );
 }

@@ -190,3 +190,99 @@ async fn an_inactive_check_keeps_the_cluster_queue_inactive() {
     .await;
     op.abort();
 }
+
+/// What the check's controller asks for the pods with Ready: `podSetUpdates` for pod set `main`.
+fn answer_with_updates(fake: &FakeApi, name: &str, updates: &str) {
+    let mut w = get_workload(fake, name).unwrap();
+    let st = w.status.as_mut().unwrap();
+    st.admission_checks[0].pod_set_updates = yaml(updates);
+    fake.put(&w);
+    answer(fake, name, CheckState::Ready, None);
+}
+
+#[tokio::test]
+async fn a_checks_pod_set_updates_reach_the_jobs_pods() {
+    let fake = FakeApi::new();
+    let op = start(&fake, "op", config());
+    let name = reserved_behind_a_check(&fake).await;
+    answer_with_updates(
+        &fake,
+        &name,
+        r#"
+- name: main
+  labels: {capacity: reserved}
+  annotations: {example.com/request: r1}
+  nodeSelector: {example.com/pool: p1}
+  tolerations: [{key: example.com/pool, operator: Exists, effect: NoSchedule}]
+"#,
+    );
+    wait_for(5, "the job started", || !suspended(&fake)).await;
+    let template = fake
+        .get::<Job>(Some("team-a"), "train")
+        .and_then(|j| j.spec)
+        .map(|s| s.template)
+        .unwrap();
+    let meta = template.metadata.unwrap_or_default();
+    assert_eq!(
+        meta.labels
+            .unwrap_or_default()
+            .get("capacity")
+            .map(String::as_str),
+        Some("reserved")
+    );
+    assert_eq!(
+        meta.annotations
+            .unwrap_or_default()
+            .get("example.com/request")
+            .map(String::as_str),
+        Some("r1")
+    );
+    let spec = template.spec.unwrap();
+    assert_eq!(
+        spec.node_selector
+            .unwrap_or_default()
+            .get("example.com/pool")
+            .map(String::as_str),
+        Some("p1")
+    );
+    assert!(
+        spec.tolerations
+            .unwrap_or_default()
+            .iter()
+            .any(|t| t.key.as_deref() == Some("example.com/pool")),
+        "the check's toleration"
+    );
+    op.abort();
+}
+
+#[tokio::test]
+async fn a_contradicting_pod_set_update_fails_the_workload() {
+    let fake = FakeApi::new();
+    let op = start(&fake, "op", config());
+    let name = reserved_behind_a_check(&fake).await;
+    // The pod set's `kueue.x-k8s.io/podset` label is `main`: a check cannot say otherwise.
+    answer_with_updates(
+        &fake,
+        &name,
+        "[{name: main, labels: {kueue.x-k8s.io/podset: other}}]",
+    );
+    wait_for(5, "Finished with FailedToStart", || {
+        get_workload(&fake, &name)
+            .and_then(|w| condition(&w, "Finished"))
+            .is_some_and(|c| c == ("True".into(), "FailedToStart".into()))
+    })
+    .await;
+    let w = get_workload(&fake, &name).unwrap();
+    let finished = w
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Finished"))
+        .unwrap();
+    assert_eq!(
+        finished.message,
+        "in admission check \"prov\": invalid admission check PodSetUpdate: conflict for labels: \
+         conflict for key=kueue.x-k8s.io/podset, value1=main, value2=other"
+    );
+    assert!(suspended(&fake), "the job never started");
+    op.abort();
+}

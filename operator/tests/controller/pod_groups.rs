@@ -384,6 +384,7 @@ async fn pods_ready_follows_the_ready_condition_of_every_pod_in_the_group() {
         backoff_max: Duration::from_secs(5),
         backoff_limit_count: None,
         order_by_eviction: true,
+        ..Default::default()
     });
     fake.put(&pod("r-0", Some(("r", 2)), 1, 1, None));
     fake.put(&pod("r-1", Some(("r", 2)), 1, 1, None));
@@ -468,6 +469,7 @@ async fn pods_ready_timeout_ends_the_pods_before_requeueing() {
         backoff_max: Duration::from_secs(60),
         backoff_limit_count: None,
         order_by_eviction: true,
+        ..Default::default()
     });
     fake.put(&pod("slow", None, 1, 1, None));
     let op = start(&fake, "op", cfg);

@@ -30,8 +30,110 @@ fn pods_ready_config(
         backoff_max: Duration::from_secs(5),
         backoff_limit_count: limit,
         order_by_eviction: true,
+        recovery_timeout: None,
+        block_admission: false,
     });
     c
+}
+
+fn set_ready(fake: &FakeApi, job: &str, active: i32, ready: i32) {
+    let mut j = fake.get::<Job>(Some("team-a"), job).unwrap();
+    j.status = Some(yaml(&format!("active: {active}\nready: {ready}")));
+    fake.put(&j);
+}
+
+#[tokio::test]
+async fn block_admission_holds_the_next_job_until_the_admitted_one_is_ready() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    let mut cfg = pods_ready_config(None, 60_000);
+    cfg.wait_for_pods_ready.as_mut().unwrap().block_admission = true;
+    cfg.engine.block_admission = true;
+    fake.put(&job("first", 2, 1, None));
+    let op = start(&fake, "op", cfg);
+    wait_for(5, "first admitted", || {
+        workload_of(&fake, "first").is_some_and(|w| w.status.is_some_and(|s| s.admission.is_some()))
+    })
+    .await;
+    fake.put(&job("second", 2, 1, None));
+    wait_for(5, "second waits with Kueue's reason", || {
+        workload_of(&fake, "second")
+            .and_then(|w| condition(&w, "QuotaReserved"))
+            .is_some_and(|c| c == ("False".into(), "Waiting".into()))
+    })
+    .await;
+    let second = workload_of(&fake, "second").unwrap();
+    let name = second.metadata.name.clone().unwrap();
+    let message = second
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "QuotaReserved"))
+        .map(|c| c.message.clone());
+    assert_eq!(
+        message.as_deref(),
+        Some("waiting for all admitted workloads to be in PodsReady condition")
+    );
+    // Quota is there, but nothing is admitted while first's pods are not ready.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(admission_writes(&fake, &name), 0);
+    set_ready(&fake, "first", 2, 2);
+    wait_for(5, "second admitted once first is PodsReady", || {
+        get_workload(&fake, &name).is_some_and(|w| w.status.is_some_and(|s| s.admission.is_some()))
+    })
+    .await;
+    op.abort();
+}
+
+#[tokio::test]
+async fn a_pod_lost_after_ready_is_evicted_after_the_recovery_timeout() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    let mut cfg = pods_ready_config(None, 60_000);
+    cfg.wait_for_pods_ready.as_mut().unwrap().recovery_timeout = Some(Duration::from_millis(300));
+    fake.put(&job("train", 2, 1, None));
+    let op = start(&fake, "op", cfg);
+    wait_for(5, "admitted", || {
+        workload_of(&fake, "train").is_some_and(|w| w.status.is_some_and(|s| s.admission.is_some()))
+    })
+    .await;
+    let name = workload_of(&fake, "train").unwrap().metadata.name.unwrap();
+    set_ready(&fake, "train", 2, 2);
+    wait_for(5, "PodsReady=True", || {
+        get_workload(&fake, &name)
+            .and_then(|w| condition(&w, "PodsReady"))
+            .is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    // A pod fails: PodsReady=False WaitForRecovery; far inside the 60 s timeout, the 300 ms recovery timeout
+    // evicts it, and Kueue counts the eviction with its cause.
+    set_ready(&fake, "train", 1, 1);
+    wait_for(5, "evicted after the recovery timeout", || {
+        get_workload(&fake, &name)
+            .and_then(|w| condition(&w, "Evicted"))
+            .is_some_and(|c| c == ("True".into(), "PodsReadyTimeout".into()))
+    })
+    .await;
+    let statuses = writes(&fake, "PATCH", &format!("/workloads/{name}/status"));
+    assert!(
+        statuses.iter().filter_map(|r| r.body.as_ref()).any(|b| {
+            b["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "PodsReady" && c["reason"] == "WaitForRecovery")
+            })
+        }),
+        "PodsReady went WaitForRecovery first"
+    );
+    let w = get_workload(&fake, &name).unwrap();
+    let stats = w.status.unwrap().scheduling_stats.unwrap();
+    assert_eq!(stats.evictions.len(), 1, "{stats:?}");
+    assert_eq!(
+        (
+            stats.evictions[0].reason.as_str(),
+            stats.evictions[0].underlying_cause.as_str()
+        ),
+        ("PodsReadyTimeout", "WaitForRecovery")
+    );
+    op.abort();
 }
 
 #[tokio::test]

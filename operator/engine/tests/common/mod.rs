@@ -132,6 +132,7 @@ pub fn wl(ns: &str, name: &str) -> WlB {
         checkpointed_at: None,
         priority_boost: 0,
         admitted: false,
+        pods_ready: false,
     })
 }
 

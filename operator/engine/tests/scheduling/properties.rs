@@ -336,6 +336,7 @@ fn run(specs: Vec<CqSpec>, steps: Vec<Step>, fair: bool) -> Result<(), TestCaseE
                         checkpointed_at: None,
                         priority_boost: 0,
                         admitted: false,
+                        pods_ready: false,
                     },
                     admission: None,
                 })

@@ -98,7 +98,13 @@ impl EngineTask {
         if let Some(at) = requeue_at.filter(|t| *t > now) {
             self.backoffs.insert(key.clone(), at);
         }
-        self.evicted_by_controller(key, &wl, EVICTED_BY_ADMISSION_CHECK, message.to_string())
-            .await;
+        self.evicted_by_controller(
+            key,
+            &wl,
+            EVICTED_BY_ADMISSION_CHECK,
+            "",
+            message.to_string(),
+        )
+        .await;
     }
 }

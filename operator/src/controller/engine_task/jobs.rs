@@ -14,9 +14,14 @@ use crate::controller::config::OperatorConfig;
 use crate::controller::objects::*;
 use crate::controller::writer::Endpoint;
 use crate::engine::{Event, WorkloadKey};
-use crate::jobs::{BatchJob, JobIntegration, PodSetInfo, SuspendableJob, pod_set_infos};
+use crate::jobs::{
+    BatchJob, JobIntegration, PodSetInfo, SuspendableJob, merge_check_updates, pod_set_infos,
+};
 use crate::status;
 use crate::telemetry::EventSeverity;
+
+/// Kueue's Finished reason when a job cannot be started and retrying cannot help.
+const FAILED_TO_START: &str = "FailedToStart";
 
 /// Batch Jobs wait suspended, start unsuspended with their admission, and stop in three writes.
 impl Reconciled for BatchJob {
@@ -86,7 +91,7 @@ impl Reconciled for BatchJob {
     }
 
     async fn start(task: &mut EngineTask, key: &Self::Key, wl: &api::Workload) -> bool {
-        let Some((cluster_queue, infos)) = task.admitted_infos(wl, "job") else {
+        let Some((cluster_queue, infos)) = task.admitted_infos(wl, "job").await else {
             return false;
         };
         let started = task
@@ -96,7 +101,7 @@ impl Reconciled for BatchJob {
             })
             .await;
         if let Some(j) = started {
-            task.started_event(reference(&j), cluster_queue);
+            task.started_event(reference(&j), &cluster_queue);
         }
         true
     }
@@ -168,16 +173,17 @@ impl EngineTask {
     }
 
     /// The admitting ClusterQueue and what each pod set of an admitted Workload must run with
-    /// (node selector, tolerations, labels, count), for the job kinds' starters; `None` (logged with
-    /// `what`) when the Workload is not admitted or its admission cannot be applied.
-    pub(super) fn admitted_infos<'w>(
-        &self,
-        wl: &'w api::Workload,
+    /// (node selector, tolerations, labels, count, and its admission checks' podSetUpdates), for the job kinds'
+    /// starters; `None` (logged with `what`) when the Workload is not admitted or its admission cannot be applied.
+    /// A podSetUpdate contradicting the admission finishes the Workload (FailedToStart), as Kueue does.
+    pub(super) async fn admitted_infos(
+        &mut self,
+        wl: &api::Workload,
         what: &str,
-    ) -> Option<(&'w str, Vec<PodSetInfo>)> {
+    ) -> Option<(String, Vec<PodSetInfo>)> {
         let admission = wl.status.as_ref()?.admission.as_ref()?;
         let flavors = &self.cache.flavors;
-        pod_set_infos(
+        let mut infos = pod_set_infos(
             admission,
             &wl.spec.pod_sets,
             &wl.spec.queue_name,
@@ -187,8 +193,19 @@ impl EngineTask {
         .map_err(
             |e| tracing::warn!(workload = %workload_key(wl), error = %e, "cannot start {what}"),
         )
-        .ok()
-        .map(|infos| (admission.cluster_queue.as_str(), infos))
+        .ok()?;
+        let checks = wl
+            .status
+            .as_ref()
+            .map(|s| &s.admission_checks[..])
+            .unwrap_or(&[]);
+        if let Err(message) = merge_check_updates(&mut infos, checks) {
+            tracing::warn!(workload = %workload_key(wl), error = %message, "cannot start {what}");
+            self.finish_workload_as(&workload_key(wl), wl, FAILED_TO_START, &message)
+                .await;
+            return None;
+        }
+        Some((admission.cluster_queue.clone(), infos))
     }
 
     /// Announces on a started job (or pod) which ClusterQueue admitted it.
@@ -210,10 +227,22 @@ impl EngineTask {
         success: bool,
         message: &str,
     ) -> bool {
+        let reason = if success { "Succeeded" } else { "Failed" };
+        self.finish_workload_as(wkey, wl, reason, message).await
+    }
+
+    /// Marks the Workload Finished with `reason` and `message` and releases its quota.
+    pub(super) async fn finish_workload_as(
+        &mut self,
+        wkey: &WorkloadKey,
+        wl: &api::Workload,
+        reason: &str,
+        message: &str,
+    ) -> bool {
         let now = now_ms();
         let written = self
             .write_workload_status(wkey, |w| {
-                status::finish(w, success, message, now);
+                status::finish_with_reason(w, reason, message, now);
                 Ok(true)
             })
             .await;

@@ -224,7 +224,7 @@ impl EngineTask {
     /// Ungates every still-gated pod of an admitted group with its pod set's node selector, tolerations and
     /// labels, one patch per pod.
     async fn start_pods(&mut self, key: &PodGroupKey, wl: &api::Workload) -> bool {
-        let Some((cluster_queue, infos)) = self.admitted_infos(wl, "pods") else {
+        let Some((cluster_queue, infos)) = self.admitted_infos(wl, "pods").await else {
             return false;
         };
         let pods = self.group_pods(key);
@@ -257,7 +257,7 @@ impl EngineTask {
                 .await;
             if let Some(p) = written {
                 wrote = true;
-                self.started_event(reference(&p), cluster_queue);
+                self.started_event(reference(&p), &cluster_queue);
             }
         }
         wrote

@@ -62,26 +62,41 @@ impl EngineTask {
             self.complete_eviction(key).await;
             return;
         }
-        match &self.config.wait_for_pods_ready {
-            Some(cfg)
-                if is_admitted(&wl)
-                    && !cond_true(&wl, condition::PODS_READY)
-                    && wl.spec.is_active() =>
-            {
+        match self.pods_ready_deadline(key, &wl) {
+            Some((_, t)) => self.ready_deadlines.insert(key.clone(), t),
+            None => self.ready_deadlines.remove(key),
+        };
+    }
+
+    /// The PodsReady timeout running for the workload and when it ends (Kueue's admittedNotReadyWorkload):
+    /// `timeout` after admission while its pods start, `recoveryTimeout` after PodsReady turned False while a
+    /// failed pod is replaced.
+    fn pods_ready_deadline(
+        &self,
+        key: &WorkloadKey,
+        wl: &api::Workload,
+    ) -> Option<(status::PodsReadyWait, Time)> {
+        let cfg = self.config.wait_for_pods_ready.as_ref()?;
+        if !is_admitted(wl) {
+            return None;
+        }
+        let wait = status::pods_ready_wait(wl)?;
+        let end = match wait {
+            status::PodsReadyWait::Start => {
                 let since = self
                     .admitted_at
                     .get(key)
                     .copied()
-                    .or_else(|| cond_time(&wl, condition::ADMITTED))
-                    .or_else(|| cond_time(&wl, condition::QUOTA_RESERVED))
+                    .or_else(|| cond_time(wl, condition::ADMITTED))
+                    .or_else(|| cond_time(wl, condition::QUOTA_RESERVED))
                     .unwrap_or_else(now_ms);
-                self.ready_deadlines
-                    .insert(key.clone(), since + cfg.timeout.as_millis() as Time);
+                since + cfg.timeout.as_millis() as Time
             }
-            _ => {
-                self.ready_deadlines.remove(key);
+            status::PodsReadyWait::Recovery { since } => {
+                since + cfg.recovery()?.as_millis() as Time
             }
-        }
+        };
+        Some((wait, end))
     }
 
     /// Deadlines that passed: checkpoint graces, PodsReady timeouts, execution limits and finished backoffs.
@@ -133,16 +148,22 @@ impl EngineTask {
         let Some(wl) = self.cache.workloads.get(key).cloned() else {
             return;
         };
-        if !is_admitted(&wl) || cond_true(&wl, condition::PODS_READY) || !wl.spec.is_active() {
-            return;
-        }
+        let now = now_ms();
+        let cause = match self.pods_ready_deadline(key, &wl) {
+            Some((wait, end)) if end <= now => wait.cause(),
+            Some((_, end)) => {
+                // Its clock moved (it recovered and failed again): not due yet.
+                self.ready_deadlines.insert(key.clone(), end);
+                return;
+            }
+            None => return,
+        };
         let count = wl
             .status
             .as_ref()
             .and_then(|s| s.requeue_state.as_ref())
             .and_then(|r| r.count)
             .unwrap_or(0);
-        let now = now_ms();
         if cfg
             .backoff_limit_count
             .is_some_and(|limit| count + 1 > limit)
@@ -160,7 +181,7 @@ impl EngineTask {
         let requeue_at = now + cfg.backoff(count + 1).as_millis() as Time;
         let written = self
             .write_workload_status(key, |wl| {
-                status::evict(wl, "PodsReadyTimeout", None, &message, now);
+                status::evict_with_cause(wl, "PodsReadyTimeout", cause, None, &message, now);
                 let st = wl.status.get_or_insert_with(Default::default);
                 let rs = st.requeue_state.get_or_insert_with(Default::default);
                 rs.count = Some(count + 1);
@@ -170,7 +191,7 @@ impl EngineTask {
             .await;
         let Some(wl) = written else { return };
         self.backoffs.insert(key.clone(), requeue_at);
-        self.evicted_by_controller(key, &wl, "PodsReadyTimeout", message)
+        self.evicted_by_controller(key, &wl, "PodsReadyTimeout", cause, message)
             .await;
     }
 
@@ -181,12 +202,13 @@ impl EngineTask {
         key: &WorkloadKey,
         wl: &api::Workload,
         reason: &str,
+        cause: &str,
         message: String,
     ) {
         self.metrics.evicted(
             &admitted_cluster_queue(wl),
             reason,
-            "",
+            cause,
             &Self::priority_class(wl),
             self.role,
         );
