@@ -22,6 +22,24 @@ pub fn is_active(check: &api::AdmissionCheck) -> bool {
     })
 }
 
+/// Quota reserved in ClusterQueue `cq` (None: not known): `status.admission`, QuotaReserved, and the checks that
+/// apply to this admission listed as Pending (Admitted waits for them; without checks reserving is admitting).
+/// Returns whether any check applies.
+pub fn reserve(
+    wl: &mut api::Workload,
+    cq: Option<&api::ClusterQueueSpec>,
+    admission: api::Admission,
+    now: engine::Time,
+) -> bool {
+    let checks = cq
+        .map(|spec| checks_for(spec, Some(&admission)))
+        .unwrap_or_default();
+    let has_checks = !checks.is_empty();
+    crate::status::admit(wl, admission, has_checks, now);
+    sync(wl, &checks, now);
+    has_checks
+}
+
 /// The checks of `cq` that apply to a workload: with an admission, those whose `onFlavors` is empty or names one
 /// of its assigned flavors; without one, those that apply to every flavor of the ClusterQueue (Kueue's
 /// AdmissionChecksForWorkload). Sorted by name, as Kueue keeps them.

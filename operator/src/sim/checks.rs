@@ -136,6 +136,33 @@ mod tests {
     }
 
     #[test]
+    fn a_workload_that_cannot_reserve_still_lists_its_checks() {
+        // Eight GPUs against the fixture's four: never reserved, yet its check is listed as Pending.
+        let text = include_str!("../../tests/fixtures/admission-check-retry.yaml")
+            .replace("parallelism: 4", "parallelism: 8")
+            .replace("sluice.dev/run-time: 30m", "sluice.dev/run-time: 1m");
+        let docs = crate::manifest::parse_documents("big.yaml", &text).unwrap();
+        let mut sim = Simulation::from_documents(&docs, EngineConfig::default()).unwrap();
+        sim.run(None, |_, _| {}).unwrap();
+        let st = sim
+            .workloads
+            .values()
+            .next()
+            .unwrap()
+            .workload
+            .status
+            .clone()
+            .unwrap();
+        assert!(st.admission.is_none());
+        let listed: Vec<_> = st
+            .admission_checks
+            .iter()
+            .map(|c| (c.name.as_str(), c.state))
+            .collect();
+        assert_eq!(listed, [("capacity", Some(CheckState::Pending))]);
+    }
+
+    #[test]
     fn answers_parse_with_delays_and_requeue_times() {
         let a = parse_answers("Retry@1m, Ready@2m,Retry@30s/5m,Rejected@1h").unwrap();
         assert_eq!(a.len(), 4);

@@ -584,6 +584,17 @@ impl Simulation {
             None => self.cluster_queue_of(&wl.namespace, &wl.queue_name),
         };
         recorder.arrive(key, &cq, now);
+        if admission.is_none()
+            && let Some(spec) = self.objects.cluster_queues.get(&cq).map(|c| &c.object.spec)
+        {
+            // Its check list follows its ClusterQueue before quota is reserved too (Kueue's workload controller).
+            let checks = admission_checks::checks_for(spec, None);
+            if !checks.is_empty()
+                && let Some(sw) = self.workloads.get_mut(key)
+            {
+                admission_checks::sync(&mut sw.workload, &checks, now);
+            }
+        }
         if let Some(a) = &admission
             && let Some(sw) = self.workloads.get_mut(key)
         {
@@ -719,26 +730,31 @@ impl Simulation {
                     let placement = self.engine.placement(&key).map(<[_]>::to_vec);
                     let api_adm =
                         status::api_admission_with_placement(&admission, placement.as_deref());
-                    let checks = self
+                    let cq_spec = self
                         .objects
                         .cluster_queues
                         .get(&admission.cluster_queue)
-                        .map(|cq| admission_checks::checks_for(&cq.object.spec, Some(&api_adm)))
-                        .unwrap_or_default();
+                        .map(|cq| &cq.object.spec);
                     let Some(sw) = self.workloads.get_mut(&key) else {
                         continue;
                     };
                     if let Some(p) = &placement {
                         self.topo.admitted(p);
                     }
-                    status::admit(&mut sw.workload, api_adm, !checks.is_empty(), time);
-                    admission_checks::sync(&mut sw.workload, &checks, time);
+                    let checked =
+                        admission_checks::reserve(&mut sw.workload, cq_spec, api_adm, time);
+                    let checks: Vec<String> = sw
+                        .workload
+                        .status
+                        .as_ref()
+                        .map(|s| s.admission_checks.iter().map(|c| c.name.clone()).collect())
+                        .unwrap_or_default();
                     sw.run += 1;
                     sw.reservations += 1;
-                    if checks.is_empty() {
-                        self.start_run(&key, now, recorder, completions);
-                    } else {
+                    if checked {
                         self.ask_checks(&key, &checks, now, completions);
+                    } else {
+                        self.start_run(&key, now, recorder, completions);
                     }
                 }
                 Decision::Pending {

@@ -8,9 +8,8 @@ use sluice_operator::testing::FakeApi;
 use sluice_sdk::kueue::v1beta2 as api;
 use sluice_sdk::kueue::v1beta2::CheckState;
 
-/// The seeded queues, the ClusterQueue gated by AdmissionCheck `prov`, and a one-GPU Job: returns its Workload's
-/// name once quota is reserved.
-async fn reserved_behind_a_check(fake: &FakeApi) -> String {
+/// The seeded queues and the ClusterQueue gated by AdmissionCheck `prov` (its controller says it is active).
+fn checked_queues(fake: &FakeApi) {
     seed_queues(fake, 8);
     // Its controller says it is active (a ClusterQueue with an inactive check admits nothing).
     fake.put(&yaml::<api::AdmissionCheck>(
@@ -25,6 +24,11 @@ status:
     let mut cq = fake.get::<api::ClusterQueue>(None, "cq").unwrap();
     cq.spec.admission_checks_strategy = Some(yaml("admissionChecks: [{name: prov}]"));
     fake.put(&cq);
+}
+
+/// The checked queues and a one-GPU Job: returns its Workload's name once quota is reserved.
+async fn reserved_behind_a_check(fake: &FakeApi) -> String {
+    checked_queues(fake);
     fake.put(&job("train", 1, 1, None));
     wait_for(5, "quota reserved with the check pending", || {
         fake.list::<api::Workload>().iter().any(|w| {
@@ -284,5 +288,42 @@ async fn a_contradicting_pod_set_update_fails_the_workload() {
          conflict for key=kueue.x-k8s.io/podset, value1=main, value2=other"
     );
     assert!(suspended(&fake), "the job never started");
+    op.abort();
+}
+
+#[tokio::test]
+async fn a_pending_workload_lists_its_checks_before_it_reserves_quota() {
+    // As Kueue's workload controller: the check list follows the LocalQueue's ClusterQueue from the start.
+    let fake = FakeApi::new();
+    let op = start(&fake, "op", config());
+    checked_queues(&fake);
+    fake.put(&job("huge", 9, 1, None));
+    wait_for(
+        5,
+        "the check listed as Pending without a reservation",
+        || {
+            fake.list::<api::Workload>().iter().any(|w| {
+                w.status.as_ref().is_some_and(|s| {
+                    s.admission.is_none()
+                        && s.admission_checks.len() == 1
+                        && s.admission_checks[0].name == "prov"
+                        && s.admission_checks[0].state == Some(CheckState::Pending)
+                })
+            })
+        },
+    )
+    .await;
+    // The ClusterQueue drops the check: so does the Workload.
+    let mut cq = fake.get::<api::ClusterQueue>(None, "cq").unwrap();
+    cq.spec.admission_checks_strategy = None;
+    fake.put(&cq);
+    wait_for(5, "the check list emptied", || {
+        fake.list::<api::Workload>().iter().all(|w| {
+            w.status
+                .as_ref()
+                .is_some_and(|s| s.admission_checks.is_empty())
+        })
+    })
+    .await;
     op.abort();
 }

@@ -46,7 +46,13 @@ impl EngineTask {
                     self.cache.cluster_queues.remove(&name);
                     self.engine_apply(Event::DeleteClusterQueue(name));
                 } else {
-                    self.cache.cluster_queues.insert(name, obj.clone());
+                    let old = self.cache.cluster_queues.insert(name.clone(), obj.clone());
+                    if old.is_none_or(|o| {
+                        o.spec.admission_checks_strategy != obj.spec.admission_checks_strategy
+                    }) {
+                        // Its workloads' check lists follow its checks (Kueue's workload controller).
+                        self.mark_workloads_of_cluster_queue_dirty(&name);
+                    }
                     self.sync_cluster_queue(&obj);
                 }
                 self.queues_dirty = true;
@@ -273,6 +279,22 @@ impl EngineTask {
             Ok(f) => self.engine_apply(Event::UpsertFlavor(f)),
             Err(e) => tracing::warn!(error = %e, "resource flavor ignored"),
         }
+    }
+
+    /// Every workload queued through a LocalQueue of ClusterQueue `cq` is reconciled again.
+    fn mark_workloads_of_cluster_queue_dirty(&mut self, cq: &str) {
+        let local_queues = &self.cache.local_queues;
+        let keys = self
+            .cache
+            .workloads
+            .iter()
+            .filter(|(k, w)| {
+                local_queues
+                    .get(&(k.namespace.clone(), w.spec.queue_name.clone()))
+                    .is_some_and(|lq| lq.spec.cluster_queue == cq)
+            })
+            .map(|(k, _)| k.clone());
+        self.dirty_workloads.extend(keys);
     }
 
     fn sync_cluster_queue(&mut self, cq: &api::ClusterQueue) {

@@ -13,9 +13,50 @@ use crate::status;
 use crate::telemetry::EventSeverity;
 
 impl EngineTask {
+    /// Kueue's workload controller keeps a Workload's check list in step with its LocalQueue's ClusterQueue, also
+    /// before quota is reserved (every check then applies whose `onFlavors` covers all the ClusterQueue's flavors,
+    /// each Pending); returns true when it wrote.
+    async fn sync_check_list(&mut self, key: &WorkloadKey, wl: &api::Workload) -> bool {
+        if !wl.spec.is_active() || is_finished(wl) {
+            return false;
+        }
+        let lq = (key.namespace.clone(), wl.spec.queue_name.clone());
+        let Some(cq) = self
+            .cache
+            .local_queues
+            .get(&lq)
+            .and_then(|lq| self.cache.cluster_queues.get(&lq.spec.cluster_queue))
+        else {
+            return false;
+        };
+        let admission = wl.status.as_ref().and_then(|s| s.admission.as_ref());
+        let checks = admission_checks::checks_for(&cq.spec, admission);
+        let listed = wl
+            .status
+            .as_ref()
+            .map(|s| {
+                s.admission_checks
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        if listed == checks {
+            return false;
+        }
+        let now = now_ms();
+        let written = self
+            .write_workload_status(key, |w| Ok(admission_checks::sync(w, &checks, now)))
+            .await;
+        written.is_some()
+    }
+
     /// Acts on the workload's admission check states; returns true when it wrote something (the written
     /// Workload comes back through the cache and is reconciled again).
     pub(super) async fn reconcile_checks(&mut self, key: &WorkloadKey, wl: &api::Workload) -> bool {
+        if self.sync_check_list(key, wl).await {
+            return true;
+        }
         let has_checks = wl
             .status
             .as_ref()

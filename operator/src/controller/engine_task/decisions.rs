@@ -90,18 +90,16 @@ impl EngineTask {
     async fn admit(&mut self, key: &WorkloadKey, admission: &engine::Admission, time: Time) {
         let placement = self.engine.as_ref().and_then(|e| e.placement(key));
         let api_adm = status::api_admission_with_placement(admission, placement);
-        let checks = self
+        let cq_spec = self
             .cache
             .cluster_queues
             .get(&admission.cluster_queue)
-            .map(|cq| admission_checks::checks_for(&cq.spec, Some(&api_adm)))
-            .unwrap_or_default();
-        let has_checks = !checks.is_empty();
+            .map(|cq| cq.spec.clone());
+        let mut has_checks = false;
         let written = self
             .write_workload_status(key, |wl| {
                 let before = wl.status.clone();
-                status::admit(wl, api_adm.clone(), has_checks, time);
-                admission_checks::sync(wl, &checks, time);
+                has_checks = admission_checks::reserve(wl, cq_spec.as_ref(), api_adm.clone(), time);
                 Ok(wl.status != before)
             })
             .await;
