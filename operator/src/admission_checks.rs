@@ -144,18 +144,11 @@ pub fn all_ready(wl: &api::Workload) -> bool {
 /// False (`UnsatisfiedChecks`) when a check stops being Ready while it is admitted. Nothing is written while it
 /// was never admitted and is not yet, as in Kueue. Returns whether it changed.
 pub fn sync_admitted(wl: &mut api::Workload, now: engine::Time) -> bool {
-    let reserved = wl.status.as_ref().is_some_and(|s| {
-        s.admission.is_some()
-            && condition(&s.conditions, labels::condition::QUOTA_RESERVED)
-                .is_some_and(|c| c.status == "True")
-    });
-    let ready = all_ready(wl);
-    let st = wl.status.get_or_insert_with(Default::default);
-    let admitted =
-        condition(&st.conditions, labels::condition::ADMITTED).is_some_and(|c| c.status == "True");
-    if !reserved || admitted == ready {
+    if !admitted_out_of_sync(wl) {
         return false;
     }
+    let ready = all_ready(wl);
+    let st = wl.status.get_or_insert_with(Default::default);
     if ready {
         crate::status::set_admitted(&mut st.conditions, now)
     } else {
@@ -168,6 +161,20 @@ pub fn sync_admitted(wl: &mut api::Workload, now: engine::Time) -> bool {
             now,
         )
     }
+}
+
+/// Whether [`sync_admitted`] would change the workload: it holds quota and its Admitted condition disagrees
+/// with its checks.
+pub fn admitted_out_of_sync(wl: &api::Workload) -> bool {
+    let Some(st) = wl.status.as_ref() else {
+        return false;
+    };
+    let reserved = st.admission.is_some()
+        && condition(&st.conditions, labels::condition::QUOTA_RESERVED)
+            .is_some_and(|c| c.status == "True");
+    let admitted =
+        condition(&st.conditions, labels::condition::ADMITTED).is_some_and(|c| c.status == "True");
+    reserved && admitted != all_ready(wl)
 }
 
 /// What a workload's check states ask for.

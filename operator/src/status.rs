@@ -538,6 +538,24 @@ pub fn requeue_after_eviction(wl: &mut api::Workload, now: engine::Time) {
     );
 }
 
+/// How many times the workload was requeued (`status.requeueState.count`).
+pub fn requeue_count(wl: &api::Workload) -> i32 {
+    wl.status
+        .as_ref()
+        .and_then(|s| s.requeue_state.as_ref())
+        .and_then(|r| r.count)
+        .unwrap_or(0)
+}
+
+/// Writes `status.requeueState`: requeued `count` times, backing off until `until`.
+pub fn set_requeue_state(wl: &mut api::Workload, count: i32, until: engine::Time) {
+    let rs = status_mut(wl)
+        .requeue_state
+        .get_or_insert_with(Default::default);
+    rs.count = Some(count);
+    rs.requeue_at = Some(k8s_time(until));
+}
+
 /// The requeue backoff is over: `requeueAt` cleared and Requeued=True (`BackoffFinished`), as Kueue's workload
 /// controller writes it. Returns whether anything changed.
 pub fn finish_backoff(wl: &mut api::Workload, now: engine::Time) -> bool {

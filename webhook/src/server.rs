@@ -193,7 +193,14 @@ fn webhook_router(app: Arc<App>, options: &ServerOptions) -> Router {
         router = router.route(
             path,
             post(move |State(app): State<Arc<App>>, body: Bytes| async move {
-                admission(&app, path, hook, &body)
+                // A review may be slow (a PolicyModule's compiles its module): on a blocking thread, so the
+                // async workers keep serving other reviews and probes meanwhile.
+                tokio::task::spawn_blocking(move || admission(&app, path, hook, &body))
+                    .await
+                    .unwrap_or_else(|e| {
+                        tracing::error!(path, error = %e, "review failed");
+                        (StatusCode::INTERNAL_SERVER_ERROR, "the review failed").into_response()
+                    })
             }),
         );
     }

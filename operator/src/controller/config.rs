@@ -316,6 +316,24 @@ impl WaitForPodsReady {
             .unwrap_or(self.backoff_max)
             .min(self.backoff_max)
     }
+
+    /// Kueue's requeuingStrategy after a PodsReady timeout of a workload requeued `requeued` times before:
+    /// `None` past backoffLimitCount (it is deactivated, RequeuingLimitExceeded), else its new requeue count
+    /// and the time its backoff ends.
+    pub fn requeue_after_timeout(
+        &self,
+        requeued: i32,
+        now: crate::engine::Time,
+    ) -> Option<(i32, crate::engine::Time)> {
+        let count = requeued.saturating_add(1);
+        if self.backoff_limit_count.is_some_and(|limit| count > limit) {
+            return None;
+        }
+        Some((
+            count,
+            now + self.backoff(count).as_millis() as crate::engine::Time,
+        ))
+    }
 }
 
 /// Everything the controllers need to know.

@@ -975,17 +975,9 @@ impl Simulation {
         if sw.ready || !sw.workload.spec.is_active() {
             return;
         }
-        let count = sw
-            .workload
-            .status
-            .as_ref()
-            .and_then(|s| s.requeue_state.as_ref())
-            .and_then(|r| r.count)
-            .unwrap_or(0);
-        if cfg
-            .backoff_limit_count
-            .is_some_and(|limit| count + 1 > limit)
-        {
+        let Some((count, requeue_at)) =
+            cfg.requeue_after_timeout(status::requeue_count(&sw.workload), now)
+        else {
             self.deactivate(
                 key,
                 labels::reason::REQUEUING_LIMIT_EXCEEDED,
@@ -995,16 +987,8 @@ impl Simulation {
                 completions,
             );
             return;
-        }
-        let requeue_at = now + cfg.backoff(count + 1).as_millis() as Time;
-        let rs = sw
-            .workload
-            .status
-            .get_or_insert_with(Default::default)
-            .requeue_state
-            .get_or_insert_with(Default::default);
-        rs.count = Some(count + 1);
-        rs.requeue_at = Some(status::k8s_time(requeue_at));
+        };
+        status::set_requeue_state(&mut sw.workload, count, requeue_at);
         let evict = Decision::Evict {
             workload: key.clone(),
             reason: PODS_READY_TIMEOUT.into(),

@@ -68,8 +68,7 @@ impl EngineTask {
             return false;
         }
         let now = now_ms();
-        let mut probe = wl.clone();
-        if admission_checks::sync_admitted(&mut probe, now) {
+        if admission_checks::admitted_out_of_sync(wl) {
             let written = self
                 .write_workload_status(key, |w| Ok(admission_checks::sync_admitted(w, now)))
                 .await;

@@ -158,16 +158,8 @@ impl EngineTask {
             }
             None => return,
         };
-        let count = wl
-            .status
-            .as_ref()
-            .and_then(|s| s.requeue_state.as_ref())
-            .and_then(|r| r.count)
-            .unwrap_or(0);
-        if cfg
-            .backoff_limit_count
-            .is_some_and(|limit| count + 1 > limit)
-        {
+        let Some((count, requeue_at)) = cfg.requeue_after_timeout(status::requeue_count(&wl), now)
+        else {
             // Over the limit: deactivate, as Kueue does (the engine then evicts it as Deactivated).
             self.deactivate(
                 key,
@@ -176,16 +168,12 @@ impl EngineTask {
             )
             .await;
             return;
-        }
+        };
         let message = format!("Exceeded the PodsReady timeout {key}");
-        let requeue_at = now + cfg.backoff(count + 1).as_millis() as Time;
         let written = self
             .write_workload_status(key, |wl| {
                 status::evict_with_cause(wl, "PodsReadyTimeout", cause, None, &message, now);
-                let st = wl.status.get_or_insert_with(Default::default);
-                let rs = st.requeue_state.get_or_insert_with(Default::default);
-                rs.count = Some(count + 1);
-                rs.requeue_at = Some(status::k8s_time(requeue_at));
+                status::set_requeue_state(wl, count, requeue_at);
                 Ok(true)
             })
             .await;
