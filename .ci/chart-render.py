@@ -33,7 +33,9 @@ VARIANTS = {
         "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
         "nodeAgent": {"nvml": {"mode": "hostPath", "driverRoot": "/"}},
         "operator": {"config": {"fairSharing": {"enable": True},
-                                "waitForPodsReady": {"enable": True, "requeuingStrategy": {"backoffLimitCount": 3}}}},
+                                "waitForPodsReady": {"enable": True, "requeuingStrategy": {"backoffLimitCount": 3}},
+                                "admissionFairSharing": {"enable": True,
+                                                         "resourceWeights": {"cpu": 0, "nvidia.com/gpu": 1}}}},
     },
     "cert-manager-issuer": {
         "certificates": {"source": "cert-manager",

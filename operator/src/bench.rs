@@ -148,6 +148,7 @@ pub fn synthetic_cluster(args: &BenchArgs) -> (Vec<Event>, Vec<Event>) {
             stop_policy: StopPolicy::None,
             fair_weight: 1.0,
             admission_checks: Vec::new(),
+            admission_fair_sharing: false,
         }));
         setup.push(Event::UpsertNamespace(Namespace {
             name: format!("ns-{i:04}"),
@@ -158,6 +159,7 @@ pub fn synthetic_cluster(args: &BenchArgs) -> (Vec<Event>, Vec<Event>) {
             name: "default".into(),
             cluster_queue: name,
             stop_policy: StopPolicy::None,
+            fair_sharing_weight: None,
         }));
     }
     let mut rng = Rng(args.seed);

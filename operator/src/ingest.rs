@@ -320,6 +320,8 @@ pub fn cluster_queue(cq: &api::ClusterQueue) -> Result<engine::ClusterQueue, Ing
             .iter()
             .flat_map(|s| s.admission_checks.iter().map(|c| c.name.clone()))
             .collect(),
+        admission_fair_sharing: spec.admission_scope.as_ref().and_then(|s| s.admission_mode)
+            == Some(api::AdmissionMode::UsageBasedAdmissionFairSharing),
         name,
     })
 }
@@ -373,10 +375,53 @@ pub fn local_queue(lq: &api::LocalQueue) -> Result<engine::LocalQueue, IngestErr
         ));
     }
     Ok(engine::LocalQueue {
-        namespace,
-        name,
         cluster_queue: lq.spec.cluster_queue.clone(),
         stop_policy: stop_policy(lq.spec.stop_policy()),
+        // Kueue validates no LocalQueue weight: one that is not positive sorts its queue last.
+        fair_sharing_weight: match lq
+            .spec
+            .fair_sharing
+            .as_ref()
+            .and_then(|f| f.weight.as_ref())
+        {
+            None => None,
+            Some(q) => Some(
+                resource_value("cpu", q).map_err(|e| {
+                    err(
+                        &format!("LocalQueue {namespace}/{name}"),
+                        "spec.fairSharing.weight",
+                        e,
+                    )
+                })? as f64
+                    / 1000.0,
+            ),
+        },
+        namespace,
+        name,
+    })
+}
+
+/// A LocalQueue's persisted admission-fair-sharing usage (`status.fairSharing.admissionFairSharingStatus`), to
+/// restore after a restart; None when it has none or it cannot be read.
+pub fn local_queue_usage(lq: &api::LocalQueue) -> Option<engine::ConsumedUsage> {
+    let st = lq
+        .status
+        .as_ref()?
+        .fair_sharing
+        .as_ref()?
+        .admission_fair_sharing_status
+        .as_ref()?;
+    let resources = st
+        .consumed_resources
+        .iter()
+        .filter_map(|(r, q)| {
+            let nanos = sluice_sdk::quantity::nano_value(q)?;
+            Some((r.clone(), nanos.max(0) as f64 / 1e9))
+        })
+        .collect();
+    Some(engine::ConsumedUsage {
+        resources,
+        last_update: st.last_update.0.as_millisecond(),
     })
 }
 

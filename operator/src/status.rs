@@ -674,10 +674,12 @@ pub fn cluster_queue_status(
 
 /// LocalQueue status as Kueue writes it: inactive when the LocalQueue is stopped or its ClusterQueue cannot
 /// admit (`cluster_queue_active`; None when it does not exist).
+/// With admission fair sharing on, `consumed` is the LocalQueue's decayed usage (`status.fairSharing`).
 pub fn local_queue_status(
     usage: &engine::LocalQueueUsage,
     stopped: bool,
     cluster_queue_active: Option<bool>,
+    consumed: Option<&engine::ConsumedUsage>,
     now: engine::Time,
 ) -> api::LocalQueueStatus {
     use sluice_sdk::quantity::format_resource_value;
@@ -731,7 +733,26 @@ pub fn local_queue_status(
         admitted_workloads: usage.admitted_workloads,
         flavors_reservation: lq_usage(&usage.flavors_reservation),
         flavors_usage: lq_usage(&usage.flavors_usage),
-        ..Default::default()
+        fair_sharing: consumed.map(local_queue_fair_sharing),
+    }
+}
+
+/// A LocalQueue's `status.fairSharing` under admission fair sharing: its consumed resources (rounded down to
+/// nano-units, as Kueue v0.19 writes them) and when they were brought up to date; `weightedShare` stays 0 as in
+/// Kueue.
+pub fn local_queue_fair_sharing(
+    consumed: &engine::ConsumedUsage,
+) -> api::LocalQueueFairSharingStatus {
+    api::LocalQueueFairSharingStatus {
+        weighted_share: 0,
+        admission_fair_sharing_status: Some(api::LocalQueueAdmissionFairSharingStatus {
+            consumed_resources: consumed
+                .resources
+                .iter()
+                .map(|(r, v)| (r.clone(), sluice_sdk::quantity::format_decimal_floor(*v)))
+                .collect(),
+            last_update: k8s_time(consumed.last_update),
+        }),
     }
 }
 

@@ -528,6 +528,58 @@ fn pods_that_never_start_time_out_and_block_admission_meanwhile() {
 }
 
 #[test]
+fn admission_fair_sharing_lets_the_team_that_used_less_go_first() {
+    let v = timed_report("tests/fixtures/admission-fair-sharing.yaml");
+    let r = &v["report"];
+    let lq = |name: &str| {
+        r["localQueues"]
+            .as_array()
+            .and_then(|a| a.iter().find(|q| q["localQueue"] == name))
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} in {r}"))
+    };
+    // vision (nothing used) takes the two slots that free up at 1h, 50 minutes after it arrived; its third job
+    // waits for research's turn to pass.
+    let vision = lq("vision/team");
+    assert_eq!(vision["waitSeconds"]["p50"], 3000.0, "{vision}");
+    assert_eq!(vision["admitted"], 3, "{vision}");
+    assert_eq!(lq("research/team")["gpuHours"], 24.0);
+    // The same file without the Configuration runs in creation order: research's six jobs first.
+    let text = std::fs::read_to_string("tests/fixtures/admission-fair-sharing.yaml").unwrap();
+    let start = text.find("apiVersion: config.kueue").unwrap();
+    let end = start + text[start..].find("---").unwrap() + 4;
+    let dir = std::env::temp_dir().join(format!("sluice-afs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plain = dir.join("plain.yaml");
+    std::fs::write(&plain, format!("{}{}", &text[..start], &text[end..])).unwrap();
+    let o = sluice(&[
+        "simulate",
+        "-f",
+        plain.to_str().unwrap(),
+        "--no-progress",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(
+        v["report"]["localQueues"].is_null(),
+        "no per-LocalQueue table without it"
+    );
+    // vision's first jobs now wait for research's third pair (2h50m).
+    // The last of vision's jobs now runs after all six of research's: admitted at 4h, nearly 3h50m after it came.
+    let max = v["report"]["queues"][0]["waitSeconds"]["max"]
+        .as_f64()
+        .unwrap();
+    assert!(max > 3.0 * 3600.0 + 45.0 * 60.0, "{}", v["report"]);
+    assert!(
+        vision["waitSeconds"]["max"].as_f64().unwrap() < 3.0 * 3600.0,
+        "{vision}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn detailed_pending_reasons_follow_kueues_feature_gate() {
     let o = sluice(&[
         "simulate",
@@ -650,8 +702,8 @@ fn simulate_config_refuses_what_it_cannot_honour() {
             &["typo.yaml", "unknown field `fairSharingg`"][..],
         ),
         (
-            "afs.yaml",
-            &["afs.yaml", "field `admissionFairSharing`", "not simulated"][..],
+            "transformations.yaml",
+            &["transformations.yaml", "field `resources`", "not simulated"][..],
         ),
         (
             "gate.yaml",

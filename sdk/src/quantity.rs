@@ -266,6 +266,31 @@ pub fn format_resource_value(resource: &str, v: i64) -> Quantity {
     Quantity(v.to_string())
 }
 
+/// A non-negative decimal amount as Kubernetes writes it, rounded down to nano-units (as Kueue v0.19 writes decayed
+/// usage): the largest SI suffix that keeps it whole, e.g. `6828427124n`, `267m`, `4`, `2k`.
+pub fn format_decimal_floor(v: f64) -> Quantity {
+    if !(v.is_finite() && v > 0.0) {
+        return Quantity("0".into());
+    }
+    // f64 keeps 15-16 significant digits; the nano floor of a larger value is its integer part's scale.
+    let nanos = (v * 1e9).floor();
+    let mut n = if nanos >= i128::MAX as f64 {
+        i128::MAX
+    } else {
+        nanos as i128
+    };
+    if n == 0 {
+        return Quantity("0".into());
+    }
+    let suffixes = ["n", "u", "m", "", "k", "M", "G", "T", "P", "E"];
+    let mut i = 0;
+    while i + 1 < suffixes.len() && n % 1000 == 0 {
+        n /= 1000;
+        i += 1;
+    }
+    Quantity(format!("{n}{}", suffixes[i]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,6 +298,23 @@ mod tests {
 
     fn val(resource: &str, s: &str) -> Result<i64, QuantityError> {
         parse_value(resource, s)
+    }
+
+    #[test]
+    fn decimal_floor_is_kueues_nano_rounding() {
+        let f = |v: f64| format_decimal_floor(v).0;
+        assert_eq!(f(6.828_427_124_746), "6828427124n");
+        assert_eq!(f(0.267), "267m");
+        assert_eq!(f(4.0), "4");
+        assert_eq!(f(2000.0), "2k");
+        assert_eq!(f(0.5), "500m");
+        assert_eq!(f(1.5e-6), "1500n");
+        assert_eq!(f(0.0), "0");
+        assert_eq!(f(-1.0), "0");
+        assert_eq!(f(1e-12), "0");
+        // What it writes reads back (to a nano-unit).
+        let q = format_decimal_floor(7.980_769_063_2);
+        assert_eq!(nano_value(&q), Some(7_980_769_063));
     }
 
     #[test]

@@ -149,6 +149,7 @@ fn cluster() -> Engine {
             name: "main".into(),
             cluster_queue: "cq".into(),
             stop_policy: StopPolicy::None,
+            fair_sharing_weight: None,
         }),
     );
     // Background: 2,500 single-pod 4-GPU jobs, one admitted per cycle, leave nodes partly used.

@@ -108,13 +108,16 @@ impl Engine {
     /// The head a cycle would pop from a ClusterQueue.
     pub(crate) fn head_of(&self, n: NodeId) -> Option<u32> {
         let c = self.cq(n)?;
+        let first = c.heap.first()?;
+        // Under admission fair sharing a less used LocalQueue goes even before the sticky preemptor, as in Kueue.
         if let Some(s) = c.sticky
             && let Some(k) = self.wl(s).and_then(|w| w.qkey.as_ref())
+            && k.afs <= first.afs
             && c.heap.contains(k)
         {
             return Some(s);
         }
-        c.heap.first().map(|k| k.wl)
+        Some(first.wl)
     }
 
     /// Whether a cycle could change anything: some active ClusterQueue has a head that was not
@@ -217,6 +220,7 @@ impl Engine {
         self.block_now = self.config.block_admission && self.holders_not_ready();
         self.cycle += 1;
         self.fairness.advance(&self.tree, self.now);
+        self.sample_admission_usage(self.now);
         // A tree where no head changed and no quota moved since the last cycle would produce the
         // same outcome again, so only trees with work take part.
         let mut live_roots = vec![false; self.tree.nodes.len()];
@@ -583,6 +587,7 @@ impl Engine {
         }
         self.dequeue(e.wl);
         self.reserve(e.wl, e.cq, admission.clone(), now);
+        self.afs_entered(e.wl, e.cq);
         if let Some(p) = placement {
             self.topo.hold(e.wl, p);
         }

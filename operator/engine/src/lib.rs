@@ -15,9 +15,13 @@
 //!   does for preemption evictions).
 //! * Flavors with a `topology_name` are placed on Nodes (topology-aware, see `topology/place.rs`);
 //!   [`Engine::placement`] gives an admitted workload's placement.
-//! * Not modelled: admission-check states, admission fair sharing, waitForPodsReady (the operator times it),
-//!   workload slices. Kueue's priority boost is (behind `EngineConfig::priority_boost`).
+//! * Admission fair sharing (`EngineConfig::admission_fair_sharing`) orders a ClusterQueue's queue by its
+//!   LocalQueues' decayed usage; callers write what [`Engine::take_local_queue_usage_updates`] returns.
+//! * Not modelled: admission-check states (callers pass `Workload::admitted`), waitForPodsReady's timeouts (the
+//!   callers time them; blockAdmission is here), workload slices. Kueue's priority boost is (behind
+//!   `EngineConfig::priority_boost`).
 
+mod admission_usage;
 mod assign;
 mod cycle;
 mod error;
@@ -119,9 +123,12 @@ pub(crate) struct Rg {
     pub flavors: Vec<u32>,
 }
 
-/// Ordering key of a pending workload in its ClusterQueue: priority desc, timestamp, UID.
+/// Ordering key of a pending workload in its ClusterQueue: LocalQueue usage (admission fair sharing), priority
+/// desc, timestamp, UID.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct QKey {
+    /// Its LocalQueue's admission usage (order-preserving bits; 0 without admission fair sharing): lower first.
+    pub afs: u64,
     pub priority: Reverse<i32>,
     pub timestamp: Time,
     /// Shared so that moving a key between a queue's sets doesn't copy the string.
@@ -160,6 +167,8 @@ pub(crate) struct LqData {
     /// None once the LocalQueue is deleted while workloads still name it.
     pub spec: Option<LocalQueue>,
     pub workloads: BTreeSet<u32>,
+    /// Admission fair sharing's consumed usage and entry penalties (None while it is off).
+    pub usage: Option<admission_usage::LqUsage>,
 }
 
 /// Lifecycle of a workload inside the engine.
@@ -201,6 +210,9 @@ pub(crate) struct Wl {
     pub preemptions: u32,
     /// The assignment its issued preemptions make room for, and their victims.
     pub awaiting: Option<Awaiting>,
+    /// Its LocalQueue's admission usage as order-preserving bits, where its ClusterQueue (queued or holding
+    /// quota) uses admission fair sharing; 0 elsewhere. Victims of a more used LocalQueue go first.
+    pub afs: u64,
 }
 
 /// What a preemptor's issued preemptions were for: once its victims are gone, this assignment is what they
@@ -238,6 +250,7 @@ impl ScanProgress {
 impl Wl {
     pub(crate) fn qkey(&self, idx: u32) -> QKey {
         QKey {
+            afs: 0,
             priority: Reverse(self.spec.priority),
             timestamp: self.spec.creation_time,
             uid: Arc::from(self.spec.uid.as_str()),

@@ -111,7 +111,14 @@ impl Variant {
 
 /// Sort key of a preemption candidate: evicting first, other ClusterQueues first, lower
 /// priority, most recently reserved, UID.
-type CandidateKey<'a> = (Reverse<bool>, bool, i64, Reverse<Time>, &'a str);
+type CandidateKey<'a> = (
+    Reverse<bool>,
+    bool,
+    Reverse<u64>,
+    i64,
+    Reverse<Time>,
+    &'a str,
+);
 
 #[derive(Clone, Debug)]
 struct Candidate {
@@ -213,8 +220,18 @@ impl<'a> Sim<'a> {
         let same_b = wb.adm.as_ref().is_some_and(|x| x.cq == cq);
         let ra = wa.adm.as_ref().map(|x| x.reserved_at).unwrap_or(self.now);
         let rb = wb.adm.as_ref().map(|x| x.reserved_at).unwrap_or(self.now);
+        // Admission fair sharing: of two candidates of one ClusterQueue from different LocalQueues, the one whose
+        // LocalQueue used more goes first (Kueue's CandidatesOrdering).
+        let cq_a = wa.adm.as_ref().map(|x| x.cq);
+        let by_usage =
+            if cq_a == wb.adm.as_ref().map(|x| x.cq) && wa.spec.queue_name != wb.spec.queue_name {
+                wb.afs.cmp(&wa.afs)
+            } else {
+                Ordering::Equal
+            };
         ev_b.cmp(&ev_a)
             .then(same_a.cmp(&same_b))
+            .then(by_usage)
             .then(
                 self.effective_priority(wa, a)
                     .cmp(&self.effective_priority(wb, b)),
@@ -224,12 +241,17 @@ impl<'a> Sim<'a> {
     }
 
     /// [`Sim::candidate_cmp`] as a sort key (None when the workload is unknown).
-    fn candidate_key(&self, w: u32, cq: NodeId) -> Option<CandidateKey<'a>> {
+    /// With `by_usage`, candidates are ordered by their LocalQueue's admission usage after the ClusterQueue rule
+    /// (a sort key cannot compare it only between candidates of one ClusterQueue as Kueue's pairwise rule does,
+    /// so the caller asks for it where every candidate in that position shares a ClusterQueue).
+    fn candidate_key(&self, w: u32, cq: NodeId, by_usage: bool) -> Option<CandidateKey<'a>> {
         let wl = self.wl(w)?;
         let adm = wl.adm.as_ref();
+        let same = adm.is_some_and(|x| x.cq == cq);
         Some((
             Reverse(wl.phase == Phase::Evicting),
-            adm.is_some_and(|x| x.cq == cq),
+            same,
+            Reverse(if same || by_usage { wl.afs } else { 0 }),
             self.effective_priority(wl, w),
             Reverse(adm.map(|x| x.reserved_at).unwrap_or(self.now)),
             wl.spec.uid.as_str(),
@@ -259,9 +281,18 @@ impl<'a> Sim<'a> {
         wl_of: &impl Fn(&T) -> u32,
         cq: NodeId,
     ) {
+        // Candidates from other ClusterQueues are ordered by LocalQueue usage only when they all share one.
+        let mut others = items
+            .iter()
+            .filter_map(|x| self.wl(wl_of(x)).and_then(|w| w.adm.as_ref()).map(|a| a.cq))
+            .filter(|&q| q != cq);
+        let one_other = others.next().is_none_or(|first| others.all(|q| q == first));
         let keyed: Option<Vec<(CandidateKey<'a>, T)>> = items
             .iter()
-            .map(|x| self.candidate_key(wl_of(x), cq).map(|k| (k, x.clone())))
+            .map(|x| {
+                self.candidate_key(wl_of(x), cq, one_other)
+                    .map(|k| (k, x.clone()))
+            })
             .collect();
         match keyed {
             Some(mut keyed) => {

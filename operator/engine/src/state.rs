@@ -84,6 +84,9 @@ impl Engine {
             Event::DeleteWorkload(key) => self.delete_workload(&key),
             Event::FinishWorkload(key) => {
                 if let Some(&i) = self.wl_by_key.get(&key) {
+                    if let Some(lq) = self.lq_of(i) {
+                        self.afs_forget(i, &lq);
+                    }
                     self.release(i);
                     self.dequeue(i);
                     if let Some(w) = self.wl_mut(i) {
@@ -105,6 +108,11 @@ impl Engine {
             }
             Event::UpsertNodeGpus { node, gpus } => self.topo_upsert_gpus(&node, Some(gpus)),
             Event::DeleteNodeGpus(node) => self.topo_upsert_gpus(&node, None),
+            Event::RestoreLocalQueueUsage {
+                namespace,
+                name,
+                usage,
+            } => self.afs_restore(&(namespace, name), usage),
             Event::RestorePlacement { workload, pod_sets } => {
                 if let Some(&i) = self.wl_by_key.get(&workload)
                     && self
@@ -328,14 +336,14 @@ impl Engine {
         }
         self.structure_changed();
         if !was_alive {
-            let lq_keys: Vec<_> = self
-                .lqs
-                .iter()
-                .filter(|(_, l)| l.spec.as_ref().is_some_and(|s| s.cluster_queue == name))
-                .map(|(k, _)| k.clone())
-                .collect();
-            for k in lq_keys {
+            for k in self.local_queues_of(&name) {
                 self.reroute_lq(&k);
+            }
+        }
+        if self.config.admission_fair_sharing.is_some() {
+            // Its admissionScope may have changed: its queue takes (or drops) the LocalQueues' usage order.
+            for k in self.local_queues_of(&name) {
+                self.afs_rekey(&k);
             }
         }
         self.requeue_inadmissible_of(n);
@@ -349,6 +357,15 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    /// The LocalQueues that point at ClusterQueue `name`.
+    fn local_queues_of(&self, name: &str) -> Vec<(String, String)> {
+        self.lqs
+            .iter()
+            .filter(|(_, l)| l.spec.as_ref().is_some_and(|s| s.cluster_queue == name))
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 
     fn delete_cq(&mut self, name: &str) {
@@ -399,13 +416,7 @@ impl Engine {
             }
         }
         self.structure_changed();
-        let lq_keys: Vec<_> = self
-            .lqs
-            .iter()
-            .filter(|(_, l)| l.spec.as_ref().is_some_and(|s| s.cluster_queue == name))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in lq_keys {
+        for k in self.local_queues_of(&name) {
             self.reroute_lq(&k);
         }
     }
@@ -619,12 +630,14 @@ impl Engine {
         let entry = self.lqs.entry(key.clone()).or_insert_with(|| LqData {
             spec: None,
             workloads: BTreeSet::new(),
+            usage: None,
         });
         // The same spec again (a status write): its workloads are not retried, as in Kueue.
         if entry.spec.as_ref() == Some(&spec) {
             return;
         }
         entry.spec = Some(spec);
+        self.afs_track_lq(&key);
         self.reroute_lq(&key);
         if drain {
             let members: Vec<u32> = self
@@ -684,8 +697,10 @@ impl Engine {
         }
         match self.route(w) {
             Ok(n) => {
-                let key = w.qkey(i);
+                let mut key = w.qkey(i);
+                key.afs = self.afs_order(i, n);
                 if let Some(w) = self.wl_mut(i) {
+                    w.afs = key.afs;
                     w.queued_in = Some(n);
                     w.qkey = Some(key.clone());
                 }
@@ -809,6 +824,13 @@ impl Engine {
             })
             .collect();
         let lq_key = (spec.namespace.clone(), spec.queue_name.clone());
+        // Its admission checks passed: under admission fair sharing its entry penalty settles.
+        let now_admitted = spec.admitted;
+        let settle = |engine: &mut Self, i: u32| {
+            if now_admitted && engine.wl(i).is_some_and(|w| w.adm.is_some()) {
+                engine.afs_settle(i);
+            }
+        };
         if let Some(&i) = self.wl_by_key.get(&key)
             && let Some(w) = self.wl_mut(i)
             && (admission.is_none() || w.adm.is_some())
@@ -818,6 +840,7 @@ impl Engine {
             // where it is queued and keep its flavor scan progress, as Kueue's PushOrUpdate does.
             w.spec = spec;
             w.reqs = reqs;
+            settle(self, i);
             return Ok(());
         }
         let i = match self.wl_by_key.get(&key) {
@@ -827,9 +850,11 @@ impl Engine {
                     .map(|w| (w.spec.namespace.clone(), w.spec.queue_name.clone()));
                 if let Some(old) = old_lq
                     && old != lq_key
-                    && let Some(l) = self.lqs.get_mut(&old)
                 {
-                    l.workloads.remove(&i);
+                    self.afs_forget(i, &old);
+                    if let Some(l) = self.lqs.get_mut(&old) {
+                        l.workloads.remove(&i);
+                    }
                 }
                 self.dequeue(i);
                 if let Some(w) = self.wl_mut(i) {
@@ -856,6 +881,7 @@ impl Engine {
                     preempted_for: None,
                     preemptions: 0,
                     awaiting: None,
+                    afs: 0,
                 };
                 let i = match self.free_wls.pop() {
                     Some(i) => {
@@ -872,10 +898,11 @@ impl Engine {
             }
         };
         self.lqs
-            .entry(lq_key)
+            .entry(lq_key.clone())
             .or_insert_with(|| LqData {
                 spec: None,
                 workloads: BTreeSet::new(),
+                usage: None,
             })
             .workloads
             .insert(i);
@@ -887,10 +914,15 @@ impl Engine {
                 .unwrap_or_default();
             self.reserve(i, n, a, reserved_at);
         }
+        settle(self, i);
         let (phase, active) = match self.wl(i) {
             Some(w) => (w.phase, w.spec.active),
             None => return Ok(()),
         };
+        if !active && phase == Phase::Pending {
+            // Deactivated before it was admitted: its entry penalty no longer counts.
+            self.afs_forget(i, &lq_key);
+        }
         match phase {
             Phase::Pending => self.place(i),
             Phase::Admitted if !active => {
@@ -941,6 +973,9 @@ impl Engine {
         let Some(i) = self.wl_by_key.remove(key) else {
             return;
         };
+        if let Some(lq) = self.lq_of(i) {
+            self.afs_forget(i, &lq);
+        }
         self.release(i);
         self.dequeue(i);
         if let Some(w) = self.wl(i) {

@@ -28,6 +28,39 @@ pub struct EngineConfig {
     /// Kueue's `waitForPodsReady.blockAdmission`: once a workload fits while another that holds quota is not
     /// PodsReady, that one waits ("Waiting") and nothing more is admitted until every holder is PodsReady.
     pub block_admission: bool,
+    /// Kueue's `admissionFairSharing` (with its AdmissionFairSharing gate on): ClusterQueues whose
+    /// `admissionScope.admissionMode` is UsageBasedAdmissionFairSharing order by LocalQueue usage.
+    pub admission_fair_sharing: Option<AdmissionFairSharingConfig>,
+}
+
+/// Kueue's `admissionFairSharing` settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdmissionFairSharingConfig {
+    /// `usageHalfLifeTime` in milliseconds (0: usage is reset, ordering falls back to priority and time).
+    pub usage_half_life: Time,
+    /// `usageSamplingInterval` in milliseconds (Kueue's default 5 minutes).
+    pub usage_sampling_interval: Time,
+    /// `resourceWeights`: a resource not listed weighs 1.
+    pub resource_weights: BTreeMap<String, f64>,
+}
+
+impl Default for AdmissionFairSharingConfig {
+    fn default() -> Self {
+        Self {
+            usage_half_life: 0,
+            usage_sampling_interval: 5 * 60 * 1000,
+            resource_weights: BTreeMap::new(),
+        }
+    }
+}
+
+/// A LocalQueue's consumed resources under admission fair sharing (its `status.fairSharing.admissionFairSharingStatus`).
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct ConsumedUsage {
+    /// Decayed usage per resource, in base units (cpu in cores, memory in bytes).
+    pub resources: BTreeMap<String, f64>,
+    /// When it was brought up to date.
+    pub last_update: Time,
 }
 
 impl Default for EngineConfig {
@@ -38,6 +71,7 @@ impl Default for EngineConfig {
             prioritize_preemptor_workloads: false,
             priority_boost: false,
             block_admission: false,
+            admission_fair_sharing: None,
         }
     }
 }
@@ -299,6 +333,9 @@ pub struct ClusterQueue {
     /// Admission checks: with any, a reservation counts as admitted only once the workload's checks pass
     /// (`Workload::admitted`).
     pub admission_checks: Vec<String>,
+    /// `admissionScope.admissionMode: UsageBasedAdmissionFairSharing`: the queue is ordered by LocalQueue usage
+    /// (when admission fair sharing is configured).
+    pub admission_fair_sharing: bool,
 }
 
 impl Default for ClusterQueue {
@@ -314,6 +351,7 @@ impl Default for ClusterQueue {
             stop_policy: StopPolicy::None,
             fair_weight: 1.0,
             admission_checks: Vec::new(),
+            admission_fair_sharing: false,
         }
     }
 }
@@ -404,6 +442,8 @@ pub struct LocalQueue {
     pub cluster_queue: String,
     /// Stop policy.
     pub stop_policy: StopPolicy,
+    /// `spec.fairSharing.weight` for admission fair sharing (None: 1).
+    pub fair_sharing_weight: Option<f64>,
 }
 
 /// A Namespace.
@@ -776,6 +816,16 @@ pub enum Event {
     },
     /// The NodeGpuTopology of a node is gone.
     DeleteNodeGpus(String),
+    /// Restores a LocalQueue's admission-fair-sharing usage from its persisted status (after its
+    /// `UpsertLocalQueue`; ignored once the engine sampled it).
+    RestoreLocalQueueUsage {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// The persisted consumed resources.
+        usage: ConsumedUsage,
+    },
     /// Restores the topology placement of an admitted workload (after its `UpsertWorkload`).
     RestorePlacement {
         /// Workload.

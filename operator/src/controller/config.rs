@@ -193,6 +193,8 @@ pub struct FeatureGates {
     pub unadmitted_workloads_observability: bool,
     /// PriorityBoost: `kueue.x-k8s.io/priority-boost` adds to the effective priority (off by default).
     pub priority_boost: bool,
+    /// AdmissionFairSharing: `admissionFairSharing` takes effect (beta, on by default).
+    pub admission_fair_sharing: bool,
 }
 
 impl Default for FeatureGates {
@@ -202,6 +204,7 @@ impl Default for FeatureGates {
             prioritize_preemptor_workloads: false,
             unadmitted_workloads_observability: false,
             priority_boost: false,
+            admission_fair_sharing: true,
         }
     }
 }
@@ -229,6 +232,7 @@ impl FeatureGates {
                 "PrioritizePreemptorWorkloads" => out.prioritize_preemptor_workloads = on,
                 "UnadmittedWorkloadsObservability" => out.unadmitted_workloads_observability = on,
                 "PriorityBoost" => out.priority_boost = on,
+                "AdmissionFairSharing" => out.admission_fair_sharing = on,
                 _ if on == default => {}
                 _ => {
                     return Err(invalid(format!(
@@ -254,6 +258,9 @@ pub struct ConfigFile {
     /// waitForPodsReady.
     #[serde(default)]
     pub wait_for_pods_ready: Option<WaitForPodsReadyFile>,
+    /// admissionFairSharing.
+    #[serde(default)]
+    pub admission_fair_sharing: Option<AdmissionFairSharingFile>,
     /// manageJobsWithoutQueueName.
     #[serde(default)]
     pub manage_jobs_without_queue_name: Option<bool>,
@@ -263,6 +270,72 @@ pub struct ConfigFile {
     /// featureGates.
     #[serde(default)]
     pub feature_gates: std::collections::BTreeMap<String, bool>,
+}
+
+/// Kueue's admissionFairSharing.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AdmissionFairSharingFile {
+    /// Half-life of LocalQueue usage, a duration such as "168h" (Kueue: none by default, usage reset at once).
+    #[serde(default)]
+    pub usage_half_life_time: Option<String>,
+    /// How often usage is sampled (Kueue's default 5m).
+    #[serde(default)]
+    pub usage_sampling_interval: Option<String>,
+    /// Weight of each resource in a LocalQueue's usage (1 when not listed).
+    #[serde(default)]
+    pub resource_weights: std::collections::BTreeMap<String, f64>,
+}
+
+impl AdmissionFairSharingFile {
+    /// The engine's settings, with Kueue's defaults and validation.
+    fn engine(
+        &self,
+        origin: &str,
+    ) -> Result<crate::engine::AdmissionFairSharingConfig, ConfigError> {
+        let invalid = |field: &str, message: String| ConfigError::Invalid {
+            path: origin.to_string(),
+            message: format!("admissionFairSharing.{field}: {message}"),
+        };
+        let duration = |field: &str, v: &Option<String>| -> Result<Option<i64>, ConfigError> {
+            v.as_deref()
+                .map(|t| {
+                    crate::duration::parse_duration(t).map_err(|e| invalid(field, e.to_string()))
+                })
+                .transpose()
+        };
+        let half_life = duration("usageHalfLifeTime", &self.usage_half_life_time)?.unwrap_or(0);
+        if half_life < 0 {
+            return Err(invalid(
+                "usageHalfLifeTime",
+                format!("must be greater than or equal to 0, got {half_life} ms"),
+            ));
+        }
+        // Kueue defaults a zero interval to 5 minutes, so only a negative one is refused.
+        let interval = match duration("usageSamplingInterval", &self.usage_sampling_interval)? {
+            None | Some(0) => 5 * 60 * 1000,
+            Some(ms) if ms < 0 => {
+                return Err(invalid(
+                    "usageSamplingInterval",
+                    format!("must be greater than 0, got {ms} ms"),
+                ));
+            }
+            Some(ms) => ms,
+        };
+        for (resource, w) in &self.resource_weights {
+            if !(*w >= 0.0 && w.is_finite()) {
+                return Err(invalid(
+                    &format!("resourceWeights[{resource}]"),
+                    format!("must be greater than or equal to 0, got {w}"),
+                ));
+            }
+        }
+        Ok(crate::engine::AdmissionFairSharingConfig {
+            usage_half_life: half_life,
+            usage_sampling_interval: interval,
+            resource_weights: self.resource_weights.clone(),
+        })
+    }
 }
 
 /// waitForPodsReady as the controllers use it.
@@ -522,6 +595,12 @@ impl OperatorConfig {
             .wait_for_pods_ready
             .as_ref()
             .is_some_and(|w| w.block_admission);
+        if let Some(afs) = &file.admission_fair_sharing {
+            let cfg = afs.engine(origin)?;
+            if gates.admission_fair_sharing {
+                out.engine.admission_fair_sharing = Some(cfg);
+            }
+        }
         out.manage_jobs_without_queue_name = file.manage_jobs_without_queue_name.unwrap_or(false);
         if let Some(i) = file.integrations {
             out.batch_jobs = i.frameworks.iter().any(|f| f == "batch/job");
@@ -534,6 +613,59 @@ impl OperatorConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn admission_fair_sharing_is_read_with_kueues_defaults_and_gate() {
+        let c = OperatorConfig::from_yaml(
+            "cfg",
+            r#"
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+admissionFairSharing:
+  usageHalfLifeTime: 168h
+  resourceWeights: {cpu: 0, nvidia.com/gpu: 100}
+"#,
+        )
+        .unwrap();
+        let afs = c.engine.admission_fair_sharing.unwrap();
+        assert_eq!(afs.usage_half_life, 168 * 3_600_000);
+        assert_eq!(afs.usage_sampling_interval, 5 * 60_000, "Kueue's default");
+        assert_eq!(afs.resource_weights["nvidia.com/gpu"], 100.0);
+        let off = OperatorConfig::from_yaml(
+            "cfg",
+            "admissionFairSharing: {usageHalfLifeTime: 1h}\nfeatureGates: {AdmissionFairSharing: false}\n",
+        )
+        .unwrap();
+        assert!(
+            off.engine.admission_fair_sharing.is_none(),
+            "the gate turns it off"
+        );
+        assert!(
+            OperatorConfig::default()
+                .engine
+                .admission_fair_sharing
+                .is_none()
+        );
+        for (bad, field) in [
+            (
+                "{usageHalfLifeTime: -1s}",
+                "admissionFairSharing.usageHalfLifeTime",
+            ),
+            (
+                "{usageSamplingInterval: -1m}",
+                "admissionFairSharing.usageSamplingInterval",
+            ),
+            (
+                "{resourceWeights: {cpu: -1}}",
+                "admissionFairSharing.resourceWeights[cpu]",
+            ),
+        ] {
+            let e = OperatorConfig::from_yaml("cfg", &format!("admissionFairSharing: {bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(field), "{e}");
+        }
+    }
 
     #[test]
     fn kueue_configuration_subset_is_read() {

@@ -19,6 +19,7 @@ const CONFIG_GROUP: &str = "config.kueue.x-k8s.io/";
 const SCHEDULING_FIELDS: &[&str] = &[
     "fairSharing",
     "waitForPodsReady",
+    "admissionFairSharing",
     "manageJobsWithoutQueueName",
     "featureGates",
     "integrations",
@@ -45,10 +46,6 @@ const PROCESS_FIELDS: &[&str] = &[
 
 /// Kueue's fields of features the simulator does not model yet, with what is missing.
 const NOT_SIMULATED: &[(&str, &str)] = &[
-    (
-        "admissionFairSharing",
-        "admission fair sharing (LocalQueue usage ordering) is not simulated yet",
-    ),
     (
         "resources",
         "resource transformations and excluded resource prefixes are not simulated yet",

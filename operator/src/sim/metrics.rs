@@ -21,6 +21,8 @@ pub enum RunEnd {
 #[derive(Clone, Debug)]
 struct Run {
     cluster_queue: String,
+    /// "namespace/name" of its LocalQueue.
+    local_queue: String,
     gpus: BTreeMap<String, i64>,
     /// GPUs held per node, when the run's placement is known.
     nodes: BTreeMap<String, i64>,
@@ -31,6 +33,8 @@ struct Run {
 #[derive(Clone, Debug)]
 struct Tracked {
     cluster_queue: String,
+    /// "namespace/name" of its LocalQueue.
+    local_queue: String,
     arrival: Time,
     first_admission: Option<Time>,
 }
@@ -76,12 +80,13 @@ impl Recorder {
         self.waiting.entry(key.clone()).or_insert(at);
     }
 
-    /// A workload entered its queue.
-    pub fn arrive(&mut self, key: &WorkloadKey, cluster_queue: &str, at: Time) {
+    /// A workload entered its queue (LocalQueue `local_queue` of its namespace).
+    pub fn arrive(&mut self, key: &WorkloadKey, cluster_queue: &str, local_queue: &str, at: Time) {
         self.workloads
             .entry(key.clone())
             .or_insert_with(|| Tracked {
                 cluster_queue: cluster_queue.to_string(),
+                local_queue: format!("{}/{local_queue}", key.namespace),
                 arrival: at,
                 first_admission: None,
             });
@@ -104,8 +109,14 @@ impl Recorder {
         if self.open.insert(key.clone(), self.runs.len()).is_some() {
             tracing::warn!(workload = %key, "admitted while its previous run had not ended");
         }
+        let local_queue = self
+            .workloads
+            .get(key)
+            .map(|t| t.local_queue.clone())
+            .unwrap_or_default();
         self.runs.push(Run {
             cluster_queue: cluster_queue.to_string(),
+            local_queue,
             gpus,
             nodes: BTreeMap::new(),
             start: at,
@@ -148,6 +159,46 @@ impl Recorder {
             });
         }
         run.end = Some((at, how));
+    }
+
+    /// Per LocalQueue: workloads, admissions, waits and GPU-hours up to `end` (for admission fair sharing, which
+    /// orders LocalQueues within a ClusterQueue).
+    pub fn local_queue_report(&self, end: Time) -> Vec<LocalQueueReport> {
+        let mut out: BTreeMap<&str, (LocalQueueReport, Vec<f64>)> = BTreeMap::new();
+        for t in self.workloads.values() {
+            let (q, waits) = out.entry(t.local_queue.as_str()).or_insert_with(|| {
+                (
+                    LocalQueueReport {
+                        local_queue: t.local_queue.clone(),
+                        cluster_queue: t.cluster_queue.clone(),
+                        workloads: 0,
+                        admitted: 0,
+                        wait_seconds: WaitSummary::of(&[]),
+                        gpu_hours: 0.0,
+                    },
+                    Vec::new(),
+                )
+            });
+            q.workloads += 1;
+            if let Some(a) = t.first_admission {
+                q.admitted += 1;
+                waits.push((a - t.arrival) as f64 / 1000.0);
+            }
+        }
+        for r in &self.runs {
+            if let Some((q, _)) = out.get_mut(r.local_queue.as_str()) {
+                let stop = r.end.as_ref().map_or(end, |e| e.0);
+                let held: i64 = r.gpus.values().sum();
+                q.gpu_hours += (held * (stop - r.start)) as f64 / 3_600_000.0;
+            }
+        }
+        out.into_values()
+            .map(|(mut q, mut w)| {
+                w.sort_by(f64::total_cmp);
+                q.wait_seconds = WaitSummary::of(&w);
+                q
+            })
+            .collect()
     }
 
     /// Builds the report at time `end`. `capacity` is GPUs per flavor; `entitlement` is each ClusterQueue's
@@ -303,6 +354,7 @@ impl Recorder {
                 .map(|t| (t - start) as f64 / 1000.0)
                 .collect(),
             topology: None,
+            local_queues: Vec::new(),
             victim_wait: {
                 let mut w = self.victim_waits.clone();
                 w.sort_by(f64::total_cmp);
@@ -398,6 +450,27 @@ pub struct SimulationReport {
     /// Gang placement figures, when some flavor is topology-aware.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub topology: Option<super::topology::TopologyReport>,
+    /// Per LocalQueue, under admission fair sharing (empty otherwise).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub local_queues: Vec<LocalQueueReport>,
+}
+
+/// One LocalQueue's figures.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalQueueReport {
+    /// "namespace/name".
+    pub local_queue: String,
+    /// Its ClusterQueue.
+    pub cluster_queue: String,
+    /// Workloads that arrived.
+    pub workloads: usize,
+    /// Workloads admitted at least once.
+    pub admitted: usize,
+    /// Time from arrival to first admission.
+    pub wait_seconds: WaitSummary,
+    /// GPU-hours its workloads held.
+    pub gpu_hours: f64,
 }
 
 /// A workload that had not finished when the simulation ended.
@@ -555,8 +628,8 @@ mod tests {
     fn waits_utilisation_and_evictions() {
         let mut r = Recorder::default();
         let gpus = |n| BTreeMap::from([("h100".to_string(), n)]);
-        r.arrive(&key("a"), "team-a", 0);
-        r.arrive(&key("b"), "team-b", 0);
+        r.arrive(&key("a"), "team-a", "main", 0);
+        r.arrive(&key("b"), "team-b", "main", 0);
         r.admit(&key("a"), "team-a", gpus(4), 0);
         r.admit(&key("b"), "team-b", gpus(4), 3_600_000);
         r.end(&key("a"), 1_800_000, RunEnd::Evicted("Preempted".into()));
@@ -584,8 +657,8 @@ mod tests {
     fn steps_and_node_placement() {
         let mut r = Recorder::default();
         let gpus = |n| BTreeMap::from([("h100".to_string(), n)]);
-        r.arrive(&key("a"), "q", 0);
-        r.arrive(&key("b"), "q", 0);
+        r.arrive(&key("a"), "q", "main", 0);
+        r.arrive(&key("b"), "q", "main", 0);
         r.admit(&key("a"), "q", gpus(4), 0);
         r.place(
             &key("a"),

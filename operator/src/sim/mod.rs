@@ -374,7 +374,17 @@ impl Simulation {
         }
         for lq in objects.local_queues.values() {
             let v = ingest::local_queue(&lq.object).map_err(ingest_err(&lq.origin))?;
+            let restore =
+                ingest::local_queue_usage(&lq.object).map(|usage| Event::RestoreLocalQueueUsage {
+                    namespace: v.namespace.clone(),
+                    name: v.name.clone(),
+                    usage,
+                });
             feed(&mut engine, &lq.origin, Event::UpsertLocalQueue(v))?;
+            if let Some(e) = restore {
+                // Usage a LocalQueue's status carries (as `kubectl get -o yaml` shows it) starts the simulation.
+                feed(&mut engine, &lq.origin, e)?;
+            }
         }
 
         let mut priorities = PriorityClasses::default();
@@ -583,7 +593,7 @@ impl Simulation {
             Some(a) => a.cluster_queue.clone(),
             None => self.cluster_queue_of(&wl.namespace, &wl.queue_name),
         };
-        recorder.arrive(key, &cq, now);
+        recorder.arrive(key, &cq, &wl.queue_name, now);
         if admission.is_none()
             && let Some(spec) = self.objects.cluster_queues.get(&cq).map(|c| &c.object.spec)
         {
@@ -1498,6 +1508,9 @@ impl Simulation {
             48,
         );
         report.unfinished = self.unfinished();
+        if self.engine.config().admission_fair_sharing.is_some() {
+            report.local_queues = recorder.local_queue_report(now);
+        }
         if self.topo.report.gangs > 0 || self.topo.report.failures_injected > 0 {
             report.topology = Some(self.topo.finish());
         }

@@ -48,7 +48,14 @@ fn final_objects(sim: &Simulation, now: i64) -> Vec<Value> {
                 (None, Some(_)) => Some(false),
             };
             let stopped = obj.spec.stop_policy() != api::StopPolicy::None;
-            obj.status = Some(status::local_queue_status(&u, stopped, cq_active, now));
+            let consumed = sim.engine.local_queue_consumed_usage(ns, name);
+            obj.status = Some(status::local_queue_status(
+                &u,
+                stopped,
+                cq_active,
+                consumed.as_ref(),
+                now,
+            ));
         }
         items.push(with_type_meta(
             serde_json::to_value(&obj).unwrap_or(Value::Null),
@@ -288,6 +295,56 @@ pub fn render_report(sim: &Simulation, report: &SimulationReport, format: Output
     }
     out.push_str(&columns(&rows, 2));
     out.push('\n');
+    if !report.local_queues.is_empty() {
+        // Admission fair sharing orders LocalQueues within a ClusterQueue: their figures side by side.
+        let mut rows = vec![
+            [
+                "LOCALQUEUE",
+                "CLUSTERQUEUE",
+                "WORKLOADS",
+                "ADMITTED",
+                "WAIT p50",
+                "p90",
+                "max",
+                "GPU-HOURS",
+                "CONSUMED NOW",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ];
+        for q in &report.local_queues {
+            let (ns, name) = q
+                .local_queue
+                .split_once('/')
+                .unwrap_or(("", &q.local_queue));
+            let consumed = sim
+                .engine
+                .local_queue_consumed_usage(ns, name)
+                .map(|u| {
+                    u.resources
+                        .iter()
+                        .filter(|(_, v)| **v > 0.0)
+                        .map(|(r, v)| format!("{r}={v:.2}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "-".into());
+            rows.push(vec![
+                q.local_queue.clone(),
+                q.cluster_queue.clone(),
+                q.workloads.to_string(),
+                q.admitted.to_string(),
+                d(q.wait_seconds.p50),
+                d(q.wait_seconds.p90),
+                d(q.wait_seconds.max),
+                format!("{:.1}", q.gpu_hours),
+                consumed,
+            ]);
+        }
+        out.push_str(&columns(&rows, 2));
+        out.push('\n');
+    }
     let mut rows = vec![
         [
             "FLAVOR",

@@ -14,6 +14,7 @@ mod admission;
 mod chart;
 mod cli;
 mod failover;
+mod fair_sharing;
 mod pods;
 mod policy;
 mod restart;

@@ -4,6 +4,7 @@
 //! and take a fraction of the disk.
 
 mod admission_checks;
+mod admission_fair_sharing;
 mod checkpoint;
 mod failover;
 mod jobs;

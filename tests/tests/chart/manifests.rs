@@ -326,6 +326,36 @@ fn rendered_chart_objects_are_what_they_claim() {
     }
 }
 
+/// The operator's config file each variant renders is a Configuration the operator takes, with what the values
+/// asked for.
+#[test]
+fn rendered_operator_configuration_is_read_by_the_operator() {
+    let Some(dir) = render_dir() else {
+        println!(
+            "SKIPPED: SLUICE_CHART_RENDER_DIR is not set (.ci/chart-check renders the chart and sets it)"
+        );
+        return;
+    };
+    for variant in ["default", "cert-manager", "cert-manager-issuer"] {
+        let objects = load(&dir, variant);
+        let cms: Vec<ConfigMap> = of_kind(&objects);
+        let text = cms
+            .iter()
+            .find_map(|c| c.data.as_ref()?.get("config.yaml"))
+            .unwrap_or_else(|| panic!("{variant}: no operator config"));
+        let cfg = sluice_operator::controller::config::OperatorConfig::from_yaml(variant, text)
+            .unwrap_or_else(|e| panic!("{variant}: {e}\n{text}"));
+        let afs = cfg.engine.admission_fair_sharing;
+        if variant == "cert-manager" {
+            let afs = afs.expect("admission fair sharing on");
+            assert_eq!(afs.usage_half_life, 168 * 3_600_000);
+            assert_eq!(afs.resource_weights.get("cpu"), Some(&0.0));
+        } else {
+            assert!(afs.is_none(), "{variant}: off by default");
+        }
+    }
+}
+
 #[test]
 fn rendered_default_release_keeps_the_charts_promises() {
     let Some(dir) = render_dir() else {

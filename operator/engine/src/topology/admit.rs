@@ -788,6 +788,7 @@ mod tests {
                 name: "main".into(),
                 cluster_queue: cq.into(),
                 stop_policy: StopPolicy::None,
+                fair_sharing_weight: None,
             }));
         }
         e

@@ -306,6 +306,7 @@ impl Env {
             name: name.into(),
             cluster_queue: cq.into(),
             stop_policy: StopPolicy::None,
+            fair_sharing_weight: None,
         }));
         self
     }

@@ -3,6 +3,7 @@
 //! One test binary per area (this one and `topology`), both on the scenario DSL in `common/`.
 
 mod admission_checks;
+mod admission_fair_sharing;
 mod block_admission;
 #[path = "../common/mod.rs"]
 mod common;

@@ -139,6 +139,7 @@ fn cluster_queue(i: usize, spec: &CqSpec, nominal_override: Option<i64>) -> Clus
         stop_policy: StopPolicy::None,
         fair_weight: 1.0,
         admission_checks: Vec::new(),
+        admission_fair_sharing: false,
     }
 }
 
@@ -267,6 +268,7 @@ fn run(specs: Vec<CqSpec>, steps: Vec<Step>, fair: bool) -> Result<(), TestCaseE
                 name: format!("lq{i}"),
                 cluster_queue: format!("cq{i}"),
                 stop_policy: StopPolicy::None,
+                fair_sharing_weight: None,
             }))
             .map_err(fail)?;
     }

@@ -280,6 +280,7 @@ fn local_queue_hold_and_drain() {
         name: "main".into(),
         cluster_queue: "cq".into(),
         stop_policy: StopPolicy::HoldAndDrain,
+        fair_sharing_weight: None,
     }));
     assert!(ds.iter().any(|d| matches!(d, Decision::Evict { workload, reason, message, .. }
         if workload.name == "running" && reason == "LocalQueueStopped" && message == "The LocalQueue is stopped")));
@@ -303,6 +304,7 @@ fn local_queue_hold_keeps_running_workloads() {
         name: "main".into(),
         cluster_queue: "cq".into(),
         stop_policy: StopPolicy::Hold,
+        fair_sharing_weight: None,
     }));
     assert!(evictions(&ds).is_empty());
     env.schedule();
@@ -459,6 +461,7 @@ fn local_queue_hold_and_drain_evicts_workloads_restored_after_it_stopped() {
         name: "main".into(),
         cluster_queue: "cq".into(),
         stop_policy: StopPolicy::HoldAndDrain,
+        fair_sharing_weight: None,
     }));
     let ds = env.restore(
         wl("ns", "running").ps("main", 1, &[("cpu", cpu(4))]),

@@ -59,6 +59,7 @@ fn run(cohorts: usize, cqs_per_cohort: usize, wl_per_cq: usize, duration_scale: 
                     name: name.clone(),
                     cluster_queue: name.clone(),
                     stop_policy: StopPolicy::None,
+                    fair_sharing_weight: None,
                 }),
             );
             for i in 0..wl_per_cq {

@@ -89,7 +89,19 @@ impl EngineTask {
                 } else {
                     self.cache.local_queues.insert(key, obj.clone());
                     match ingest::local_queue(&obj) {
-                        Ok(l) => self.engine_apply(Event::UpsertLocalQueue(l)),
+                        Ok(l) => {
+                            let restore = ingest::local_queue_usage(&obj).map(|usage| {
+                                Event::RestoreLocalQueueUsage {
+                                    namespace: l.namespace.clone(),
+                                    name: l.name.clone(),
+                                    usage,
+                                }
+                            });
+                            self.engine_apply(Event::UpsertLocalQueue(l));
+                            if let Some(e) = restore {
+                                self.engine_apply(e);
+                            }
+                        }
                         Err(e) => tracing::warn!(error = %e, "local queue ignored"),
                     }
                 }
@@ -473,8 +485,17 @@ impl EngineTask {
         }
         let lqs: Vec<_> = self.cache.local_queues.values().cloned().collect();
         for l in &lqs {
-            if let Ok(l) = ingest::local_queue(l) {
-                self.engine_apply(Event::UpsertLocalQueue(l));
+            if let Ok(e) = ingest::local_queue(l) {
+                let restore =
+                    ingest::local_queue_usage(l).map(|usage| Event::RestoreLocalQueueUsage {
+                        namespace: e.namespace.clone(),
+                        name: e.name.clone(),
+                        usage,
+                    });
+                self.engine_apply(Event::UpsertLocalQueue(e));
+                if let Some(r) = restore {
+                    self.engine_apply(r);
+                }
             }
         }
         let keys: Vec<_> = self.cache.workloads.keys().cloned().collect();

@@ -326,7 +326,11 @@ impl EngineTask {
         let c = self.checkpoints.values().map(|c| c.deadline).min();
         let d = self.policy_deadline();
         let e = self.exec_deadlines.values().min().copied();
-        [a, b, c, d, e].into_iter().flatten().min()
+        let f = self
+            .engine
+            .as_ref()
+            .and_then(Engine::next_admission_usage_sample);
+        [a, b, c, d, e, f].into_iter().flatten().min()
     }
 
     /// One round of leading: controllers, timers, scheduling cycles, queue status.

@@ -73,7 +73,9 @@ impl EngineTask {
             } else {
                 None
             };
-            let mut st = status::local_queue_status(&usage, stopped, active, now);
+            let consumed = engine.local_queue_consumed_usage(&key.0, &key.1);
+            let mut st =
+                status::local_queue_status(&usage, stopped, active, consumed.as_ref(), now);
             let old = lq.status.clone().unwrap_or_default();
             keep_transition_times(&mut st.conditions, &old.conditions);
             // Fields Sluice does not compute keep what is there.
@@ -84,6 +86,9 @@ impl EngineTask {
             merged.admitted_workloads = st.admitted_workloads;
             merged.flavors_reservation = st.flavors_reservation;
             merged.flavors_usage = st.flavors_usage;
+            if st.fair_sharing.is_some() {
+                merged.fair_sharing = st.fair_sharing;
+            }
             if lq.status.as_ref() != Some(&merged) {
                 lq_writes.push((lq.clone(), merged));
             }

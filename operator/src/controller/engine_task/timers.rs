@@ -104,6 +104,16 @@ impl EngineTask {
     pub(super) async fn fire_timers(&mut self) -> bool {
         let now = now_ms();
         let mut did = false;
+        // Admission fair sharing: LocalQueue usage is sampled every usageSamplingInterval (their status follows).
+        if let Some(engine) = self.engine.as_mut()
+            && engine
+                .next_admission_usage_sample()
+                .is_some_and(|t| t <= now)
+        {
+            engine.sample_admission_usage(now);
+            self.queues_dirty = true;
+            did = true;
+        }
         let due: Vec<_> = self
             .checkpoints
             .iter()

@@ -285,9 +285,9 @@ mod tests {
     fn synthetic() -> SimulationReport {
         let mut r = Recorder::default();
         let gpus = |n| BTreeMap::from([("h100".to_string(), n)]);
-        r.arrive(&key("a"), "team-a", 0);
-        r.arrive(&key("b"), "team-<b>", 0);
-        r.arrive(&key("c"), "team-a", 0);
+        r.arrive(&key("a"), "team-a", "main", 0);
+        r.arrive(&key("b"), "team-<b>", "main", 0);
+        r.arrive(&key("c"), "team-a", "main", 0);
         r.admit(&key("a"), "team-a", gpus(4), 0);
         r.place(&key("a"), BTreeMap::from([("node-0".to_string(), 4)]));
         r.admit(&key("b"), "team-<b>", gpus(4), 600_000);
