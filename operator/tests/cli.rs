@@ -792,3 +792,38 @@ fn a_job_past_its_maximum_execution_time_is_deactivated_in_virtual_time() {
         "{r}"
     );
 }
+
+/// The block of README.md after `marker` (a line), between its ```text fence and the closing fence.
+fn readme_block(marker: &str) -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let after = readme
+        .split_once(marker)
+        .unwrap_or_else(|| panic!("README.md has no line {marker:?}"))
+        .1;
+    let body = after
+        .split_once("```text\n")
+        .expect("a ```text block after the marker")
+        .1;
+    body.split_once("```")
+        .expect("the block's closing fence")
+        .0
+        .to_string()
+}
+
+#[test]
+fn the_readme_shows_what_the_bundled_example_prints() {
+    // As a newcomer runs it, from the repository root (README: the main job).
+    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["simulate", "--no-progress"])
+        .current_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .output()
+        .expect("the sluice binary runs");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let readme = readme_block("What the bundled example prints");
+    assert_eq!(
+        stdout(&o),
+        readme,
+        "README.md's bundled-example output is stale: update it with `cargo run --release --bin sluice -- simulate --no-progress`"
+    );
+}

@@ -34,7 +34,7 @@ pub struct Outcome {
     pub notes: Vec<String>,
     /// Wall time of its steps.
     pub seconds: f64,
-    /// Time starting both systems.
+    /// Time starting both systems (overlapping the scenario before, but the first).
     pub start_seconds: f64,
 }
 
@@ -116,48 +116,34 @@ async fn prepare(s: Scenario) -> Started {
     (Some(systems), start.elapsed().as_secs_f64())
 }
 
-/// How many scenarios run at once (SLUICE_DIFF_JOBS, default 2): a scenario mostly waits for quiet, so one at a
-/// time leaves most of a 2-core machine idle (about 0.6 cores busy).
-fn jobs() -> usize {
-    std::env::var("SLUICE_DIFF_JOBS")
-        .ok()
-        .map(|v| {
-            v.parse::<usize>()
-                .ok()
-                .filter(|&n| n > 0)
-                .unwrap_or_else(|| panic!("SLUICE_DIFF_JOBS={v:?}: expected a positive number"))
-        })
-        .unwrap_or(2)
-}
-
-/// Runs every scenario under both systems side by side on fresh control planes, `jobs()` scenarios at a time
-/// (each started, then run); outcomes come back in the scenarios' order.
+/// Runs every scenario, one after another, each under both systems side by side on fresh control planes; the
+/// next scenario's systems start while one runs (which mostly waits for quiet).
 pub async fn run_all(version: &str, scenarios: &[Scenario]) -> Report {
-    use futures::StreamExt;
     let wall = Instant::now();
-    let runs = futures::stream::iter(scenarios.iter().cloned()).map(|s| {
-        tokio::spawn(async move {
-            let ready = prepare(s.clone()).await;
-            let o = run_one(&s, ready).await;
-            eprintln!(
-                "{}: {} ({:.0} s, and {:.0} s starting)",
-                o.name,
-                match (&o.failure, o.differences.len()) {
-                    (Some(_), _) => "not compared".to_string(),
-                    (None, 0) => "identical".to_string(),
-                    (None, n) => format!("{n} differences"),
-                },
-                o.seconds,
-                o.start_seconds
-            );
-            o
-        })
-    });
-    let outcomes = runs
-        .buffered(jobs())
-        .map(|o| o.expect("running a scenario"))
-        .collect()
-        .await;
+    let mut outcomes = Vec::new();
+    let mut next = scenarios.first().map(|s| tokio::spawn(prepare(s.clone())));
+    for (i, s) in scenarios.iter().enumerate() {
+        let ready = match next.take() {
+            Some(task) => task.await.expect("starting the systems"),
+            None => (None, 0.0),
+        };
+        next = scenarios
+            .get(i + 1)
+            .map(|n| tokio::spawn(prepare(n.clone())));
+        let o = run_one(s, ready).await;
+        eprintln!(
+            "{}: {} ({:.0} s, and {:.0} s starting, mostly while the one before ran)",
+            o.name,
+            match (&o.failure, o.differences.len()) {
+                (Some(_), _) => "not compared".to_string(),
+                (None, 0) => "identical".to_string(),
+                (None, n) => format!("{n} differences"),
+            },
+            o.seconds,
+            o.start_seconds
+        );
+        outcomes.push(o);
+    }
     Report {
         version: version.to_string(),
         outcomes,
