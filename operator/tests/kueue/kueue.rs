@@ -145,12 +145,34 @@ impl Kueue {
     /// Installs Kueue's CRDs and webhooks on `plane` and starts its manager under the scenario's
     /// Configuration (`config`, YAML) with `feature_gates` (`Name=bool,...`); returns once its webhooks answer.
     pub fn start(plane: &ControlPlane, config: Option<&str>, feature_gates: &str) -> Kueue {
-        let dir = kueue_dir();
         ensure_metrics_certs(plane);
+        plane.kubectl(&["create", "namespace", "kueue-system"], None);
+        // A port free_port found can be taken by another process before the manager binds it (the next
+        // scenario's control planes start meanwhile): then the manager exits, and a new attempt picks new ports
+        // and points the CRDs and webhooks at them.
+        const ATTEMPTS: u32 = 3;
+        for attempt in 1.. {
+            match Self::try_start(plane, config, feature_gates) {
+                Ok(kueue) => return kueue,
+                Err(e) if attempt < ATTEMPTS && e.contains("address already in use") => {
+                    eprintln!("Kueue's manager lost a port (attempt {attempt}), starting it again");
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        unreachable!("the loop returns or panics")
+    }
+
+    /// One start: ports, CRDs and webhooks pointed at them, the manager; Err when the manager exited.
+    fn try_start(
+        plane: &ControlPlane,
+        config: Option<&str>,
+        feature_gates: &str,
+    ) -> Result<Kueue, String> {
+        let dir = kueue_dir();
         let port = free_port();
         let url = format!("https://127.0.0.1:{port}");
         let ca = b64(&plane.file("ca.crt"));
-        plane.kubectl(&["create", "namespace", "kueue-system"], None);
 
         // CRDs, those Kueue converts pointed at its /convert.
         let converted: Vec<String> = std::fs::read_to_string(dir.join("config/conversion"))
@@ -216,7 +238,7 @@ impl Kueue {
             .spawn()
             .expect("starting Kueue's manager");
         let mut kueue = Kueue { child, log };
-        kueue.wait_listening(([127, 0, 0, 1], port).into());
+        kueue.wait_listening(([127, 0, 0, 1], port).into())?;
 
         // Its webhooks, by URL; the pod and deployment webhooks skip the system namespaces, as its kustomization
         // makes them.
@@ -257,15 +279,18 @@ impl Kueue {
             configs.push(doc);
         }
         plane.kubectl(&["apply", "-f", "-"], Some(&list(configs)));
-        kueue.wait_ready(health);
-        kueue
+        kueue.wait_ready(health)?;
+        Ok(kueue)
     }
 
-    fn wait_listening(&mut self, addr: SocketAddr) {
+    fn wait_listening(&mut self, addr: SocketAddr) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(90);
         while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("Kueue's manager exited ({status}): {}", self.tail());
+                return Err(format!(
+                    "Kueue's manager exited ({status}): {}",
+                    self.tail()
+                ));
             }
             assert!(
                 Instant::now() < deadline,
@@ -274,10 +299,11 @@ impl Kueue {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
+        Ok(())
     }
 
     /// Waits until /readyz answers 200 (its webhook server and certificates are up).
-    fn wait_ready(&mut self, health: SocketAddr) {
+    fn wait_ready(&mut self, health: SocketAddr) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             let ok = Command::new("curl")
@@ -287,10 +313,13 @@ impl Kueue {
                 .status()
                 .is_ok_and(|s| s.success());
             if ok {
-                return;
+                return Ok(());
             }
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("Kueue's manager exited ({status}): {}", self.tail());
+                return Err(format!(
+                    "Kueue's manager exited ({status}): {}",
+                    self.tail()
+                ));
             }
             assert!(
                 Instant::now() < deadline,
