@@ -19,7 +19,7 @@ start_apiserver() {
         --service-cluster-ip-range 10.0.0.0/24 --allow-privileged=true \
         --service-account-issuer "https://127.0.0.1:$apiserver_port" \
         --service-account-key-file "$dir/sa.pub" --service-account-signing-key-file "$dir/sa.key" \
-        --cert-dir "$dir/apiserver-certs" --profiling=false -v 1
+        --cert-dir "$dir/apiserver-certs" --profiling=false -v 1 ${SLUICE_CP_APISERVER_ARGS:-}
 }
 
 start_controller_manager() {

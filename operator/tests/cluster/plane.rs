@@ -45,6 +45,11 @@ impl ControlPlane {
     /// Starts one for the test `name`; None (the test is skipped, saying so) when the binaries were not built and
     /// SLUICE_E2E is not `require`.
     pub fn up(name: &str) -> Option<ControlPlane> {
+        Self::up_with(name, "")
+    }
+
+    /// As `up`, with these kube-apiserver flags added (space-separated; `SLUICE_CP_APISERVER_ARGS`).
+    pub fn up_with(name: &str, apiserver_args: &str) -> Option<ControlPlane> {
         if !bin_dir().join("kube-apiserver").exists() {
             let msg = format!(
                 "no control plane in {}: run tests/control-plane/build first",
@@ -60,6 +65,7 @@ impl ControlPlane {
         let _ = std::fs::remove_dir_all(&dir);
         let out = Command::new(scripts().join("up"))
             .arg(&dir)
+            .env("SLUICE_CP_APISERVER_ARGS", apiserver_args)
             .output()
             .expect("running tests/control-plane/up");
         assert!(

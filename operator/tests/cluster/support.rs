@@ -116,30 +116,35 @@ pub fn register_webhook(plane: &ControlPlane, webhook: &Webhook) {
     plane.kubectl(&["apply", "-f", "-"], Some(&configs));
 }
 
-/// Waits until `count` CRDs exist and all are Established (`kubectl wait --all` fails on a CRD whose status is
-/// not written yet).
+/// Waits until `count` CRDs exist and all are Established. `kubectl wait` watches instead of listing the CRDs
+/// (Kueue's are over a megabyte) again and again; it fails on a CRD whose status is not written yet, so a failure
+/// is retried until the deadline.
 pub fn wait_established(plane: &ControlPlane, count: usize) {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let out = plane.kubectl(&["get", "crd", "-o", "json"], None);
-        let list: serde_json::Value = serde_json::from_str(&out).expect("CRD list");
-        let items = list["items"].as_array().cloned().unwrap_or_default();
-        let established = items
-            .iter()
-            .filter(|c| {
-                c["status"]["conditions"].as_array().is_some_and(|cs| {
-                    cs.iter()
-                        .any(|x| x["type"] == "Established" && x["status"] == "True")
-                })
-            })
-            .count();
-        if items.len() >= count && established == items.len() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let timeout = format!("--timeout={}s", left.as_secs().max(1));
+        let out = plane.kubectl_output(
+            &[
+                "wait",
+                "--for",
+                "condition=Established",
+                "crd",
+                "--all",
+                "-o",
+                "name",
+                &timeout,
+            ],
+            None,
+        );
+        let met = String::from_utf8_lossy(&out.stdout).lines().count();
+        if out.status.success() && met >= count {
             return;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "CRDs not Established after 60 s: {established} of {}",
-            items.len()
+            "CRDs not Established after 60 s: {met} of {count} ({})",
+            String::from_utf8_lossy(&out.stderr).trim()
         );
         std::thread::sleep(Duration::from_millis(200));
     }
