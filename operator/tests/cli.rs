@@ -827,3 +827,10 @@ fn the_readme_shows_what_the_bundled_example_prints() {
         "README.md's bundled-example output is stale: update it with `cargo run --release --bin sluice -- simulate --no-progress`"
     );
 }
+
+#[test]
+fn operator_refuses_zero_writes_in_flight_before_reaching_a_cluster() {
+    let o = sluice(&["operator", "--writes-in-flight", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--writes-in-flight"), "{}", stderr(&o));
+}

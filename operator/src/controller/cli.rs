@@ -36,6 +36,10 @@ pub struct OperatorArgs {
     /// Failed PolicyModule calls in a row after which the module is Degraded (the built-in decides).
     #[arg(long, default_value_t = 5)]
     pub policy_degrade_after: u32,
+    /// Workload status writes (admissions, pending reasons) of one scheduling cycle kept in flight at once; 1
+    /// writes them one after another.
+    #[arg(long, default_value_t = 16)]
+    pub writes_in_flight: usize,
 }
 
 fn identity() -> String {
@@ -51,11 +55,14 @@ pub async fn run_operator_command(args: OperatorArgs) -> Result<(), ControllerEr
         None => OperatorConfig::default(),
     };
     config.detailed_pending_reasons |= args.detailed_pending_reasons;
-    if args.policy_deadline_ms == 0 || args.policy_degrade_after == 0 {
+    if args.policy_deadline_ms == 0 || args.policy_degrade_after == 0 || args.writes_in_flight == 0
+    {
         return Err(ControllerError::Usage(
-            "--policy-deadline-ms and --policy-degrade-after must be at least 1".to_string(),
+            "--policy-deadline-ms, --policy-degrade-after and --writes-in-flight must be at least 1"
+                .to_string(),
         ));
     }
+    config.writes_in_flight = args.writes_in_flight;
     config.policy_host.default_deadline = std::time::Duration::from_millis(args.policy_deadline_ms);
     config.policy_degrade_after = args.policy_degrade_after;
     config.identity = identity();

@@ -428,6 +428,8 @@ pub struct OperatorConfig {
     pub retry_base: Duration,
     /// Longest retry delay of a failed API write.
     pub retry_max: Duration,
+    /// Workload status writes of one batch of decisions kept in flight at once (1: one after another).
+    pub writes_in_flight: usize,
     /// Name of this replica (events' reporting instance, lease identity).
     pub identity: String,
     /// WebAssembly host settings for PolicyModules (call deadline, memory cap, pool size).
@@ -449,6 +451,7 @@ impl Default for OperatorConfig {
             detailed_pending_reasons: false,
             retry_base: Duration::from_millis(100),
             retry_max: Duration::from_secs(30),
+            writes_in_flight: 16,
             identity: "sluice-operator".to_string(),
             policy_host: sluice_sdk::host::HostConfig::default(),
             policy_degrade_after: 5,

@@ -67,6 +67,18 @@ pub struct Fault {
     pub times: u32,
 }
 
+/// Scripted latency: requests matching `method` and containing `path_contains` wait `delay` before they are
+/// served, so a test can see how many a client keeps in flight at once.
+#[derive(Clone, Debug)]
+pub struct Latency {
+    /// Method to match (any when None).
+    pub method: Option<Method>,
+    /// Substring of the path to match.
+    pub path_contains: String,
+    /// How long each matching request waits.
+    pub delay: std::time::Duration,
+}
+
 struct Watcher {
     client: String,
     collection: String,
@@ -91,6 +103,10 @@ struct State {
     watchers: Vec<Watcher>,
     log: Vec<RecordedRequest>,
     faults: Vec<Fault>,
+    latencies: Vec<Latency>,
+    /// Delayed requests waiting now, and the most that ever waited at once.
+    delayed_now: usize,
+    delayed_max: usize,
     disconnected: Vec<String>,
 }
 
@@ -432,6 +448,16 @@ impl FakeApi {
         self.lock().faults.push(fault);
     }
 
+    /// Scripts a latency.
+    pub fn delay(&self, latency: Latency) {
+        self.lock().latencies.push(latency);
+    }
+
+    /// The most requests held by a scripted latency at the same time.
+    pub fn most_delayed_at_once(&self) -> usize {
+        self.lock().delayed_max
+    }
+
     /// Every request served so far.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.lock().log.clone()
@@ -467,6 +493,26 @@ impl FakeApi {
             .get(http::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
+        let delay = {
+            let mut st = self.lock();
+            let d = st
+                .latencies
+                .iter()
+                .find(|l| {
+                    l.method.as_ref().is_none_or(|m| *m == parts.method)
+                        && path.contains(&l.path_contains)
+                })
+                .map(|l| l.delay);
+            if d.is_some() {
+                st.delayed_now += 1;
+                st.delayed_max = st.delayed_max.max(st.delayed_now);
+            }
+            d
+        };
+        if let Some(d) = delay {
+            tokio::time::sleep(d).await;
+            self.lock().delayed_now -= 1;
+        }
         let mut st = self.lock();
         let mut record = RecordedRequest {
             client: client.to_string(),

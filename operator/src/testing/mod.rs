@@ -2,4 +2,4 @@
 
 mod fake_api;
 
-pub use fake_api::{FakeApi, FakeBody, Fault, RecordedRequest, collection_of};
+pub use fake_api::{FakeApi, FakeBody, Fault, Latency, RecordedRequest, collection_of};

@@ -14,3 +14,4 @@ mod policy_modules;
 mod support;
 mod telemetry;
 mod topology;
+mod writes;

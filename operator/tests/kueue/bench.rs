@@ -4,7 +4,8 @@
 //!
 //! Settings come from the environment (the script sets them): SLUICE_BENCH_JOBS (default 10,000),
 //! SLUICE_BENCH_QUICK=1 (1,000 Jobs, 20 ClusterQueues), SLUICE_BENCH_LIMIT (seconds one admission run may take,
-//! default 600; a run that hits it reports the rate it reached).
+//! default 600; a run that hits it reports the rate it reached), SLUICE_BENCH_SYSTEMS (which systems run, by slug,
+//! comma-separated; default all), SLUICE_BENCH_OPERATOR_ARGS (more flags for Sluice's operator, space-separated).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -126,6 +127,24 @@ impl System {
     }
 }
 
+/// The systems SLUICE_BENCH_SYSTEMS names (all when unset), in the table's order.
+fn systems() -> Vec<System> {
+    let all = [System::KueueShipped, System::KueueRaised, System::Sluice];
+    let Ok(list) = std::env::var("SLUICE_BENCH_SYSTEMS") else {
+        return all.to_vec();
+    };
+    let named: Vec<&str> = list.split(',').map(str::trim).collect();
+    for n in &named {
+        assert!(
+            all.iter().any(|s| s.slug() == *n),
+            "SLUICE_BENCH_SYSTEMS: unknown system {n:?} (kueue-shipped, kueue-raised, sluice)"
+        );
+    }
+    all.into_iter()
+        .filter(|s| named.contains(&s.slug()))
+        .collect()
+}
+
 /// The API server's ceiling.
 #[derive(Debug, Default, Serialize)]
 struct Ceiling {
@@ -177,6 +196,8 @@ struct Run {
 struct Report {
     kueue_version: String,
     settings: Settings,
+    /// Flags given to Sluice's operator beyond the harness's own.
+    operator_args: String,
     ceiling: Ceiling,
     runs: Vec<Run>,
 }
@@ -693,7 +714,9 @@ async fn start(which: System, plane: &ControlPlane) -> (Manager, Vec<(String, Op
         }
         System::Sluice => {
             let webhook = install_webhook(plane).await;
-            let flags = ["--leader-elect=false".to_string()];
+            let mut flags = vec!["--leader-elect=false".to_string()];
+            let extra = std::env::var("SLUICE_BENCH_OPERATOR_ARGS").unwrap_or_default();
+            flags.extend(extra.split_whitespace().map(String::from));
             let operator =
                 tokio::task::block_in_place(|| Operator::start(plane, "operator", &flags));
             let exe = env!("CARGO_BIN_EXE_sluice");
@@ -882,6 +905,12 @@ fn table(report: &Report) -> String {
         s.cohorts,
         s.fit()
     );
+    if !report.operator_args.is_empty() {
+        out.push_str(&format!(
+            "Sluice's operator ran with {}.\n\n",
+            report.operator_args
+        ));
+    }
     out.push_str(&format!(
         "API server ceiling (no manager; create a Workload and admit it through status, {IN_FLIGHT} in flight): \
          {} Workloads in {:.1} s = {:.0} Workloads/s ({} retries; CPU: kube-apiserver {:.1} s, etcd {:.1} s)\n\n",
@@ -999,7 +1028,7 @@ async fn side_by_side() {
         .expect("no control plane: run tests/control-plane/build");
     eprintln!("ceiling: {:.0} Workloads/s", ceiling.per_second);
     let mut runs = Vec::new();
-    for which in [System::KueueShipped, System::KueueRaised, System::Sluice] {
+    for which in systems() {
         let run = admission_run(which, &s).await.expect("no control plane");
         eprintln!(
             "{}: {:.1} admissions/s",
@@ -1011,6 +1040,7 @@ async fn side_by_side() {
     let report = Report {
         kueue_version: version,
         settings: s,
+        operator_args: std::env::var("SLUICE_BENCH_OPERATOR_ARGS").unwrap_or_default(),
         ceiling,
         runs,
     };

@@ -1,19 +1,31 @@
 //! Carrying out the engine's decisions: admissions, pending reasons and evictions written to the Workloads,
 //! with their metrics and events.
 
+use std::collections::{BTreeSet, VecDeque};
+
 use kube::ResourceExt;
 use sluice_sdk::kueue::labels::condition;
+use sluice_sdk::kueue::v1beta2 as api;
 use sluice_sdk::sluice::policy_module::{
     PREEMPTION_PROTECTED_ANNOTATION, PRIORITY_BOOST_ANNOTATION,
 };
 use tokio::time::Instant;
 
+use super::writes::StatusChange;
 use super::{EngineTask, now_ms, reference};
 use crate::controller::checkpoint::PendingCheckpoint;
 use crate::controller::objects::*;
 use crate::engine::{self, Decision, Event, Time, WorkloadKey};
 use crate::telemetry::EventSeverity;
 use crate::{admission_checks, ingest, status};
+
+/// A decision written to its Workload's status alone: a batch holds these.
+enum StatusWrite {
+    /// Quota reserved: the workload, its admission, the decision's time.
+    Admit(WorkloadKey, engine::Admission, Time),
+    /// Still waiting: the workload, the reason, the message.
+    Pending(WorkloadKey, String, String),
+}
 
 impl EngineTask {
     pub(super) fn record_attempts(&self, decisions: &[Decision], started: Instant) {
@@ -28,66 +40,141 @@ impl EngineTask {
         }
     }
 
-    /// Carries out the engine's decisions, and the ones those cause, in order.
+    /// Carries out the engine's decisions, and the ones those cause, in order. A run of admissions and pending
+    /// reasons for distinct workloads is written as one batch, its writes in flight together; an eviction
+    /// (which may wait for a checkpoint, stops the owner and can cause more decisions) is carried out alone.
     pub(super) async fn carry_out(&mut self, decisions: Vec<Decision>) {
-        let mut queue: std::collections::VecDeque<Decision> = decisions.into();
-        while let Some(d) = queue.pop_front() {
-            match d {
-                Decision::Admit {
-                    workload,
-                    admission,
-                    time,
-                } => self.admit(&workload, &admission, time).await,
-                Decision::Pending {
-                    workload,
-                    reason,
-                    message,
-                } => self.pending(&workload, &reason, &message).await,
-                Decision::Evict {
+        let mut queue: VecDeque<Decision> = decisions.into();
+        while !queue.is_empty() {
+            let mut batch = Vec::new();
+            let mut keys = BTreeSet::new();
+            while let Some(d) = queue.front() {
+                match d {
+                    Decision::Evict { .. } => break,
+                    Decision::Admit { workload, .. } | Decision::Pending { workload, .. } => {
+                        if !keys.insert(workload.clone()) {
+                            break;
+                        }
+                    }
+                }
+                match queue.pop_front() {
+                    Some(Decision::Admit {
+                        workload,
+                        admission,
+                        time,
+                    }) => batch.push(StatusWrite::Admit(workload, admission, time)),
+                    Some(Decision::Pending {
+                        workload,
+                        reason,
+                        message,
+                    }) => batch.push(StatusWrite::Pending(workload, reason, message)),
+                    _ => {}
+                }
+            }
+            if batch.is_empty() {
+                if let Some(Decision::Evict {
                     workload,
                     reason,
                     preemption_reason,
                     preemptor,
                     message,
                     time,
-                } => {
-                    let grace = if preemption_reason.is_some() {
-                        self.checkpoint_grace(&workload)
-                    } else {
-                        None
-                    };
-                    match grace {
-                        Some(grace) if !self.checkpoints.contains_key(&workload) => {
-                            let pending = PendingCheckpoint {
-                                reason,
-                                preemption_reason,
-                                preemptor,
-                                message,
-                                requested: time,
-                                deadline: now_ms() + grace,
-                                cluster_queue: String::new(),
-                            };
-                            self.request_checkpoint(&workload, pending, grace).await
-                        }
-                        _ => {
-                            self.evict(
-                                &workload,
-                                &reason,
-                                preemption_reason.as_deref(),
-                                preemptor.as_ref(),
-                                &message,
-                                time,
-                            )
-                            .await
-                        }
-                    }
+                }) = queue.pop_front()
+                {
+                    self.carry_out_eviction(
+                        workload,
+                        reason,
+                        preemption_reason,
+                        preemptor,
+                        message,
+                        time,
+                    )
+                    .await;
                 }
+            } else {
+                self.write_batch(batch).await;
             }
             queue.extend(std::mem::take(&mut self.queued));
         }
     }
 
-    async fn admit(&mut self, key: &WorkloadKey, admission: &engine::Admission, time: Time) {
+    /// Admissions and pending reasons of distinct workloads: every status write at once, then each admission's
+    /// metrics, event and follow-up in the order decided.
+    async fn write_batch(&mut self, batch: Vec<StatusWrite>) {
+        let mut changes = Vec::with_capacity(batch.len());
+        let mut admitted = Vec::new();
+        for d in batch {
+            match d {
+                StatusWrite::Admit(workload, admission, time) => {
+                    let (change, has_checks) = self.admission_change(&workload, &admission, time);
+                    changes.push((workload.clone(), change));
+                    admitted.push(Some((workload, admission.cluster_queue, time, has_checks)));
+                }
+                StatusWrite::Pending(workload, reason, message) => {
+                    if let Some(change) = self.pending_change(&workload, &reason, message) {
+                        changes.push((workload, change));
+                        admitted.push(None);
+                    }
+                }
+            }
+        }
+        let written = self.write_workload_statuses(changes).await;
+        for (wl, admission) in written.into_iter().zip(admitted) {
+            if let (Some(wl), Some((key, cq, time, has_checks))) = (wl, admission) {
+                self.admitted(&key, &wl, &cq, time, has_checks);
+            }
+        }
+    }
+
+    async fn carry_out_eviction(
+        &mut self,
+        workload: WorkloadKey,
+        reason: String,
+        preemption_reason: Option<String>,
+        preemptor: Option<WorkloadKey>,
+        message: String,
+        time: Time,
+    ) {
+        let grace = if preemption_reason.is_some() {
+            self.checkpoint_grace(&workload)
+        } else {
+            None
+        };
+        match grace {
+            Some(grace) if !self.checkpoints.contains_key(&workload) => {
+                let pending = PendingCheckpoint {
+                    reason,
+                    preemption_reason,
+                    preemptor,
+                    message,
+                    requested: time,
+                    deadline: now_ms() + grace,
+                    cluster_queue: String::new(),
+                };
+                self.request_checkpoint(&workload, pending, grace).await
+            }
+            _ => {
+                self.evict(
+                    &workload,
+                    &reason,
+                    preemption_reason.as_deref(),
+                    preemptor.as_ref(),
+                    &message,
+                    time,
+                )
+                .await
+            }
+        }
+    }
+
+    /// The status change that reserves quota for an admission (with its placement and the ClusterQueue's
+    /// admission checks), and whether any check applies.
+    fn admission_change(
+        &self,
+        key: &WorkloadKey,
+        admission: &engine::Admission,
+        time: Time,
+    ) -> (StatusChange, bool) {
         let placement = self.engine.as_ref().and_then(|e| e.placement(key));
         let api_adm = status::api_admission_with_placement(admission, placement);
         let cq_spec = self
@@ -95,56 +182,71 @@ impl EngineTask {
             .cluster_queues
             .get(&admission.cluster_queue)
             .map(|cq| cq.spec.clone());
-        let mut has_checks = false;
-        let written = self
-            .write_workload_status(key, |wl| {
-                let before = wl.status.clone();
-                has_checks = admission_checks::reserve(wl, cq_spec.as_ref(), api_adm.clone(), time);
-                Ok(wl.status != before)
-            })
-            .await;
-        let Some(wl) = written else { return };
+        let has_checks = cq_spec
+            .as_ref()
+            .is_some_and(|spec| !admission_checks::checks_for(spec, Some(&api_adm)).is_empty());
+        let change: StatusChange = Box::new(move |wl| {
+            let before = wl.status.clone();
+            admission_checks::reserve(wl, cq_spec.as_ref(), api_adm.clone(), time);
+            Ok(wl.status != before)
+        });
+        (change, has_checks)
+    }
+
+    /// What follows an admission written: metrics, the QuotaReserved event, the owner and the Workload
+    /// reconciled.
+    fn admitted(
+        &mut self,
+        key: &WorkloadKey,
+        wl: &api::Workload,
+        cq: &str,
+        time: Time,
+        has_checks: bool,
+    ) {
         self.admitted_at.insert(key.clone(), time);
-        let cq = admission.cluster_queue.clone();
-        let pc = Self::priority_class(&wl);
-        let waited_since = cond_time(&wl, condition::REQUEUED)
-            .filter(|_| cond_true(&wl, condition::REQUEUED))
+        let pc = Self::priority_class(wl);
+        let waited_since = cond_time(wl, condition::REQUEUED)
+            .filter(|_| cond_true(wl, condition::REQUEUED))
             .or_else(|| wl.metadata.creation_timestamp.as_ref().map(ingest::time_of))
             .unwrap_or(time);
         let wait = ((time - waited_since).max(0) as f64) / 1000.0;
         self.metrics
-            .quota_reserved(&cq, &pc, self.role, wait, !has_checks);
+            .quota_reserved(cq, &pc, self.role, wait, !has_checks);
         self.event(
-            reference(&wl),
+            reference(wl),
             EventSeverity::Normal,
             "QuotaReserved",
             "Admission",
             format!("Quota reserved in ClusterQueue {cq}, wait time since queued was {wait:.0}s"),
         );
-        self.mark_owner_dirty(&wl);
+        self.mark_owner_dirty(wl);
         self.dirty_workloads.insert(key.clone());
     }
 
-    pub(super) async fn pending(&mut self, key: &WorkloadKey, reason: &str, message: &str) {
-        let Some(wl) = self.cache.workloads.get(key) else {
-            return;
-        };
+    /// The status change that records why a workload waits; None when nothing is to be written (it is gone,
+    /// or its deactivation message stays).
+    fn pending_change(
+        &self,
+        key: &WorkloadKey,
+        reason: &str,
+        message: String,
+    ) -> Option<StatusChange> {
+        let wl = self.cache.workloads.get(key)?;
         let requests = match ingest::workload(wl) {
             Ok((w, _)) => status::resource_requests(&w),
             Err(_) => Vec::new(),
         };
         if status::keeps_deactivation_message(wl, reason) {
-            return;
+            return None;
         }
         let reason = status::written_pending_reason(reason, self.config.detailed_pending_reasons)
             .to_string();
         let now = now_ms();
-        self.write_workload_status(key, |wl| {
+        Some(Box::new(move |wl| {
             let before = wl.status.clone();
-            status::pending(wl, &reason, message, &requests, now);
+            status::pending(wl, &reason, &message, &requests, now);
             Ok(wl.status != before)
-        })
-        .await;
+        }))
     }
 
     pub(super) async fn evict(

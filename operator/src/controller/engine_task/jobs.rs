@@ -1,9 +1,10 @@
 //! The batch Job as a [`Reconciled`] kind (suspended while queued, unsuspended on admission, stopped in three
 //! writes), what every kind's start and finish share, and the Workload of a deleted Job.
 
+use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::{Resource, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 use sluice_sdk::kueue::labels::{self};
 use sluice_sdk::kueue::v1beta2 as api;
 
@@ -19,6 +20,13 @@ use crate::jobs::{
 };
 use crate::status;
 use crate::telemetry::EventSeverity;
+
+/// A Job to unsuspend with its admission, at the end of the round of job reconciles.
+pub(super) struct JobStart {
+    key: (String, String),
+    cluster_queue: String,
+    infos: Vec<PodSetInfo>,
+}
 
 /// Kueue's Finished reason when a job cannot be started and retrying cannot help.
 const FAILED_TO_START: &str = "FailedToStart";
@@ -94,15 +102,12 @@ impl Reconciled for BatchJob {
         let Some((cluster_queue, infos)) = task.admitted_infos(wl, "job").await else {
             return false;
         };
-        let started = task
-            .write_job(key, Endpoint::Main, |j| {
-                Self::run_with(j, &infos).map_err(|e| e.to_string())?;
-                Ok(true)
-            })
-            .await;
-        if let Some(j) = started {
-            task.started_event(reference(&j), &cluster_queue);
-        }
+        // Written with the round's other starts, at its end.
+        task.job_starts.push(JobStart {
+            key: key.clone(),
+            cluster_queue,
+            infos,
+        });
         true
     }
 
@@ -206,6 +211,46 @@ impl EngineTask {
             return None;
         }
         Some((admission.cluster_queue.clone(), infos))
+    }
+
+    /// Starts the Jobs this round's reconciles admitted, with up to `writes_in_flight` (configuration) writes in
+    /// flight at once: a cycle's admissions start together instead of one Job after another.
+    pub(super) async fn start_jobs(&mut self) {
+        let starts = std::mem::take(&mut self.job_starts);
+        if starts.is_empty() {
+            return;
+        }
+        let in_flight = self.config.writes_in_flight.max(1);
+        let (writer, client, cache) = (&self.writer, &self.apis.client, &self.cache);
+        let mut writes = Vec::with_capacity(starts.len());
+        for start in starts {
+            let cached = cache.jobs.get(&start.key).cloned();
+            let api: Api<Job> = Api::namespaced(client.clone(), &start.key.0);
+            writes.push(async move {
+                let result = match cached {
+                    Some(c) => {
+                        let run = |j: &mut Job| {
+                            BatchJob::run_with(j, &start.infos).map_err(|e| e.to_string())?;
+                            Ok(true)
+                        };
+                        Some(writer.update(&api, c, Endpoint::Main, run).await)
+                    }
+                    None => None,
+                };
+                (start, result)
+            });
+        }
+        let results: Vec<_> = futures::stream::iter(writes)
+            .buffered(in_flight)
+            .collect()
+            .await;
+        for (start, result) in results {
+            let started =
+                result.and_then(|r| self.settle_cached::<Job>(&start.key, Endpoint::Main, r));
+            if let Some(j) = started {
+                self.started_event(reference(&j), &start.cluster_queue);
+            }
+        }
     }
 
     /// Announces on a started job (or pod) which ClusterQueue admitted it.

@@ -37,10 +37,13 @@ pub(super) struct Kinds {
 }
 
 impl EngineTask {
-    /// Reconciles every dirty job of every kind; returns whether anything was written.
+    /// Reconciles every dirty job of every kind, then creates the Workloads they built and starts the Jobs they
+    /// admitted; returns whether anything was written.
     pub(super) async fn reconcile_dirty_jobs(&mut self) -> bool {
         let mut did = self.reconcile_dirty::<BatchJob>().await;
         did |= self.reconcile_dirty::<PodGroups>().await;
+        self.create_owned_workloads().await;
+        self.start_jobs().await;
         did
     }
 

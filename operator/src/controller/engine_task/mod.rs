@@ -182,6 +182,11 @@ pub struct EngineTask {
     /// TAS workloads whose gated pods may need their node selector.
     dirty_ungates: BTreeSet<WorkloadKey>,
     deleted_jobs: Vec<Job>,
+    /// Workloads built by this round's job reconciles, created together at its end (with the owner to announce
+    /// them on).
+    creates: Vec<(Option<ObjectReference>, api::Workload)>,
+    /// Jobs admitted by this round's job reconciles, started together at its end.
+    job_starts: Vec<jobs::JobStart>,
     queues_dirty: bool,
     /// Admitted workloads whose pods must all be ready by then (waitForPodsReady).
     ready_deadlines: BTreeMap<WorkloadKey, Time>,
@@ -243,6 +248,8 @@ impl EngineTask {
             kinds: kinds::Kinds::default(),
             dirty_ungates: BTreeSet::new(),
             deleted_jobs: Vec::new(),
+            creates: Vec::new(),
+            job_starts: Vec::new(),
             queues_dirty: false,
             ready_deadlines: BTreeMap::new(),
             exec_deadlines: BTreeMap::new(),

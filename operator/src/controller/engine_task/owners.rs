@@ -2,6 +2,7 @@
 //! stopping the owner after an eviction or a PodsReady timeout (its kind's reconcile stops it: a Job is
 //! suspended, a pod group's pods are ended; with nothing to stop the eviction completes at once).
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
 use sluice_sdk::kueue::v1beta2 as api;
 
@@ -11,32 +12,45 @@ use crate::engine::WorkloadKey;
 use crate::telemetry::EventSeverity;
 
 impl EngineTask {
-    /// Creates the Workload built for `owner`, announces it on the owner and queues it.
-    pub(super) async fn create_owned_workload(
-        &mut self,
-        owner: Option<ObjectReference>,
-        wl: &api::Workload,
-    ) {
-        let namespace = wl.metadata.namespace.clone().unwrap_or_default();
-        let api = self.apis.workloads(&namespace);
-        match self.writer.create(&api, wl).await {
-            Ok(Some(created)) => {
-                let wkey = workload_key(&created);
-                if let Some(owner) = owner {
-                    self.event(
-                        owner,
-                        EventSeverity::Normal,
-                        "CreatedWorkload",
-                        "Create",
-                        format!("Created Workload: {wkey}"),
-                    );
+    /// Creates the Workloads the job reconciles of this round built (each announced on its owner and queued),
+    /// with up to `writes_in_flight` (configuration) creations in flight at once: a burst of new jobs waits on the
+    /// API server's round trip, not on one creation after another. Queued in the order they were built.
+    pub(super) async fn create_owned_workloads(&mut self) {
+        let creates = std::mem::take(&mut self.creates);
+        if creates.is_empty() {
+            return;
+        }
+        let in_flight = self.config.writes_in_flight.max(1);
+        let (writer, apis) = (&self.writer, &self.apis);
+        let mut writes = Vec::with_capacity(creates.len());
+        for (owner, wl) in creates {
+            let api = apis.workloads(wl.metadata.namespace.as_deref().unwrap_or_default());
+            writes.push(async move { (owner, writer.create(&api, &wl).await) });
+        }
+        let results: Vec<_> = futures::stream::iter(writes)
+            .buffered(in_flight)
+            .collect()
+            .await;
+        for (owner, result) in results {
+            match result {
+                Ok(Some(created)) => {
+                    let wkey = workload_key(&created);
+                    if let Some(owner) = owner {
+                        self.event(
+                            owner,
+                            EventSeverity::Normal,
+                            "CreatedWorkload",
+                            "Create",
+                            format!("Created Workload: {wkey}"),
+                        );
+                    }
+                    self.cache.workloads.insert(wkey.clone(), created);
+                    self.sync_workload(&wkey);
+                    self.queues_dirty = true;
                 }
-                self.cache.workloads.insert(wkey.clone(), created);
-                self.sync_workload(&wkey);
-                self.queues_dirty = true;
+                Ok(None) => {}
+                Err(e) => tracing::error!(error = %e, "workload creation failed"),
             }
-            Ok(None) => {}
-            Err(e) => tracing::error!(error = %e, "workload creation failed"),
         }
     }
 

@@ -273,8 +273,8 @@ impl EngineTask {
         };
         match I::compose(&source, &self.cache.priorities) {
             Ok(Some(wl)) => {
-                self.create_owned_workload(I::event_owner(&source), &wl)
-                    .await;
+                // Created with the round's other new Workloads, at the end of the round.
+                self.creates.push((I::event_owner(&source), wl));
                 true
             }
             Ok(None) => wrote,

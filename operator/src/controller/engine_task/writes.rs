@@ -1,6 +1,7 @@
 //! Writes through the [`Writer`](crate::controller::writer::Writer) that keep the cache current with what the API
 //! server returned.
 
+use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -8,9 +9,12 @@ use kube::{Api, Resource};
 use sluice_sdk::kueue::v1beta2 as api;
 
 use super::{Cache, EngineTask, reference};
-use crate::controller::writer::Endpoint;
+use crate::controller::writer::{Endpoint, WriteError};
 use crate::engine::{Event, WorkloadKey};
 use crate::telemetry::EventSeverity;
+
+/// A Workload status change, computed from the copy last read (Ok(false): nothing to change).
+pub(super) type StatusChange = Box<dyn FnMut(&mut api::Workload) -> Result<bool, String> + Send>;
 
 impl EngineTask {
     /// Writes a Workload status change computed by `mutate` and keeps the cache current.
@@ -41,7 +45,53 @@ impl EngineTask {
     ) -> Option<api::Workload> {
         let cached = self.cache.workloads.get(key)?.clone();
         let api = self.apis.workloads(&key.namespace);
-        match self.writer.update(&api, cached, endpoint, mutate).await {
+        let result = self.writer.update(&api, cached, endpoint, mutate).await;
+        self.settle_workload_write(key, endpoint, result)
+    }
+
+    /// Status changes of many Workloads (each named once), written with up to `writes_in_flight` (configuration) in
+    /// flight instead of one after another: the API server's round trip, not the engine, limits a burst of
+    /// admissions. The cache is updated as for one write; results come in the order given (None: not written).
+    pub(super) async fn write_workload_statuses(
+        &mut self,
+        changes: Vec<(WorkloadKey, StatusChange)>,
+    ) -> Vec<Option<api::Workload>> {
+        let (writer, apis, cache) = (&self.writer, &self.apis, &self.cache);
+        let in_flight = self.config.writes_in_flight.max(1);
+        // The futures are built into a Vec first: a stream mapped by a closure makes the task's future fail the
+        // Send check (the closure's borrows are not known to be general enough).
+        let mut writes = Vec::with_capacity(changes.len());
+        for (key, mutate) in changes {
+            let cached = cache.workloads.get(&key).cloned();
+            let api = apis.workloads(&key.namespace);
+            writes.push(async move {
+                let result = match cached {
+                    Some(c) => Some(writer.update(&api, c, Endpoint::Status, mutate).await),
+                    None => None,
+                };
+                (key, result)
+            });
+        }
+        let results: Vec<_> = futures::stream::iter(writes)
+            .buffered(in_flight)
+            .collect()
+            .await;
+        results
+            .into_iter()
+            .map(|(key, result)| {
+                result.and_then(|r| self.settle_workload_write(&key, Endpoint::Status, r))
+            })
+            .collect()
+    }
+
+    /// Keeps the cache (and, for a Workload found gone, the engine) current with what a write returned.
+    fn settle_workload_write(
+        &mut self,
+        key: &WorkloadKey,
+        endpoint: Endpoint,
+        result: Result<Option<api::Workload>, WriteError>,
+    ) -> Option<api::Workload> {
+        match result {
             Ok(Some(w)) => {
                 self.cache.workloads.insert(key.clone(), w.clone());
                 Some(w)
@@ -89,7 +139,19 @@ impl EngineTask {
     ) -> Option<K> {
         let cached = K::cached(&self.cache, key)?.clone();
         let api: Api<K> = Api::namespaced(self.apis.client.clone(), &key.0);
-        match self.writer.update(&api, cached, endpoint, mutate).await {
+        let result = self.writer.update(&api, cached, endpoint, mutate).await;
+        self.settle_cached(key, endpoint, result)
+    }
+
+    /// Keeps the cache current with what a write of a job kind's object returned; a failed write is logged
+    /// and, for a kind that says so, announced on the object.
+    pub(super) fn settle_cached<K: Cached>(
+        &mut self,
+        key: &(String, String),
+        endpoint: Endpoint,
+        result: Result<Option<K>, WriteError>,
+    ) -> Option<K> {
+        match result {
             Ok(Some(obj)) => {
                 let meta = obj.meta();
                 if meta.deletion_timestamp.is_some()
