@@ -46,21 +46,32 @@ spec:
     )));
 }
 
-/// Admits one cycle's four Workloads against a 100 ms API server with `in_flight` writes allowed; returns the
-/// most admission writes the server held at once.
-async fn most_at_once(in_flight: usize) -> usize {
-    let fake = FakeApi::new();
-    seed(&fake, 4);
+/// Starts an operator over `fake` allowing `in_flight` writes at once, with every `method` request whose path
+/// contains `path` held 100 ms by the server.
+fn start_slow(
+    fake: &FakeApi,
+    method: Method,
+    path: &str,
+    in_flight: usize,
+) -> tokio::task::JoinHandle<()> {
     fake.delay(Latency {
-        method: Some(Method::PATCH),
-        path_contains: "/workloads/wl-".into(),
+        method: Some(method),
+        path_contains: path.into(),
         delay: Duration::from_millis(100),
     });
     let config = sluice_operator::controller::OperatorConfig {
         writes_in_flight: in_flight,
         ..config()
     };
-    let op = start(&fake, "operator", config);
+    start(fake, "operator", config)
+}
+
+/// Admits one cycle's four Workloads against a 100 ms API server with `in_flight` writes allowed; returns the
+/// most admission writes the server held at once.
+async fn most_at_once(in_flight: usize) -> usize {
+    let fake = FakeApi::new();
+    seed(&fake, 4);
+    let op = start_slow(&fake, Method::PATCH, "/workloads/wl-", in_flight);
     wait_for(20, "all four admitted", || {
         (0..4).all(|i| admitted(&fake, &format!("wl-{i}")))
     })
@@ -89,16 +100,7 @@ async fn creations_at_once(in_flight: usize) -> usize {
     for i in 0..4 {
         fake.put(&job(&format!("job-{i}"), 1, 1, None));
     }
-    fake.delay(Latency {
-        method: Some(Method::POST),
-        path_contains: "/workloads".into(),
-        delay: Duration::from_millis(100),
-    });
-    let config = sluice_operator::controller::OperatorConfig {
-        writes_in_flight: in_flight,
-        ..config()
-    };
-    let op = start(&fake, "operator", config);
+    let op = start_slow(&fake, Method::POST, "/workloads", in_flight);
     wait_for(20, "four Workloads", || {
         fake.list::<api::Workload>().len() == 4
     })
@@ -128,16 +130,7 @@ async fn starts_at_once(in_flight: usize) -> usize {
             .insert("kueue.x-k8s.io/queue-name".into(), format!("lq-{i}"));
         fake.put(&j);
     }
-    fake.delay(Latency {
-        method: Some(Method::PATCH),
-        path_contains: "/jobs/job-".into(),
-        delay: Duration::from_millis(100),
-    });
-    let config = sluice_operator::controller::OperatorConfig {
-        writes_in_flight: in_flight,
-        ..config()
-    };
-    let op = start(&fake, "operator", config);
+    let op = start_slow(&fake, Method::PATCH, "/jobs/job-", in_flight);
     wait_for(20, "four Jobs started", || {
         (0..4).all(|i| {
             fake.get::<k8s_openapi::api::batch::v1::Job>(Some("team-a"), &format!("job-{i}"))

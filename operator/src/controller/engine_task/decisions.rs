@@ -72,24 +72,8 @@ impl EngineTask {
                 }
             }
             if batch.is_empty() {
-                if let Some(Decision::Evict {
-                    workload,
-                    reason,
-                    preemption_reason,
-                    preemptor,
-                    message,
-                    time,
-                }) = queue.pop_front()
-                {
-                    self.carry_out_eviction(
-                        workload,
-                        reason,
-                        preemption_reason,
-                        preemptor,
-                        message,
-                        time,
-                    )
-                    .await;
+                if let Some(eviction) = queue.pop_front() {
+                    self.carry_out_eviction(eviction).await;
                 }
             } else {
                 self.write_batch(batch).await;
@@ -126,15 +110,19 @@ impl EngineTask {
         }
     }
 
-    async fn carry_out_eviction(
-        &mut self,
-        workload: WorkloadKey,
-        reason: String,
-        preemption_reason: Option<String>,
-        preemptor: Option<WorkloadKey>,
-        message: String,
-        time: Time,
-    ) {
+    /// An eviction: after the victim's checkpoint grace when it has one, else at once.
+    async fn carry_out_eviction(&mut self, eviction: Decision) {
+        let Decision::Evict {
+            workload,
+            reason,
+            preemption_reason,
+            preemptor,
+            message,
+            time,
+        } = eviction
+        else {
+            return;
+        };
         let grace = if preemption_reason.is_some() {
             self.checkpoint_grace(&workload)
         } else {
