@@ -36,8 +36,8 @@ pub struct OperatorArgs {
     /// Failed PolicyModule calls in a row after which the module is Degraded (the built-in decides).
     #[arg(long, default_value_t = 5)]
     pub policy_degrade_after: u32,
-    /// Workload status writes (admissions, pending reasons) of one scheduling cycle kept in flight at once; 1
-    /// writes them one after another.
+    /// API writes of one round kept in flight at once (new Workloads, a cycle's admissions and pending reasons,
+    /// the Jobs they start); 1 writes them one after another.
     #[arg(long, default_value_t = 16)]
     pub writes_in_flight: usize,
 }

@@ -428,7 +428,8 @@ pub struct OperatorConfig {
     pub retry_base: Duration,
     /// Longest retry delay of a failed API write.
     pub retry_max: Duration,
-    /// Workload status writes of one batch of decisions kept in flight at once (1: one after another).
+    /// API writes of one round kept in flight at once: new Workloads, a cycle's admissions and pending reasons,
+    /// the Jobs they start (1: one after another).
     pub writes_in_flight: usize,
     /// Name of this replica (events' reporting instance, lease identity).
     pub identity: String,

@@ -1,7 +1,6 @@
 //! The batch Job as a [`Reconciled`] kind (suspended while queued, unsuspended on admission, stopped in three
 //! writes), what every kind's start and finish share, and the Workload of a deleted Job.
 
-use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::{Api, Resource, ResourceExt};
@@ -10,6 +9,7 @@ use sluice_sdk::kueue::v1beta2 as api;
 
 use super::kinds::{KindQueues, Kinds};
 use super::reconciler::{PodsReadyAt, Reconciled, Release, StopKind, StopReason, StopStep};
+use super::writes::in_flight;
 use super::{EngineTask, now_ms, reference};
 use crate::controller::config::OperatorConfig;
 use crate::controller::objects::*;
@@ -220,7 +220,6 @@ impl EngineTask {
         if starts.is_empty() {
             return;
         }
-        let in_flight = self.config.writes_in_flight.max(1);
         let (writer, client, cache) = (&self.writer, &self.apis.client, &self.cache);
         let mut writes = Vec::with_capacity(starts.len());
         for start in starts {
@@ -240,11 +239,7 @@ impl EngineTask {
                 (start, result)
             });
         }
-        let results: Vec<_> = futures::stream::iter(writes)
-            .buffered(in_flight)
-            .collect()
-            .await;
-        for (start, result) in results {
+        for (start, result) in in_flight(writes, self.config.writes_in_flight).await {
             let started =
                 result.and_then(|r| self.settle_cached::<Job>(&start.key, Endpoint::Main, r));
             if let Some(j) = started {

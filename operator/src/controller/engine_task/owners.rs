@@ -2,11 +2,11 @@
 //! stopping the owner after an eviction or a PodsReady timeout (its kind's reconcile stops it: a Job is
 //! suspended, a pod group's pods are ended; with nothing to stop the eviction completes at once).
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
 use sluice_sdk::kueue::v1beta2 as api;
 
 use super::EngineTask;
+use super::writes::in_flight;
 use crate::controller::objects::*;
 use crate::engine::WorkloadKey;
 use crate::telemetry::EventSeverity;
@@ -20,18 +20,13 @@ impl EngineTask {
         if creates.is_empty() {
             return;
         }
-        let in_flight = self.config.writes_in_flight.max(1);
         let (writer, apis) = (&self.writer, &self.apis);
         let mut writes = Vec::with_capacity(creates.len());
         for (owner, wl) in creates {
             let api = apis.workloads(wl.metadata.namespace.as_deref().unwrap_or_default());
             writes.push(async move { (owner, writer.create(&api, &wl).await) });
         }
-        let results: Vec<_> = futures::stream::iter(writes)
-            .buffered(in_flight)
-            .collect()
-            .await;
-        for (owner, result) in results {
+        for (owner, result) in in_flight(writes, self.config.writes_in_flight).await {
             match result {
                 Ok(Some(created)) => {
                     let wkey = workload_key(&created);

@@ -13,6 +13,19 @@ use crate::controller::writer::{Endpoint, WriteError};
 use crate::engine::{Event, WorkloadKey};
 use crate::telemetry::EventSeverity;
 
+/// Runs `writes` with up to `in_flight` (at least one) in flight at once; their results in the order given.
+/// The futures come as a Vec: a stream mapped by a closure makes the engine task's future fail the Send check
+/// (the closure's borrows are not known to be general enough).
+pub(super) async fn in_flight<F: std::future::Future>(
+    writes: Vec<F>,
+    in_flight: usize,
+) -> Vec<F::Output> {
+    futures::stream::iter(writes)
+        .buffered(in_flight.max(1))
+        .collect()
+        .await
+}
+
 /// A Workload status change, computed from the copy last read (Ok(false): nothing to change).
 pub(super) type StatusChange = Box<dyn FnMut(&mut api::Workload) -> Result<bool, String> + Send>;
 
@@ -57,9 +70,6 @@ impl EngineTask {
         changes: Vec<(WorkloadKey, StatusChange)>,
     ) -> Vec<Option<api::Workload>> {
         let (writer, apis, cache) = (&self.writer, &self.apis, &self.cache);
-        let in_flight = self.config.writes_in_flight.max(1);
-        // The futures are built into a Vec first: a stream mapped by a closure makes the task's future fail the
-        // Send check (the closure's borrows are not known to be general enough).
         let mut writes = Vec::with_capacity(changes.len());
         for (key, mutate) in changes {
             let cached = cache.workloads.get(&key).cloned();
@@ -72,11 +82,8 @@ impl EngineTask {
                 (key, result)
             });
         }
-        let results: Vec<_> = futures::stream::iter(writes)
-            .buffered(in_flight)
-            .collect()
-            .await;
-        results
+        in_flight(writes, self.config.writes_in_flight)
+            .await
             .into_iter()
             .map(|(key, result)| {
                 result.and_then(|r| self.settle_workload_write(&key, Endpoint::Status, r))
