@@ -7,6 +7,7 @@ pub mod bench;
 pub mod cli;
 pub mod controller;
 pub mod duration;
+pub mod gpu_use;
 /// The scheduling engine (crate `sluice-engine`), under the path it had when it was a module here.
 pub use sluice_engine as engine;
 pub mod ingest;

@@ -6,17 +6,25 @@ use sluice_sdk::topology::{
     Gpu, GpuHealth, GpuLink, GpuPair, LinkRemote, MigInstance, NodeGpus, gfd, islands_from_links,
 };
 
+use super::health::{HealthRules, Reasons, judge_once};
 use super::raw::{RawNode, RemoteType};
-
-/// XIDs after which a GPU must not take new work until it is reset (NVIDIA's XID catalogue:
-/// double-bit ECC, row-remap failures, NVLink errors, fallen off the bus, uncontained ECC, GSP).
-pub const FATAL_XIDS: &[u64] = &[48, 63, 64, 74, 79, 92, 94, 95, 119, 120];
 
 /// Most XIDs kept per GPU in the report.
 const XID_HISTORY: usize = 16;
 
-/// Derives the model the agent publishes.
+/// Derives the model from one read judged on its own by the default health rules (no history).
 pub fn derive(raw: &RawNode) -> NodeGpus {
+    let rules = HealthRules::default();
+    let reasons = raw
+        .gpus
+        .iter()
+        .map(|g| (g.uuid.clone(), judge_once(&rules, g)))
+        .collect();
+    derive_with(raw, &reasons)
+}
+
+/// Derives the model the agent publishes, with each GPU's health reasons (by UUID) from the tracker.
+pub fn derive_with(raw: &RawNode, health: &BTreeMap<String, Reasons>) -> NodeGpus {
     let ids: Vec<(u32, String)> = raw
         .gpus
         .iter()
@@ -83,8 +91,8 @@ pub fn derive(raw: &RawNode) -> NodeGpus {
                         })
                         .collect(),
                     health: GpuHealth {
-                        healthy: g.ecc_uncorrected == 0
-                            && !g.xids.iter().any(|x| FATAL_XIDS.contains(x)),
+                        healthy: health.get(&g.uuid).is_none_or(Vec::is_empty),
+                        reasons: health.get(&g.uuid).cloned().unwrap_or_default(),
                         xid_errors: xids,
                         ecc_uncorrected: g.ecc_uncorrected,
                         in_use: g.processes > 0,

@@ -5,17 +5,23 @@
 //! fake NVML data; [`nvml`] is the real source, which loads `libnvidia-ml` at run time.
 
 pub mod derive;
+pub mod health;
+pub mod metrics;
 pub mod nvml;
+pub mod podresources;
 pub mod publish;
 pub mod raw;
+pub mod usage;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use sluice_sdk::sluice::node_gpu_topology::{NodeGpuTopology, NodeGpuTopologySpec};
+use sluice_sdk::sluice::node_gpu_topology::{
+    GpuHolder, GpuUse, NodeGpuTopology, NodeGpuTopologySpec, NodeGpuTopologyStatus,
+};
 use sluice_sdk::topology::NodeGpus;
 
-pub use derive::{FATAL_XIDS, derive, gfd_labels};
+pub use derive::{derive, derive_with, gfd_labels};
 pub use raw::RawNode;
 
 /// Arguments of `sluice node-agent`.
@@ -37,6 +43,31 @@ pub struct AgentArgs {
     /// Print the NodeGpuTopology and node labels it would publish, once, instead of publishing.
     #[arg(long)]
     pub print: bool,
+    /// Serve the GPUs' metrics (dcgm-exporter's names and labels) at `http://ADDR/metrics`, e.g. ":9400".
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Publish nothing to the cluster (no API server needed): only read the GPUs and serve `--metrics-listen`.
+    #[arg(long)]
+    pub no_publish: bool,
+    /// The kubelet's pod-resources socket, read to label each GPU's metrics and use with the pod holding it;
+    /// when it is absent the agent attributes nothing.
+    #[arg(long, default_value = podresources::DEFAULT_SOCKET)]
+    pub pod_resources_socket: PathBuf,
+    /// Health rules (YAML: fatalXids, degradingXids, thermalReads, correctedEccPerHour, pendingRepair);
+    /// the defaults are in docs/node-agent.md.
+    #[arg(long, value_name = "FILE")]
+    pub health_rules: Option<PathBuf>,
+}
+
+/// Parses a listen address; ":9400" means every interface.
+fn parse_listen(s: &str) -> Result<std::net::SocketAddr, String> {
+    let full = if s.starts_with(':') {
+        format!("0.0.0.0{s}")
+    } else {
+        s.to_string()
+    };
+    full.parse()
+        .map_err(|e| format!("listen address {s:?}: {e} (expected HOST:PORT or :PORT)"))
 }
 
 fn parse_interval(s: &str) -> Result<Duration, String> {
@@ -82,12 +113,31 @@ pub enum AgentError {
     /// The async runtime could not start.
     #[error("starting the runtime: {0}")]
     Runtime(String),
+    /// The command line asks for nothing to do, or for something impossible.
+    #[error("{0}")]
+    Usage(String),
+    /// The health rules file cannot be read.
+    #[error("--health-rules {0}")]
+    Rules(String),
+    /// The metrics endpoint cannot listen.
+    #[error("--metrics-listen {addr}: {message}")]
+    Listen {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// Why.
+        message: String,
+    },
 }
 
 /// A way to read the node's GPUs.
 pub trait GpuSource {
     /// Reads every GPU once.
     fn read(&mut self) -> Result<RawNode, AgentError>;
+    /// Notified when something happened that should be read at once (an XID event) rather than at
+    /// the next interval; None when the source has no events.
+    fn wake(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
+        None
+    }
 }
 
 /// Reads NVML-shaped data from a YAML file (re-read on every call, so edits show up as changes).
@@ -139,86 +189,295 @@ pub fn render(node: &str, model: &NodeGpus) -> Result<String, serde_yaml::Error>
     Ok(out)
 }
 
-/// Runs the agent: with `--print`, one discovery printed to stdout; otherwise publishing every
-/// `interval` (and again after `resync`) until SIGTERM or Ctrl-C.
+/// Runs the agent: with `--print`, one discovery printed to stdout; otherwise reading every `interval` (at
+/// once after an XID event), publishing what changed (unless `--no-publish`) and serving the metrics
+/// (with `--metrics-listen`), until SIGTERM or Ctrl-C.
 pub fn run(args: &AgentArgs) -> Result<String, AgentError> {
-    let mut source: Box<dyn GpuSource> = match &args.fake {
+    if args.no_publish && args.metrics_listen.is_none() && !args.print {
+        return Err(AgentError::Usage(
+            "--no-publish without --metrics-listen leaves the agent nothing to do: add --metrics-listen :9400"
+                .into(),
+        ));
+    }
+    let rules = match &args.health_rules {
+        Some(p) => health::HealthRules::load(p).map_err(AgentError::Rules)?,
+        None => health::HealthRules::default(),
+    };
+    let source: Box<dyn GpuSource + Send> = match &args.fake {
         Some(p) => Box::new(FakeSource { path: p.clone() }),
         None => Box::new(nvml::NvmlSource::open()?),
     };
-    let model = discover(&args.node_name, source.as_mut())?;
+    let mut agent = Agent::new(&args.node_name, source, rules);
     if args.print {
+        let model = agent.read_model()?.0;
         return render(&args.node_name, &model).map_err(|e| AgentError::Fake {
             path: "<output>".into(),
             message: e.to_string(),
         });
+    }
+    if args.pod_resources_socket.exists() {
+        agent.pod_resources = Some(podresources::PodResourcesClient::new(
+            &args.pod_resources_socket,
+            Duration::from_secs(10),
+        ));
+    } else {
+        tracing::info!(
+            socket = %args.pod_resources_socket.display(),
+            "no pod-resources socket: GPUs are not attributed to pods"
+        );
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| AgentError::Runtime(e.to_string()))?;
     runtime.block_on(async {
-        let client = kube::Client::try_default()
-            .await
-            .map_err(|e| AgentError::Client(e.to_string()))?;
-        let mut publisher = publish::Publisher::new(client, &args.node_name, args.resync);
-        publish_loop(
-            &args.node_name,
-            source.as_mut(),
-            &mut publisher,
-            args.interval,
-            Some(model),
-            shutdown_signal(),
-        )
-        .await;
+        if let Some(addr) = args.metrics_listen {
+            let listener =
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| AgentError::Listen {
+                        addr,
+                        message: e.to_string(),
+                    })?;
+            tracing::info!(%addr, "serving GPU metrics at /metrics");
+            let text = agent.metrics.clone();
+            tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, metrics::router(text)).await {
+                    tracing::error!(error = %e, "the metrics endpoint stopped");
+                }
+            });
+        }
+        if !args.no_publish {
+            let client = kube::Client::try_default()
+                .await
+                .map_err(|e| AgentError::Client(e.to_string()))?;
+            agent.publisher = Some(publish::Publisher::new(
+                client,
+                &args.node_name,
+                args.resync,
+            ));
+        }
+        agent.run(args.interval, shutdown_signal()).await;
         Ok::<_, AgentError>(())
     })?;
     Ok(String::new())
 }
 
-/// The agent's loop: every `interval`, reads and derives the node's model and publishes what changed. A failed
-/// read or write is logged and retried on the next tick (the agent never exits on a transient error); the
-/// loop ends when `shutdown` completes. `first` is a model already discovered, published at once.
-pub async fn publish_loop<S: GpuSource + ?Sized>(
-    node: &str,
-    source: &mut S,
-    publisher: &mut publish::Publisher,
-    interval: Duration,
-    mut first: Option<NodeGpus>,
-    shutdown: impl std::future::Future<Output = ()>,
-) {
-    let mut ticks = tokio::time::interval(interval);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            _ = &mut shutdown => {
-                tracing::info!(node, "node agent stopping");
-                return;
-            }
-            _ = ticks.tick() => {}
+/// The agent's state between reads: its GPU source, the health rules' history, where it publishes, and
+/// the metrics text the endpoint serves.
+pub struct Agent {
+    node: String,
+    source: Box<dyn GpuSource + Send>,
+    tracker: health::HealthTracker,
+    started: std::time::Instant,
+    /// Where the GPUs' holders are read; None attributes nothing.
+    pub pod_resources: Option<podresources::PodResourcesClient>,
+    /// Where the model and status go; None publishes nothing (`--no-publish`).
+    pub publisher: Option<publish::Publisher>,
+    /// The exposition text of the last read, served at `/metrics`.
+    pub metrics: metrics::MetricsText,
+    /// Each GPU's health reasons at the last read, to log changes once.
+    reasons: std::collections::BTreeMap<String, Vec<String>>,
+    /// Each GPU's utilisation history, published in the status.
+    usage: usage::UsageHistory,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("node", &self.node)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one [`Agent::tick`] did.
+#[derive(Debug, Clone, Default)]
+pub struct Tick {
+    /// The model derived from the read.
+    pub model: NodeGpus,
+    /// The status (use and holders) from the read.
+    pub status: NodeGpuTopologyStatus,
+    /// What was sent to the API server.
+    pub sent: publish::Sent,
+}
+
+impl Agent {
+    /// An agent for `node` reading `source`, judging health by `rules`; it neither publishes nor
+    /// attributes until [`Agent::publisher`] and [`Agent::pod_resources`] are set.
+    pub fn new(node: &str, source: Box<dyn GpuSource + Send>, rules: health::HealthRules) -> Self {
+        Self {
+            node: node.to_string(),
+            source,
+            tracker: health::HealthTracker::new(rules),
+            started: std::time::Instant::now(),
+            pod_resources: None,
+            publisher: None,
+            metrics: metrics::MetricsText::default(),
+            reasons: Default::default(),
+            usage: Default::default(),
         }
-        let model = match first.take() {
-            Some(m) => m,
-            None => match discover(node, source) {
-                Ok(m) => m,
+    }
+
+    /// Reads the GPUs once, judges their health with the rules' history, and derives the model.
+    pub fn read_model(&mut self) -> Result<(NodeGpus, RawNode), AgentError> {
+        let raw = self.source.read()?;
+        let now = self.started.elapsed().as_secs_f64();
+        let health = self.tracker.evaluate(&raw, now);
+        for g in &raw.gpus {
+            let new = health.get(&g.uuid).cloned().unwrap_or_default();
+            let old = self.reasons.insert(g.uuid.clone(), new.clone());
+            if old.as_ref().unwrap_or(&Vec::new()) != &new {
+                if new.is_empty() {
+                    tracing::info!(node = %self.node, gpu = g.index, uuid = %g.uuid, "GPU healthy again");
+                } else {
+                    tracing::warn!(node = %self.node, gpu = g.index, uuid = %g.uuid, reasons = ?new, "GPU marked unhealthy");
+                }
+            }
+        }
+        let model = derive_with(&raw, &health);
+        model.validate(&self.node)?;
+        Ok((model, raw))
+    }
+
+    /// One round: read, attribute, refresh the metrics, publish what changed. A failed read is an
+    /// error (the caller keeps the last published state); a failed pod-resources call or write is
+    /// logged and the round goes on.
+    pub async fn tick(&mut self) -> Result<Tick, AgentError> {
+        let (model, raw) = self.read_model()?;
+        let holders = match &self.pod_resources {
+            Some(client) => match client.list().await {
+                Ok(resp) => podresources::holders(&resp),
                 Err(e) => {
-                    tracing::warn!(node, error = %e, "reading the GPUs failed; keeping the last published model");
-                    continue;
+                    tracing::warn!(node = %self.node, error = %e, "cannot read which pods hold the GPUs");
+                    metrics::Holders::new()
                 }
             },
+            None => metrics::Holders::new(),
         };
-        match publisher.publish(&model, std::time::Instant::now()).await {
-            Ok(sent) if sent.topology || sent.labels => tracing::info!(
-                node,
-                gpus = model.gpus.len(),
-                topology = sent.topology,
-                labels = sent.labels,
-                "published"
-            ),
-            Ok(_) => tracing::debug!(node, "unchanged"),
-            Err(e) => tracing::warn!(error = %e, "publishing failed; retrying on the next tick"),
+        self.metrics
+            .set(metrics::render(&self.node, &raw, &holders));
+        let at = chrono::Utc::now();
+        self.usage.record(&raw, at);
+        let status = gpu_use(&raw, &holders, &self.usage, at);
+        let mut sent = publish::Sent::default();
+        if let Some(p) = &mut self.publisher {
+            let now = std::time::Instant::now();
+            match p.publish(&model, now).await {
+                Ok(s) => {
+                    sent = s;
+                    match p.publish_status(&status, now).await {
+                        Ok(s) => sent.status = s,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "publishing the GPUs' use failed; retrying on the next tick")
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "publishing failed; retrying on the next tick")
+                }
+            }
         }
+        Ok(Tick {
+            model,
+            status,
+            sent,
+        })
+    }
+
+    /// Ticks every `interval`, and at once when the source signals an event, until `shutdown` completes.
+    /// The agent never exits on a transient error: it logs and tries again on the next tick.
+    pub async fn run(
+        &mut self,
+        interval: Duration,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) {
+        let mut ticks = tokio::time::interval(interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let wake = self.source.wake();
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => {
+                    tracing::info!(node = %self.node, "node agent stopping");
+                    return;
+                }
+                _ = ticks.tick() => {}
+                _ = async { match &wake { Some(n) => n.notified().await, None => std::future::pending().await } } => {
+                    tracing::info!(node = %self.node, "GPU event: reading at once");
+                }
+            }
+            match self.tick().await {
+                Ok(t) if t.sent.topology || t.sent.labels || t.sent.status => tracing::info!(
+                    node = %self.node,
+                    gpus = t.model.gpus.len(),
+                    unhealthy = t.model.gpus.iter().filter(|g| !g.health.healthy).count(),
+                    topology = t.sent.topology,
+                    labels = t.sent.labels,
+                    status = t.sent.status,
+                    "published"
+                ),
+                Ok(_) => tracing::debug!(node = %self.node, "unchanged"),
+                Err(e) => {
+                    tracing::warn!(node = %self.node, error = %e, "reading the GPUs failed; keeping the last published model")
+                }
+            }
+        }
+    }
+}
+
+/// The status the agent publishes as of `at`: each GPU's use, its utilisation history and the containers
+/// holding it or its MIG instances.
+pub fn gpu_use(
+    raw: &RawNode,
+    holders: &metrics::Holders,
+    history: &usage::UsageHistory,
+    at: chrono::DateTime<chrono::Utc>,
+) -> NodeGpuTopologyStatus {
+    let gpus = raw
+        .gpus
+        .iter()
+        .map(|g| {
+            let mut held: Vec<GpuHolder> = holders
+                .get(&g.uuid)
+                .into_iter()
+                .flatten()
+                .map(|h| GpuHolder {
+                    namespace: h.namespace.clone(),
+                    pod: h.pod.clone(),
+                    container: h.container.clone(),
+                    mig_uuid: None,
+                })
+                .collect();
+            for m in &g.mig {
+                held.extend(
+                    holders
+                        .get(&m.uuid)
+                        .into_iter()
+                        .flatten()
+                        .map(|h| GpuHolder {
+                            namespace: h.namespace.clone(),
+                            pod: h.pod.clone(),
+                            container: h.container.clone(),
+                            mig_uuid: Some(m.uuid.clone()),
+                        }),
+                );
+            }
+            held.sort();
+            let (sampled_since, peaks) = history.published(&g.uuid);
+            GpuUse {
+                index: g.index,
+                uuid: g.uuid.clone(),
+                utilization: g.telemetry.gpu_util,
+                memory_used_mib: g.telemetry.fb_used_mib,
+                holders: held,
+                sampled_since,
+                peaks,
+            }
+        })
+        .collect();
+    NodeGpuTopologyStatus {
+        observed_at: Some(usage::rfc3339(at)),
+        gpus,
     }
 }
 

@@ -4,14 +4,19 @@
 use std::sync::mpsc::{Receiver, channel};
 
 use nvml_wrapper::bitmasks::event::EventTypes;
-use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError, TopologyLevel};
+use nvml_wrapper::enum_wrappers::device::{
+    Clock, EccCounter, MemoryError, RetirementCause, TemperatureSensor, TopologyLevel,
+};
+use nvml_wrapper::enums::device::SampleValue;
 use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::structs::device::FieldId;
 use nvml_wrapper::{Device, Nvml};
+use nvml_wrapper_sys::bindings::field_id::NVML_FI_DEV_MEMORY_TEMP;
 use sluice_sdk::topology::PcieLevel;
 
 use super::AgentError;
-use super::raw::{RawGpu, RawLink, RawMig, RawNode, RemoteType};
+use super::raw::{RawGpu, RawLink, RawMig, RawNode, RawTelemetry, RemoteType};
 
 /// Most NVLinks per GPU NVML knows of (`NVML_NVLINK_MAX_LINKS`).
 const MAX_LINKS: u32 = 18;
@@ -30,6 +35,7 @@ pub struct NvmlSource {
     nvml: Nvml,
     xids: Receiver<(String, u64)>,
     seen: std::collections::BTreeMap<String, Vec<u64>>,
+    wake: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for NvmlSource {
@@ -47,6 +53,8 @@ impl NvmlSource {
             return Err(AgentError::NoNvml("the driver sees no GPU".into()));
         }
         let (tx, rx) = channel();
+        let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+        let waker = wake.clone();
         // The watcher has its own NVML handle (NVML counts initialisations), so its event set
         // does not borrow from the source.
         std::thread::spawn(move || {
@@ -75,6 +83,8 @@ impl NvmlSource {
                         if tx.send((uuid, xid)).is_err() {
                             return;
                         }
+                        // An XID is read into the model at once, not at the next interval.
+                        waker.notify_one();
                     }
                     Err(NvmlError::Timeout) => {}
                     Err(e) => {
@@ -88,6 +98,7 @@ impl NvmlSource {
             nvml,
             xids: rx,
             seen: Default::default(),
+            wake,
         })
     }
 
@@ -108,13 +119,14 @@ impl NvmlSource {
                 let name = m.name().unwrap_or_default();
                 // MIG device names end in the profile: "NVIDIA H100 80GB HBM3 MIG 1g.10gb".
                 let profile = name.rsplit(' ').next().unwrap_or_default().to_string();
+                let memory = m.memory_info().ok();
                 mig.push(RawMig {
                     profile,
                     uuid: m.uuid().unwrap_or_default(),
-                    memory_mib: m
-                        .memory_info()
-                        .map(|i| i.total / (1024 * 1024))
-                        .unwrap_or(0),
+                    memory_mib: memory.as_ref().map_or(0, |i| i.total / MIB),
+                    gpu_instance_id: ffi::gpu_instance_id(&self.nvml, &m),
+                    fb_used_mib: memory.as_ref().map(|i| i.used / MIB),
+                    fb_free_mib: memory.as_ref().map(|i| i.free / MIB),
                 });
             }
         }
@@ -152,9 +164,65 @@ impl NvmlSource {
                 .map(|p| p.len() as u32)
                 .unwrap_or(0),
             fabric: ffi::fabric_clique(&self.nvml, d),
+            telemetry: telemetry(&self.nvml, d),
             bus_id,
             uuid,
         })
+    }
+}
+
+/// One MiB in bytes.
+const MIB: u64 = 1024 * 1024;
+
+/// Reads the dcgm-exporter fields NVML provides; a query the GPU does not support leaves its field
+/// empty (so an older GPU or driver loses a metric, not the whole read).
+fn telemetry(nvml: &Nvml, d: &Device<'_>) -> RawTelemetry {
+    let util = d.utilization_rates().ok();
+    let memory = d.memory_info().ok();
+    let ecc = |e: MemoryError, c: EccCounter| d.total_ecc_errors(e, c).ok();
+    let retired = |c: RetirementCause| d.retired_pages(c).ok().map(|p| p.len() as u64);
+    let remap = ffi::remapped_rows(nvml, d);
+    let memory_temp = d
+        .field_values_for(&[FieldId(NVML_FI_DEV_MEMORY_TEMP)])
+        .ok()
+        .and_then(|v| v.into_iter().next())
+        .and_then(|r| r.ok())
+        .and_then(|s| s.value.ok())
+        .and_then(|v| match v {
+            SampleValue::U32(x) => Some(x),
+            SampleValue::U64(x) => u32::try_from(x).ok(),
+            SampleValue::I64(x) => u32::try_from(x).ok(),
+            SampleValue::F64(x) if x >= 0.0 => Some(x as u32),
+            SampleValue::F64(_) => None,
+        });
+    RawTelemetry {
+        gpu_util: util.as_ref().map(|u| u.gpu),
+        mem_copy_util: util.as_ref().map(|u| u.memory),
+        enc_util: d.encoder_utilization().ok().map(|u| u.utilization),
+        dec_util: d.decoder_utilization().ok().map(|u| u.utilization),
+        fb_used_mib: memory.as_ref().map(|m| m.used / MIB),
+        fb_free_mib: memory.as_ref().map(|m| m.free / MIB),
+        fb_reserved_mib: memory.as_ref().map(|m| m.reserved / MIB),
+        gpu_temp_c: d.temperature(TemperatureSensor::Gpu).ok(),
+        memory_temp_c: memory_temp,
+        power_mw: d.power_usage().ok().map(u64::from),
+        power_limit_mw: d.enforced_power_limit().ok().map(u64::from),
+        energy_mj: d.total_energy_consumption().ok(),
+        sm_clock_mhz: d.clock_info(Clock::SM).ok(),
+        mem_clock_mhz: d.clock_info(Clock::Memory).ok(),
+        pcie_replays: d.pcie_replay_counter().ok().map(u64::from),
+        ecc_sbe_volatile: ecc(MemoryError::Corrected, EccCounter::Volatile),
+        ecc_dbe_volatile: ecc(MemoryError::Uncorrected, EccCounter::Volatile),
+        ecc_sbe_aggregate: ecc(MemoryError::Corrected, EccCounter::Aggregate),
+        ecc_dbe_aggregate: ecc(MemoryError::Uncorrected, EccCounter::Aggregate),
+        retired_sbe: retired(RetirementCause::MultipleSingleBitEccErrors),
+        retired_dbe: retired(RetirementCause::DoubleBitEccError),
+        retired_pending: d.are_pages_pending_retired().ok(),
+        remapped_rows_correctable: remap.map(|r| r.correctable),
+        remapped_rows_uncorrectable: remap.map(|r| r.uncorrectable),
+        row_remap_pending: remap.map(|r| r.pending),
+        row_remap_failure: remap.map(|r| r.failure),
+        clocks_event_reasons: d.current_throttle_reasons().ok().map(|r| r.bits()),
     }
 }
 
@@ -179,6 +247,10 @@ fn pcie_level(l: TopologyLevel) -> PcieLevel {
 }
 
 impl super::GpuSource for NvmlSource {
+    fn wake(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
+        Some(self.wake.clone())
+    }
+
     fn read(&mut self) -> Result<RawNode, AgentError> {
         while let Ok((uuid, xid)) = self.xids.try_recv() {
             self.seen.entry(uuid).or_default().push(xid);
@@ -225,6 +297,38 @@ mod ffi {
     };
 
     use super::RemoteType;
+
+    /// `nvmlDeviceGetRemappedRows`' answer (Ampere and later).
+    #[derive(Clone, Copy)]
+    pub(super) struct RemappedRows {
+        pub correctable: u64,
+        pub uncorrectable: u64,
+        pub pending: bool,
+        pub failure: bool,
+    }
+
+    /// Rows remapped on `d`; None where the GPU or driver has no row remapper.
+    pub(super) fn remapped_rows(nvml: &Nvml, d: &Device<'_>) -> Option<RemappedRows> {
+        let f = nvml.lib().nvmlDeviceGetRemappedRows.as_ref().ok()?;
+        let (mut corr, mut unc, mut pending, mut failure) = (0, 0, 0, 0);
+        // SAFETY: the handle belongs to the live `nvml`, and the four outputs outlive the call.
+        let rc = unsafe { f(d.handle(), &mut corr, &mut unc, &mut pending, &mut failure) };
+        (rc == nvmlReturn_enum_NVML_SUCCESS).then_some(RemappedRows {
+            correctable: u64::from(corr),
+            uncorrectable: u64::from(unc),
+            pending: pending != 0,
+            failure: failure != 0,
+        })
+    }
+
+    /// The GPU instance id of MIG device `d`.
+    pub(super) fn gpu_instance_id(nvml: &Nvml, d: &Device<'_>) -> Option<u32> {
+        let f = nvml.lib().nvmlDeviceGetGpuInstanceId.as_ref().ok()?;
+        let mut id = 0;
+        // SAFETY: the handle belongs to the live `nvml`, and `id` outlives the call.
+        let rc = unsafe { f(d.handle(), &mut id) };
+        (rc == nvmlReturn_enum_NVML_SUCCESS).then_some(id)
+    }
 
     /// NVML's `NVML_STRUCT_VERSION(GpuFabricInfo, 3)`: size in the low bits, version in the top byte.
     fn fabric_info_version() -> u32 {

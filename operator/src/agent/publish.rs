@@ -4,6 +4,8 @@
 use http::{Method, Request};
 use sluice_sdk::topology::NodeGpus;
 
+use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopologyStatus;
+
 use super::{gfd_labels, node_gpu_topology};
 
 /// Field manager name of the agent's server-side applies.
@@ -21,6 +23,54 @@ pub fn apply_topology(node: &str, model: &NodeGpus) -> Result<Request<Vec<u8>>, 
         .header("content-type", "application/apply-patch+yaml")
         .body(body)
         .map_err(|e| e.to_string())
+}
+
+/// Server-side apply of the NodeGpuTopology's status (the GPUs' use and holders).
+pub fn apply_status(
+    node: &str,
+    status: &NodeGpuTopologyStatus,
+) -> Result<Request<Vec<u8>>, String> {
+    let body = serde_json::to_vec(&serde_json::json!({
+        "apiVersion": "sluice.dev/v1alpha1",
+        "kind": "NodeGpuTopology",
+        "metadata": {"name": node},
+        "status": status,
+    }))
+    .map_err(|e| e.to_string())?;
+    Request::builder()
+        .method(Method::PATCH)
+        .uri(format!(
+            "/apis/sluice.dev/v1alpha1/nodegputopologies/{node}/status?fieldManager={FIELD_MANAGER}&force=true"
+        ))
+        .header("content-type", "application/apply-patch+yaml")
+        .body(body)
+        .map_err(|e| e.to_string())
+}
+
+/// GPU utilisation points a GPU must move before its status is sent again (the use is sampled, so
+/// every small wobble would be a write per node per interval).
+pub const USAGE_STEP_PERCENT: u32 = 10;
+
+/// Whether `new` differs from `old` enough to send: holders changed, a GPU appeared or went, or a
+/// GPU's utilisation or memory moved by at least [`USAGE_STEP_PERCENT`] (memory: of the old value,
+/// at least 1 GiB).
+pub fn status_changed(old: &NodeGpuTopologyStatus, new: &NodeGpuTopologyStatus) -> bool {
+    if old.gpus.len() != new.gpus.len() {
+        return true;
+    }
+    old.gpus.iter().zip(&new.gpus).any(|(a, b)| {
+        let util = match (a.utilization, b.utilization) {
+            (Some(x), Some(y)) => x.abs_diff(y) >= USAGE_STEP_PERCENT,
+            (x, y) => x.is_some() != y.is_some(),
+        };
+        let mem = match (a.memory_used_mib, b.memory_used_mib) {
+            (Some(x), Some(y)) => {
+                x.abs_diff(y) >= (x * u64::from(USAGE_STEP_PERCENT) / 100).max(1024)
+            }
+            (x, y) => x.is_some() != y.is_some(),
+        };
+        a.uuid != b.uuid || a.holders != b.holders || util || mem
+    })
 }
 
 /// Merge patch setting GFD's labels on the node (a missing clique removes a stale label).
@@ -47,6 +97,8 @@ pub struct Sent {
     pub topology: bool,
     /// The node's labels were patched.
     pub labels: bool,
+    /// The status (GPU use and holders) was applied.
+    pub status: bool,
 }
 
 /// Why a publish failed.
@@ -87,6 +139,7 @@ pub struct Publisher {
         std::collections::BTreeMap<String, String>,
         std::time::Instant,
     )>,
+    status: Option<(NodeGpuTopologyStatus, std::time::Instant)>,
 }
 
 impl std::fmt::Debug for Publisher {
@@ -107,6 +160,7 @@ impl Publisher {
             resync,
             topology: None,
             labels: None,
+            status: None,
         }
     }
 
@@ -152,6 +206,31 @@ impl Publisher {
             sent.labels = true;
         }
         Ok(sent)
+    }
+
+    /// Publishes the GPUs' use as of `now` when it moved enough ([`status_changed`]) or `resync` has
+    /// passed. Called after [`Publisher::publish`], which creates the object the status belongs to.
+    pub async fn publish_status(
+        &mut self,
+        status: &NodeGpuTopologyStatus,
+        now: std::time::Instant,
+    ) -> Result<bool, PublishError> {
+        let resync = self.resync;
+        let due = self.status.as_ref().is_none_or(|(old, at)| {
+            status_changed(old, status) || now.saturating_duration_since(*at) >= resync
+        });
+        if !due {
+            return Ok(false);
+        }
+        let req = apply_status(&self.node, status).map_err(|message| PublishError::Build {
+            node: self.node.clone(),
+            what: "NodeGpuTopology status apply",
+            message,
+        })?;
+        self.send(req, "applying its NodeGpuTopology status")
+            .await?;
+        self.status = Some((status.clone(), now));
+        Ok(true)
     }
 
     async fn send(&self, req: Request<Vec<u8>>, what: &'static str) -> Result<(), PublishError> {

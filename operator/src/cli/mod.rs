@@ -37,6 +37,9 @@ pub enum CliError {
     /// The async runtime could not start.
     #[error("starting the runtime: {0}")]
     Runtime(std::io::Error),
+    /// The cluster lacks what the command reads.
+    #[error("{0}")]
+    Missing(String),
 }
 
 // Each variant's message already carries its cause's text, so the causes are not also chained as `source`s

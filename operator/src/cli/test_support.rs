@@ -92,8 +92,9 @@ pub fn mock(routes: Vec<(&'static str, String, Value)>) -> Mock {
     }
 }
 
+/// The cluster subcommands as the binary parses them.
 #[derive(Parser)]
-struct Args {
+pub struct Args {
     #[command(subcommand)]
     command: ClusterCommand,
 }

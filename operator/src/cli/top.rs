@@ -1,6 +1,7 @@
 //! `sluice top gpus`: GPU use per node (allocatable GPUs against the GPUs running pods hold, with the
 //! health and NVLink islands its node agent reports) and per ClusterQueue (Kueue's usage against
-//! nominal quota).
+//! nominal quota). `sluice top workloads`: the admitted Workloads whose GPUs sit idle, from what the
+//! node agents read.
 
 use std::collections::BTreeMap;
 
@@ -24,6 +25,151 @@ pub enum TopCommand {
         #[command(flatten)]
         out: Output,
     },
+    /// Admitted Workloads whose every GPU stayed below a utilisation for a while, by idle GPU-hours.
+    #[command(alias = "workload")]
+    Workloads {
+        /// A GPU is idle below this utilisation (percent, 1-100).
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+        idle_below: u32,
+        /// For at least this long before its agent's last reading (e.g. "30m", "2h").
+        #[arg(long = "for", default_value = "30m", value_parser = parse_window)]
+        window: chrono::Duration,
+        /// List every Workload holding GPUs, idle or not.
+        #[arg(long)]
+        all: bool,
+        #[command(flatten)]
+        out: Output,
+    },
+}
+
+fn parse_window(s: &str) -> Result<chrono::Duration, String> {
+    let ms = crate::duration::parse_duration(s).map_err(|e| e.to_string())?;
+    if ms <= 0 {
+        return Err(format!("--for {s:?} must be positive"));
+    }
+    Ok(chrono::Duration::milliseconds(ms))
+}
+
+/// One Workload's GPUs as `sluice top workloads` shows them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadRow {
+    /// Namespace.
+    pub namespace: String,
+    /// Workload name.
+    pub workload: String,
+    /// ClusterQueue.
+    pub cluster_queue: String,
+    /// GPUs its pods hold.
+    pub gpus: f64,
+    /// Mean utilisation now, percent.
+    pub utilization: Option<f64>,
+    /// Whether every GPU stayed below the threshold for the window.
+    pub idle: bool,
+    /// The longest any of its GPUs has been below the threshold, seconds (idle ones only).
+    pub idle_seconds: Option<i64>,
+    /// GPU-hours held below the threshold (idle ones only).
+    pub idle_gpu_hours: Option<f64>,
+}
+
+/// The rows: idle Workloads first by idle GPU-hours, then (with `all`) the others by name.
+pub fn workload_rows(
+    use_: &[crate::gpu_use::WorkloadGpus],
+    idle_below: u32,
+    window: chrono::Duration,
+    all: bool,
+) -> Vec<WorkloadRow> {
+    let idle = crate::gpu_use::idle(use_, idle_below, window);
+    let row = |w: &crate::gpu_use::WorkloadGpus| WorkloadRow {
+        namespace: w.key.namespace.clone(),
+        workload: w.key.name.clone(),
+        cluster_queue: w.cluster_queue.clone(),
+        gpus: w.held(),
+        utilization: w.utilization(),
+        idle: false,
+        idle_seconds: None,
+        idle_gpu_hours: None,
+    };
+    let mut rows: Vec<WorkloadRow> = idle
+        .iter()
+        .map(|i| WorkloadRow {
+            idle: true,
+            idle_seconds: Some(i.idle_for.num_seconds()),
+            idle_gpu_hours: Some(i.idle_gpu_hours),
+            ..row(&i.workload)
+        })
+        .collect();
+    if all {
+        rows.extend(
+            use_.iter()
+                .filter(|w| !idle.iter().any(|i| i.workload.key == w.key))
+                .map(row),
+        );
+    }
+    rows
+}
+
+fn hours_minutes(secs: i64) -> String {
+    let m = secs / 60;
+    if m >= 60 {
+        format!("{}h{:02}m", m / 60, m % 60)
+    } else {
+        format!("{m}m")
+    }
+}
+
+fn number(x: f64) -> String {
+    if (x - x.round()).abs() < 1e-9 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// The Workloads table (or list).
+pub fn render_workloads(
+    rows: &[WorkloadRow],
+    idle_below: u32,
+    window: chrono::Duration,
+    output: OutputFormat,
+) -> Result<String, CliError> {
+    if output != OutputFormat::Table {
+        return encode(&json!({"workloads": rows}), output);
+    }
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.namespace.clone(),
+                r.workload.clone(),
+                r.cluster_queue.clone(),
+                number(r.gpus),
+                r.utilization
+                    .map_or_else(|| "-".into(), |u| format!("{u:.0}%")),
+                r.idle_seconds.map_or_else(|| "-".into(), hours_minutes),
+                r.idle_gpu_hours
+                    .map_or_else(|| "-".into(), |h| format!("{h:.1}")),
+            ]
+        })
+        .collect();
+    let idle = rows.iter().filter(|r| r.idle).count();
+    let wasted: f64 = rows.iter().filter_map(|r| r.idle_gpu_hours).sum();
+    Ok(format!(
+        "{}\nIdle workloads (every GPU below {idle_below}% for {}): {idle}, {wasted:.1} idle GPU-hours\n",
+        table(
+            &[
+                "NAMESPACE",
+                "WORKLOAD",
+                "CLUSTERQUEUE",
+                "GPUS",
+                "UTIL",
+                "IDLE FOR",
+                "IDLE GPU-H"
+            ],
+            &cells
+        ),
+        hours_minutes(window.num_seconds()),
+    ))
 }
 
 /// One node's GPUs.
@@ -266,7 +412,69 @@ pub fn render(
 
 /// Runs `sluice top ...` with `client`.
 pub async fn execute(client: &kube::Client, command: TopCommand) -> Result<String, CliError> {
-    let TopCommand::Gpus { out } = command;
+    match command {
+        TopCommand::Gpus { out } => gpus(client, out).await,
+        TopCommand::Workloads {
+            idle_below,
+            window,
+            all,
+            out,
+        } => workloads(client, idle_below, window, all, out).await,
+    }
+}
+
+async fn workloads(
+    client: &kube::Client,
+    idle_below: u32,
+    window: chrono::Duration,
+    all: bool,
+    out: Output,
+) -> Result<String, CliError> {
+    let topologies = match Api::<NodeGpuTopology>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(list) => list.items,
+        Err(kube::Error::Api(e)) if e.code == 404 => {
+            return Err(CliError::Missing(
+                "no NodeGpuTopology CRD: GPU use comes from Sluice's node agents (install the chart with nodeAgent.enabled)"
+                    .into(),
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let pods: std::collections::HashMap<(String, String), Vec<String>> =
+        Api::<Pod>::all(client.clone())
+            .list(&ListParams::default().fields("status.phase!=Succeeded,status.phase!=Failed"))
+            .await?
+            .items
+            .iter()
+            .filter(|p| crate::gpu_use::requests_gpus(p))
+            .map(|p| {
+                (
+                    (
+                        p.metadata.namespace.clone().unwrap_or_default(),
+                        p.metadata.name.clone().unwrap_or_default(),
+                    ),
+                    crate::gpu_use::pod_uids(p),
+                )
+            })
+            .collect();
+    let workloads = Api::<api::Workload>::all(client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items;
+    let admitted = crate::gpu_use::admitted_by_owner(&workloads);
+    let joined = crate::gpu_use::join(&topologies, &pods, &admitted);
+    render_workloads(
+        &workload_rows(&joined, idle_below, window, all),
+        idle_below,
+        window,
+        out.output,
+    )
+}
+
+async fn gpus(client: &kube::Client, out: Output) -> Result<String, CliError> {
     let nodes = Api::<Node>::all(client.clone())
         .list(&ListParams::default())
         .await?
@@ -448,5 +656,120 @@ mod tests {
                      "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}))
         .unwrap_or_default();
         assert_eq!(pod_gpus(&p), 4);
+    }
+
+    fn admitted_workload(name: &str, owner_uid: &str) -> Value {
+        json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+               "metadata": {"name": name, "namespace": "team-a",
+                            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": owner_uid}]},
+               "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": []}}}]},
+               "status": {"admission": {"clusterQueue": "team-a", "podSetAssignments": []},
+                          "conditions": [{"type": "Admitted", "status": "True", "reason": "Admitted", "message": "",
+                                          "lastTransitionTime": "2026-12-04T08:00:00Z"}]}})
+    }
+
+    fn gpu_pod(name: &str, owner_uid: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "namespace": "team-a", "uid": format!("pod-{name}"),
+                            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": owner_uid}]},
+               "spec": {"nodeName": "gpu-0", "containers": [
+                   {"name": "c", "image": "trainer", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+               "status": {"phase": "Running"}})
+    }
+
+    /// gpu-0's agent: GPU 0 (pod `stuck-0`) at 80% until 10:00 and 1% since, GPU 1 (pod `train-0`) busy.
+    fn report_with_use() -> Value {
+        json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "NodeGpuTopology", "metadata": {"name": "gpu-0"},
+               "spec": {"nodeName": "gpu-0", "gpus": []},
+               "status": {"observedAt": "2026-12-04T12:00:00Z", "gpus": [
+                   {"index": 0, "uuid": "GPU-0", "utilization": 1, "sampledSince": "2026-12-04T08:00:00Z",
+                    "peaks": [{"since": "2026-12-04T10:00:00Z", "peak": 80}, {"since": "2026-12-04T12:00:00Z", "peak": 1}],
+                    "holders": [{"namespace": "team-a", "pod": "stuck-0", "container": "c"}]},
+                   {"index": 1, "uuid": "GPU-1", "utilization": 95, "sampledSince": "2026-12-04T08:00:00Z",
+                    "peaks": [{"since": "2026-12-04T12:00:00Z", "peak": 95}],
+                    "holders": [{"namespace": "team-a", "pod": "train-0", "container": "c"}]}]}})
+    }
+
+    fn use_routes() -> Vec<(&'static str, String, Value)> {
+        vec![
+            (
+                "GET",
+                "/apis/sluice.dev/v1alpha1/nodegputopologies".into(),
+                json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "NodeGpuTopologyList", "metadata": {},
+                       "items": [report_with_use()]}),
+            ),
+            (
+                "GET",
+                "/api/v1/pods".into(),
+                json!({"apiVersion": "v1", "kind": "PodList", "metadata": {},
+                       "items": [gpu_pod("stuck-0", "job-stuck"), gpu_pod("train-0", "job-train"),
+                                 pod("cpu-only", "gpu-0", "0", "Running")]}),
+            ),
+            (
+                "GET",
+                "/apis/kueue.x-k8s.io/v1beta2/workloads".into(),
+                json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadList", "metadata": {},
+                       "items": [admitted_workload("stuck", "job-stuck"), admitted_workload("train", "job-train")]}),
+            ),
+        ]
+    }
+
+    #[test]
+    fn top_workloads_lists_the_idle_ones_by_idle_gpu_hours() -> Result<(), CliError> {
+        let m = mock(use_routes());
+        let t = run_with(&m, &["top", "workloads"])?;
+        let rows: Vec<Vec<&str>> = t
+            .lines()
+            .filter(|l| l.starts_with("team-a"))
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        // Below 5% since its last reading at 80% (10:00), to the agent's last reading at 12:00.
+        assert_eq!(
+            rows,
+            vec![vec!["team-a", "stuck", "team-a", "1", "1%", "2h00m", "2.0"]]
+        );
+        assert!(
+            t.contains("Idle workloads (every GPU below 5% for 30m): 1, 2.0 idle GPU-hours"),
+            "{t}"
+        );
+        // A window longer than the idle spell: nothing is idle.
+        let t = run_with(&m, &["top", "workloads", "--for", "3h"])?;
+        assert!(!t.contains("stuck"), "{t}");
+        // Everything holding GPUs with --all; the busy one is not idle.
+        let v: Value =
+            serde_json::from_str(&run_with(&m, &["top", "workloads", "--all", "-o", "json"])?)?;
+        assert_eq!(v["workloads"][0]["workload"], "stuck");
+        assert_eq!(v["workloads"][0]["idle"], true);
+        assert_eq!(v["workloads"][1]["workload"], "train");
+        assert_eq!(v["workloads"][1]["idle"], false);
+        assert_eq!(v["workloads"][1]["utilization"], 95.0);
+        Ok(())
+    }
+
+    #[test]
+    fn top_workloads_rejects_a_threshold_out_of_range() {
+        use clap::Parser;
+        let e = crate::cli::test_support::Args::try_parse_from([
+            "sluice",
+            "top",
+            "workloads",
+            "--idle-below",
+            "0",
+        ])
+        .err()
+        .expect("0 is out of range")
+        .to_string();
+        assert!(e.contains("--idle-below"), "{e}");
+        let e = crate::cli::test_support::Args::try_parse_from([
+            "sluice",
+            "top",
+            "workloads",
+            "--for",
+            "0s",
+        ])
+        .err()
+        .expect("a zero window")
+        .to_string();
+        assert!(e.contains("--for"), "{e}");
     }
 }

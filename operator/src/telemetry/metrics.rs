@@ -114,7 +114,18 @@ pub struct Metrics {
     pub node_gpus: Family<Labels, Gauge>,
     /// sluice_leader: 1 while this replica holds the lease.
     pub leader: Gauge,
+    /// sluice_workload_gpu_utilization{namespace,workload,cluster_queue}: mean utilisation (percent) of the
+    /// GPUs an admitted Workload's pods hold, as the node agents report it.
+    pub workload_gpu_utilization: Family<Labels, FloatGauge>,
+    /// sluice_clusterqueue_gpus_held{cluster_queue}: GPUs its admitted Workloads' pods hold.
+    pub clusterqueue_gpus_held: Family<Labels, FloatGauge>,
+    /// sluice_clusterqueue_gpus_busy{cluster_queue}: busy GPU-equivalents among them (each held GPU times its
+    /// utilisation).
+    pub clusterqueue_gpus_busy: Family<Labels, FloatGauge>,
 }
+
+/// A gauge holding a float.
+pub type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -211,6 +222,23 @@ impl Metrics {
             "sluice_policy_degraded",
             "1 while a loaded PolicyModule is Degraded (the built-in policy decides)",
         );
+        let mut float = |name: &str, help: &str| {
+            let f = Family::<Labels, FloatGauge>::default();
+            registry.register(name, help, f.clone());
+            f
+        };
+        let workload_gpu_utilization = float(
+            "sluice_workload_gpu_utilization",
+            "Mean utilisation (percent) of the GPUs an admitted workload's pods hold, from the node agents",
+        );
+        let clusterqueue_gpus_held = float(
+            "sluice_clusterqueue_gpus_held",
+            "GPUs held by the pods of a cluster_queue's admitted workloads, from the node agents",
+        );
+        let clusterqueue_gpus_busy = float(
+            "sluice_clusterqueue_gpus_busy",
+            "Busy GPU-equivalents (held GPUs times their utilisation) of a cluster_queue's admitted workloads",
+        );
         let mut hist = |name: &str, help: &str, make: fn() -> Histogram| {
             let f: Hist = Family::new_with_constructor(make);
             registry.register(name, help, f.clone());
@@ -283,6 +311,32 @@ impl Metrics {
             policy_degraded,
             node_gpus,
             leader,
+            workload_gpu_utilization,
+            clusterqueue_gpus_held,
+            clusterqueue_gpus_busy,
+        }
+    }
+
+    /// Replaces the GPU-use families with `use_` (Workloads and ClusterQueues gone since drop out).
+    pub fn gpu_use(&self, use_: &[crate::gpu_use::WorkloadGpus]) {
+        self.workload_gpu_utilization.clear();
+        self.clusterqueue_gpus_held.clear();
+        self.clusterqueue_gpus_busy.clear();
+        for w in use_ {
+            if let Some(u) = w.utilization() {
+                self.workload_gpu_utilization
+                    .get_or_create(&vec![
+                        ("namespace", w.key.namespace.clone()),
+                        ("workload", w.key.name.clone()),
+                        ("cluster_queue", w.cluster_queue.clone()),
+                    ])
+                    .set(u);
+            }
+        }
+        for (cq, (held, busy)) in crate::gpu_use::by_cluster_queue(use_) {
+            let l = vec![("cluster_queue", cq)];
+            self.clusterqueue_gpus_held.get_or_create(&l).set(held);
+            self.clusterqueue_gpus_busy.get_or_create(&l).set(busy);
         }
     }
 

@@ -7,6 +7,7 @@ mod admission_checks;
 mod admission_fair_sharing;
 mod checkpoint;
 mod failover;
+mod gpu_use;
 mod jobs;
 mod pod_groups;
 mod pods_ready;

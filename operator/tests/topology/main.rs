@@ -5,6 +5,7 @@
 //! and take a fraction of the disk.
 
 mod agent;
+mod gpu_metrics;
 mod publish;
 mod sim;
 mod trace;

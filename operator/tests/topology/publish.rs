@@ -58,7 +58,8 @@ async fn first_publish_applies_the_topology_and_labels_the_node() {
         sent,
         Sent {
             topology: true,
-            labels: true
+            labels: true,
+            status: false
         }
     );
     assert_eq!(
@@ -120,7 +121,8 @@ async fn unchanged_models_are_not_resent_until_the_resync() {
         sent,
         Sent {
             topology: true,
-            labels: false
+            labels: false,
+            status: false
         }
     );
     let stored: NodeGpuTopology = fake.get(None, "gpu-1").expect("stored");
@@ -135,7 +137,8 @@ async fn unchanged_models_are_not_resent_until_the_resync() {
         sent,
         Sent {
             topology: true,
-            labels: true
+            labels: true,
+            status: false
         }
     );
 }
@@ -194,18 +197,15 @@ async fn the_loop_follows_changes_of_the_gpus_and_stops_when_told() {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let path = file.clone();
     let task = tokio::spawn(async move {
-        let mut source = FakeSource { path };
-        let mut publisher = Publisher::new(client, "gpu-1", RESYNC);
-        agent::publish_loop(
+        let mut a = agent::Agent::new(
             "gpu-1",
-            &mut source,
-            &mut publisher,
-            Duration::from_millis(20),
-            None,
-            async {
-                let _ = stopped.await;
-            },
-        )
+            Box::new(FakeSource { path }),
+            agent::health::HealthRules::default(),
+        );
+        a.publisher = Some(Publisher::new(client, "gpu-1", RESYNC));
+        a.run(Duration::from_millis(20), async {
+            let _ = stopped.await;
+        })
         .await;
     });
 

@@ -16,6 +16,7 @@ use crate::topology::NodeGpus;
     shortname = "ngt",
     derive = "PartialEq",
     derive = "Default",
+    status = "NodeGpuTopologyStatus",
     doc = "NodeGpuTopology is the GPU topology of one node, as its node agent discovered it."
 )]
 #[serde(rename_all = "camelCase")]
@@ -25,6 +26,73 @@ pub struct NodeGpuTopologySpec {
     /// GPUs, NVLink islands, fabric clique and PCIe affinity.
     #[serde(flatten)]
     pub gpus: NodeGpus,
+}
+
+/// Status of a NodeGpuTopology: what the node's GPUs are doing and who holds them, as the agent last
+/// read them (the operator joins this with its admissions, so it needs no metrics scraping).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeGpuTopologyStatus {
+    /// When the agent read the use below (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_at: Option<String>,
+    /// One entry per GPU.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<GpuUse>,
+}
+
+/// One GPU's use and holders.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GpuUse {
+    /// NVML index.
+    pub index: u32,
+    /// GPU UUID.
+    pub uuid: String,
+    /// GPU utilisation, percent (NVML's sample period); absent when the driver does not report it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utilization: Option<u32>,
+    /// Framebuffer used, MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_used_mib: Option<u64>,
+    /// Containers the kubelet allocated this GPU (or one of its MIG instances) to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holders: Vec<GpuHolder>,
+    /// When the agent's utilisation history of this GPU begins (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled_since: Option<String>,
+    /// The utilisation history, compressed exactly: each entry says the highest utilisation read from
+    /// `since` until `observedAt` was `peak`. Entries run oldest first with falling peaks, so "the most
+    /// the GPU did over the last D" is the peak of the first entry at or after `observedAt - D`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peaks: Vec<UtilizationPeak>,
+}
+
+/// One step of a GPU's utilisation history: the highest utilisation from `since` on.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UtilizationPeak {
+    /// When the reading was taken (RFC 3339).
+    pub since: String,
+    /// The highest utilisation, percent, from `since` to the status' `observedAt`.
+    pub peak: u32,
+}
+
+/// A container holding a GPU, from the kubelet's pod-resources API.
+#[derive(
+    Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub struct GpuHolder {
+    /// Pod namespace.
+    pub namespace: String,
+    /// Pod name.
+    pub pod: String,
+    /// Container name.
+    pub container: String,
+    /// The MIG instance held (its UUID), when the container holds an instance rather than the GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig_uuid: Option<String>,
 }
 
 #[cfg(test)]

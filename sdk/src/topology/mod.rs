@@ -41,7 +41,7 @@ pub mod gfd {
 #[cfg_attr(feature = "api", derive(JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct GpuHealth {
-    /// Schedulable: no fatal XID error and no uncorrected ECC error seen.
+    /// Schedulable: the agent's health rules found nothing failed or degrading (see `reasons`).
     pub healthy: bool,
     /// XID error codes seen since the agent started (most recent last, at most 16).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -52,6 +52,9 @@ pub struct GpuHealth {
     /// Some process runs on the GPU.
     #[serde(default)]
     pub in_use: bool,
+    /// Why the GPU is unhealthy (failed first, then degrading), from the agent's health rules.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
 }
 
 /// One MIG instance carved out of a GPU.

@@ -192,14 +192,24 @@ impl EngineTask {
                     self.cache.node_gpus.remove(&name);
                     self.engine_apply(Event::DeleteNodeGpus(node));
                 } else {
+                    let spec_changed = self
+                        .cache
+                        .node_gpus
+                        .get(&name)
+                        .is_none_or(|old| old.spec != obj.spec);
                     self.cache.node_gpus.insert(name, obj.clone());
-                    self.sync_node_gpus(&obj);
+                    // A status-only change (the GPUs' use) leaves the engine's model as it is.
+                    if spec_changed {
+                        self.sync_node_gpus(&obj);
+                    }
                 }
+                self.gpu_use_changed();
             }
             Input::Pod(c) => {
                 self.count_event("Pod");
                 let (obj, deleted) = split(c);
                 self.absorb_managed_pod(&obj, deleted);
+                self.absorb_gpu_pod(&obj, deleted);
                 let key = (obj.namespace().unwrap_or_default(), obj.name_any());
                 let Some((ns, wl)) = tas::pod_workload(&obj) else {
                     self.cache.pods.remove(&key);
@@ -240,6 +250,9 @@ impl EngineTask {
                 self.sync_workload(&key);
                 self.dirty_workloads.insert(key);
                 self.queues_dirty = true;
+                if !self.cache.gpu_pods.is_empty() {
+                    self.gpu_use_changed();
+                }
             }
             Input::PolicyModule(c) => {
                 self.count_event("PolicyModule");

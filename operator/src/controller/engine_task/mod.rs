@@ -32,6 +32,7 @@ mod absorb;
 mod checkpoints;
 mod checks;
 mod decisions;
+mod gpu_use;
 mod jobs;
 mod kinds;
 mod owners;
@@ -134,6 +135,8 @@ struct Cache {
     pods: BTreeMap<(String, String), Pod>,
     /// Plain pods Kueue manages (label `kueue.x-k8s.io/managed`), single or in groups.
     managed_pods: pod_groups::ManagedPods,
+    /// Pods requesting GPUs, with the UIDs that tie them to a Workload (for GPU use per Workload).
+    gpu_pods: std::collections::HashMap<(String, String), Vec<String>>,
 }
 
 /// APIs by kind.
@@ -207,6 +210,11 @@ pub struct EngineTask {
     policies_dirty: bool,
     /// Watchers of the ConfigMaps PolicyModules name (spawned on demand, sending on `input`).
     config_map_watchers: policy_sync::ConfigMapWatchers,
+    /// GPU use per Workload and ClusterQueue is due for recomputing then (agents' reports, pods or
+    /// admissions changed).
+    gpu_use_due: Option<Time>,
+    /// When GPU use was last computed.
+    gpu_use_at: Time,
 }
 
 impl EngineTask {
@@ -260,6 +268,8 @@ impl EngineTask {
             policies,
             policies_dirty: false,
             config_map_watchers: policy_sync::ConfigMapWatchers::default(),
+            gpu_use_due: None,
+            gpu_use_at: 0,
         }
     }
 
@@ -337,7 +347,10 @@ impl EngineTask {
             .engine
             .as_ref()
             .and_then(Engine::next_admission_usage_sample);
-        [a, b, c, d, e, f].into_iter().flatten().min()
+        [a, b, c, d, e, f, self.gpu_use_due]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// One round of leading: controllers, timers, scheduling cycles, queue status.
@@ -408,6 +421,7 @@ impl EngineTask {
             self.publish_visibility();
         }
         self.write_policy_statuses().await;
+        self.export_gpu_use();
         Ok(())
     }
 
