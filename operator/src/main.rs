@@ -74,6 +74,10 @@ struct SimulateArgs {
     /// Never show a progress bar.
     #[arg(long)]
     no_progress: bool,
+    /// Evict the workloads on a GPU that starts degrading (`sluice.dev/gpu-degrades-at` on a NodeGpuTopology),
+    /// as the operator's --evict-on-degraded-gpus does, so they move before it fails.
+    #[arg(long)]
+    evict_on_degraded_gpus: bool,
     /// Place gangs in topology-aware flavors ignoring topology levels and NVLink islands (for comparison).
     #[arg(long)]
     ignore_topology: bool,
@@ -380,6 +384,7 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
     if (args.fair_sharing || policies.fairness.is_some()) && config.fair_sharing.is_none() {
         config.fair_sharing = Some(FairSharingConfig::default());
     }
+    config.evict_on_degraded_gpus |= args.evict_on_degraded_gpus;
     let mut simulation =
         Simulation::from_documents_with_fairness(&docs, config, policies.fairness.clone())
             .map_err(bad_input)?;

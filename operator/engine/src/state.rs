@@ -1064,6 +1064,29 @@ impl Engine {
         message: String,
         time: Time,
     ) {
+        self.evict_with(
+            i,
+            reason,
+            preemption_reason,
+            preemptor,
+            message,
+            time,
+            false,
+        );
+    }
+
+    /// [`Engine::evict`], saying whether the victim may checkpoint first.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn evict_with(
+        &mut self,
+        i: u32,
+        reason: &str,
+        preemption_reason: Option<String>,
+        preemptor: Option<WorkloadKey>,
+        message: String,
+        time: Time,
+        graceful: bool,
+    ) {
         let Some(w) = self.wl_mut(i) else { return };
         if w.phase != Phase::Admitted {
             return;
@@ -1080,6 +1103,7 @@ impl Engine {
             preemptor,
             message,
             time,
+            graceful,
         });
     }
 

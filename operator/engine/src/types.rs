@@ -31,6 +31,10 @@ pub struct EngineConfig {
     /// Kueue's `admissionFairSharing` (with its AdmissionFairSharing gate on): ClusterQueues whose
     /// `admissionScope.admissionMode` is UsageBasedAdmissionFairSharing order by LocalQueue usage.
     pub admission_fair_sharing: Option<AdmissionFairSharingConfig>,
+    /// Sluice: evict the workloads on a GPU its node agent reports degrading (still working, failing soon),
+    /// with their checkpoint grace, so they move before it fails. Off: they stay, and only new placements
+    /// avoid the GPU.
+    pub evict_on_degraded_gpus: bool,
 }
 
 /// Kueue's `admissionFairSharing` settings.
@@ -72,6 +76,7 @@ impl Default for EngineConfig {
             priority_boost: false,
             block_admission: false,
             admission_fair_sharing: None,
+            evict_on_degraded_gpus: false,
         }
     }
 }
@@ -741,6 +746,9 @@ pub enum Decision {
         message: String,
         /// Decision time.
         time: Time,
+        /// The victim may checkpoint first (its checkpoint grace applies), as for a preemption: the
+        /// eviction moves it off a degrading GPU before that fails.
+        graceful: bool,
     },
 }
 

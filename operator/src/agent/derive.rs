@@ -6,7 +6,7 @@ use sluice_sdk::topology::{
     Gpu, GpuHealth, GpuLink, GpuPair, LinkRemote, MigInstance, NodeGpus, gfd, islands_from_links,
 };
 
-use super::health::{HealthRules, Reasons, judge_once};
+use super::health::{DEGRADING, HealthRules, Reasons, judge_once};
 use super::raw::{RawNode, RemoteType};
 
 /// Most XIDs kept per GPU in the report.
@@ -92,6 +92,9 @@ pub fn derive_with(raw: &RawNode, health: &BTreeMap<String, Reasons>) -> NodeGpu
                         .collect(),
                     health: GpuHealth {
                         healthy: health.get(&g.uuid).is_none_or(Vec::is_empty),
+                        degrading: health.get(&g.uuid).is_some_and(|r| {
+                            !r.is_empty() && r.iter().all(|x| x.starts_with(DEGRADING))
+                        }),
                         reasons: health.get(&g.uuid).cloned().unwrap_or_default(),
                         xid_errors: xids,
                         ecc_uncorrected: g.ecc_uncorrected,

@@ -54,6 +54,9 @@ impl HealthRules {
     }
 }
 
+/// How a degrading (still working) reason begins; a reason without it means the GPU failed.
+pub const DEGRADING: &str = "Degrading: ";
+
 /// Why a GPU is unhealthy, most severe first; empty when it is healthy.
 pub type Reasons = Vec<String>;
 
@@ -132,15 +135,17 @@ fn judge(rules: &HealthRules, s: &mut GpuState, g: &RawGpu, now: f64) -> Reasons
         if rules.fatal_xids.contains(x) {
             failed.push(format!("XID {x}: {msg}"));
         } else if rules.degrading_xids.contains(x) {
-            degrading.push(format!("Degrading: XID {x}: {msg}"));
+            degrading.push(format!("{DEGRADING}XID {x}: {msg}"));
         }
     }
     if rules.pending_repair {
         if t.row_remap_pending == Some(true) {
-            degrading.push("Degrading: a row remap waits for a GPU reset".into());
+            degrading.push(format!("{DEGRADING}a row remap waits for a GPU reset"));
         }
         if t.retired_pending == Some(true) {
-            degrading.push("Degrading: a page retirement waits for a GPU reset".into());
+            degrading.push(format!(
+                "{DEGRADING}a page retirement waits for a GPU reset"
+            ));
         }
     }
     if rules.thermal_reads > 0 {

@@ -40,6 +40,11 @@ pub struct OperatorArgs {
     /// the Jobs they start); 1 writes them one after another.
     #[arg(long, default_value_t = 16)]
     pub writes_in_flight: usize,
+    /// Evict the workloads on a GPU its node agent reports degrading (thermal slowdown, a rising corrected-ECC
+    /// rate, a repair waiting for a reset), with their checkpoint grace, so they move before it fails. Without
+    /// it they keep running there and only new placements avoid the GPU.
+    #[arg(long)]
+    pub evict_on_degraded_gpus: bool,
 }
 
 fn identity() -> String {
@@ -63,6 +68,7 @@ pub async fn run_operator_command(args: OperatorArgs) -> Result<(), ControllerEr
         ));
     }
     config.writes_in_flight = args.writes_in_flight;
+    config.engine.evict_on_degraded_gpus = args.evict_on_degraded_gpus;
     config.policy_host.default_deadline = std::time::Duration::from_millis(args.policy_deadline_ms);
     config.policy_degrade_after = args.policy_degrade_after;
     config.identity = identity();

@@ -92,6 +92,11 @@ impl Recorder {
             });
     }
 
+    /// When the workload's current run began, if it runs.
+    pub fn run_start(&self, key: &WorkloadKey) -> Option<Time> {
+        self.open.get(key).map(|&i| self.runs[i].start)
+    }
+
     /// A workload was admitted holding `gpus` per flavor.
     pub fn admit(
         &mut self,

@@ -142,6 +142,10 @@ pub struct Simulation {
     /// Gang placement figures and scheduled failures (topology-aware flavors).
     topo: topology::TopologyStats,
     failures: Vec<topology::Failure>,
+    /// Each node's GPUs as the injected degradations and failures left them.
+    gpus_now: BTreeMap<String, sluice_sdk::topology::NodeGpus>,
+    /// Workloads moved off degrading GPUs, until those fail.
+    moved_ahead: Vec<topology::MovedAhead>,
     /// Simulated admission check answers by AdmissionCheck (`sluice.dev/simulated-answers`).
     check_answers: BTreeMap<String, Vec<checks::Answer>>,
     /// waitForPodsReady (None: off).
@@ -322,12 +326,56 @@ impl Simulation {
                     at,
                     node: v.name.clone(),
                     gpus,
+                    degrading: false,
                 });
             }
             feed(&mut engine, &n.origin, Event::UpsertNode(v))?;
         }
         for g in objects.node_gpu_topologies.values() {
             let ev = ingest::node_gpu_topology(&g.object).map_err(ingest_err(&g.origin))?;
+            let node = if g.object.spec.node_name.is_empty() {
+                g.object.metadata.name.clone().unwrap_or_default()
+            } else {
+                g.object.spec.node_name.clone()
+            };
+            for (annotation_name, degrading) in [
+                (topology::GPU_DEGRADES_AT_ANNOTATION, true),
+                (topology::GPU_FAILS_AT_ANNOTATION, false),
+            ] {
+                let Some(value) = annotation(&g.object.metadata, annotation_name) else {
+                    continue;
+                };
+                let pairs =
+                    topology::parse_gpu_times(value).map_err(|message| SimError::Ingest {
+                        origin: g.origin.to_string(),
+                        error: IngestError::Field {
+                            object: format!(
+                                "NodeGpuTopology {}",
+                                g.object.metadata.name.as_deref().unwrap_or_default()
+                            ),
+                            field: format!("metadata.annotations[{annotation_name}]"),
+                            message,
+                        },
+                    })?;
+                for (gpu, at) in pairs {
+                    if !g.object.spec.gpus.gpus.iter().any(|x| x.index == gpu) {
+                        return Err(SimError::Ingest {
+                            origin: g.origin.to_string(),
+                            error: IngestError::Field {
+                                object: format!("NodeGpuTopology {node}"),
+                                field: format!("metadata.annotations[{annotation_name}]"),
+                                message: format!("the node has no GPU {gpu}"),
+                            },
+                        });
+                    }
+                    failures.push(topology::Failure {
+                        at,
+                        node: node.clone(),
+                        gpus: vec![gpu],
+                        degrading,
+                    });
+                }
+            }
             if let Event::UpsertNodeGpus { node, gpus } = &ev {
                 topo.islands.insert(
                     node.clone(),
@@ -408,6 +456,8 @@ impl Simulation {
             cycles: 0,
             topo,
             failures,
+            gpus_now: BTreeMap::new(),
+            moved_ahead: Vec::new(),
             check_answers,
             pods_ready: None,
             restore: None,
@@ -789,11 +839,15 @@ impl Simulation {
                     preemption_reason,
                     message,
                     time,
+                    graceful,
                     ..
                 } => {
                     changed = true;
                     if reason == engine::NODE_FAILURES {
                         self.topo.report.node_failure_evictions += 1;
+                        if graceful {
+                            self.moved_off_degrading(&key, recorder);
+                        }
                     }
                     let Some(sw) = self.workloads.get_mut(&key) else {
                         continue;
@@ -1006,6 +1060,7 @@ impl Simulation {
             preemptor: None,
             message: format!("Exceeded the PodsReady timeout {key}"),
             time: now,
+            graceful: false,
         };
         self.carry_out(vec![evict], now, recorder, completions);
     }
@@ -1101,6 +1156,7 @@ impl Simulation {
                     preemptor: None,
                     message,
                     time: now,
+                    graceful: false,
                 };
                 self.carry_out(vec![evict], now, recorder, completions);
             }
@@ -1564,13 +1620,36 @@ impl Simulation {
                 tracing::warn!(node = %f.node, "GPU failure needs the node's NodeGpuTopology");
                 return;
             };
-            let mut gpus = g.object.spec.gpus.clone();
+            let mut gpus = self
+                .gpus_now
+                .get(&f.node)
+                .cloned()
+                .unwrap_or_else(|| g.object.spec.gpus.clone());
             for gpu in &mut gpus.gpus {
-                if f.gpus.contains(&gpu.index) {
-                    gpu.health.healthy = false;
-                    gpu.health.xid_errors.push(79);
+                if !f.gpus.contains(&gpu.index) {
+                    continue;
+                }
+                let h = &mut gpu.health;
+                if f.degrading {
+                    if h.healthy {
+                        self.topo.report.gpus_degraded += 1;
+                        h.healthy = false;
+                        h.degrading = true;
+                        h.reasons
+                            .push("Degrading: injected by sluice.dev/gpu-degrades-at".into());
+                    }
+                } else {
+                    h.healthy = false;
+                    h.degrading = false;
+                    h.xid_errors.push(79);
+                    h.reasons
+                        .insert(0, "XID 79: GPU has fallen off the bus".into());
                 }
             }
+            if !f.degrading {
+                self.count_saved(&f, now);
+            }
+            self.gpus_now.insert(f.node.clone(), gpus.clone());
             Event::UpsertNodeGpus {
                 node: f.node.clone(),
                 gpus,
@@ -1583,6 +1662,59 @@ impl Simulation {
                 self.carry_out(decisions, now, recorder, completions);
             }
             Err(e) => tracing::warn!(node = %f.node, error = %e, "failure injection refused"),
+        }
+    }
+
+    /// GPUs of `f` fail: the workloads moved off them ahead of time that would still be running now count
+    /// the work they would have lost here as saved.
+    fn count_saved(&mut self, f: &topology::Failure, now: Time) {
+        let (hit, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.moved_ahead)
+            .into_iter()
+            .partition(|m| m.node == f.node && m.gpus.iter().any(|g| f.gpus.contains(g)));
+        self.moved_ahead = rest;
+        for m in hit {
+            if m.would_end.is_none_or(|end| end > now) {
+                self.topo.report.moved_ahead_of_failure += 1;
+                self.topo.report.gpu_hours_saved +=
+                    m.held as f64 * (now - m.start) as f64 / 3_600_000.0;
+            }
+        }
+    }
+
+    /// A workload evicted off a degrading GPU: remembered until the GPU fails.
+    fn moved_off_degrading(&mut self, key: &WorkloadKey, recorder: &Recorder) {
+        let Some(placement) = self.engine.placement(key) else {
+            return;
+        };
+        let Some(start) = recorder.run_start(key) else {
+            return;
+        };
+        let held: i64 = gpus_by_node(placement).values().sum();
+        let would_end = self
+            .workloads
+            .get(key)
+            .and_then(|sw| sw.run_time)
+            .map(|r| start + r);
+        let mut on: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+        for n in placement.iter().flat_map(|p| &p.nodes) {
+            on.entry(n.node.clone()).or_default().extend(&n.gpus);
+        }
+        self.topo.report.moved_ahead += 1;
+        for (node, gpus) in on {
+            let degrading = self.gpus_now.get(&node).is_some_and(|g| {
+                g.gpus
+                    .iter()
+                    .any(|x| x.health.degrading && gpus.contains(&x.index))
+            });
+            if degrading {
+                self.moved_ahead.push(topology::MovedAhead {
+                    node,
+                    gpus,
+                    held,
+                    start,
+                    would_end,
+                });
+            }
         }
     }
 

@@ -385,6 +385,13 @@ pub fn render_report(sim: &Simulation, report: &SimulationReport, format: Output
             t.failures_injected,
             t.node_failure_evictions
         );
+        if t.gpus_degraded > 0 {
+            let _ = writeln!(
+                out,
+                "Degrading GPUs: {} degraded before failing; {} workloads moved off them, {} of which would still have been running when the GPU failed: {:.1} GPU-hours of work saved.",
+                t.gpus_degraded, t.moved_ahead, t.moved_ahead_of_failure, t.gpu_hours_saved
+            );
+        }
     }
     if !report.unsettled_at_seconds.is_empty() {
         let at: Vec<String> = report

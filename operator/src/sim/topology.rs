@@ -11,6 +11,12 @@ pub const FAIL_AT_ANNOTATION: &str = "sluice.dev/fail-at";
 /// Node annotation: comma-separated GPU indexes that turn unhealthy at `fail-at` (default: the whole node goes NotReady).
 pub const FAIL_GPUS_ANNOTATION: &str = "sluice.dev/fail-gpus";
 
+/// NodeGpuTopology annotation: `GPU@TIME` pairs (comma-separated), each GPU starting to degrade (still working,
+/// as a node agent's health rules report a thermal slowdown or a rising ECC rate) at that virtual time.
+pub const GPU_DEGRADES_AT_ANNOTATION: &str = "sluice.dev/gpu-degrades-at";
+/// NodeGpuTopology annotation: `GPU@TIME` pairs, each GPU failing (XID 79) at that virtual time.
+pub const GPU_FAILS_AT_ANNOTATION: &str = "sluice.dev/gpu-fails-at";
+
 /// One scheduled failure.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Failure {
@@ -20,6 +26,43 @@ pub struct Failure {
     pub node: String,
     /// GPUs that fail; empty: the node goes NotReady.
     pub gpus: Vec<u32>,
+    /// The GPUs start degrading rather than fail.
+    pub degrading: bool,
+}
+
+/// Parses a `GPU@TIME[,GPU@TIME...]` annotation value into (GPU, offset) pairs.
+pub fn parse_gpu_times(value: &str) -> Result<Vec<(u32, Time)>, String> {
+    value
+        .split(',')
+        .map(|pair| {
+            let (gpu, at) = pair
+                .trim()
+                .split_once('@')
+                .ok_or_else(|| format!("{pair:?} is not GPU@TIME (e.g. 5@2h)"))?;
+            let gpu = gpu
+                .trim()
+                .parse::<u32>()
+                .map_err(|_| format!("{gpu:?} is not a GPU index"))?;
+            let at = crate::duration::parse_duration(at.trim())
+                .map_err(|_| format!("{at:?} is not a duration"))?;
+            Ok((gpu, at))
+        })
+        .collect()
+}
+
+/// A workload moved off a degrading GPU, remembered until that GPU fails.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MovedAhead {
+    /// Node of the degrading GPU.
+    pub node: String,
+    /// The GPUs it held on that node.
+    pub gpus: Vec<u32>,
+    /// GPUs it held in all.
+    pub held: i64,
+    /// When its run began.
+    pub start: Time,
+    /// When that run would have finished (None: it runs to the end).
+    pub would_end: Option<Time>,
 }
 
 /// How compactly gangs were placed (every admission counted, re-admissions included).
@@ -46,6 +89,14 @@ pub struct TopologyReport {
     pub failures_injected: u64,
     /// Evictions with reason NodeFailures.
     pub node_failure_evictions: u64,
+    /// GPUs that started degrading (`sluice.dev/gpu-degrades-at`).
+    pub gpus_degraded: u64,
+    /// Workloads moved off a degrading GPU (with --evict-on-degraded-gpus).
+    pub moved_ahead: u64,
+    /// Of those, workloads that would still have been running on the GPU when it failed.
+    pub moved_ahead_of_failure: u64,
+    /// GPU-hours those would have lost had they stayed until the failure (GPUs times their run until then).
+    pub gpu_hours_saved: f64,
 }
 
 /// Collects [`TopologyReport`] figures as admissions happen.

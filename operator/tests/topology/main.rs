@@ -5,6 +5,7 @@
 //! and take a fraction of the disk.
 
 mod agent;
+mod degrade;
 mod gpu_metrics;
 mod publish;
 mod sim;

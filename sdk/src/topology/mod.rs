@@ -52,6 +52,11 @@ pub struct GpuHealth {
     /// Some process runs on the GPU.
     #[serde(default)]
     pub in_use: bool,
+    /// Unhealthy only because it is degrading (thermal slowdown, worn memory, a repair waiting for a reset):
+    /// it still works, so nothing new is placed on it but what runs there stays, unless the operator is told
+    /// to move it (`--evict-on-degraded-gpus`, with the checkpoint grace).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub degrading: bool,
     /// Why the GPU is unhealthy (failed first, then degrading), from the agent's health rules.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,

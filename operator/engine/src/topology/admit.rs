@@ -452,7 +452,7 @@ impl Engine {
     pub(crate) fn topo_upsert_node(&mut self, node: Node) {
         let name = node.name.clone();
         if self.topo.upsert_node(node) {
-            self.evict_on(&name, None, "is not ready");
+            self.evict_on(&name, None, "is not ready", false);
         }
         self.requeue_all_inadmissible();
     }
@@ -460,30 +460,37 @@ impl Engine {
     /// Applies a Node deletion; evicts its workloads.
     pub(crate) fn topo_delete_node(&mut self, name: &str) {
         self.topo.delete_node(name);
-        self.evict_on(name, None, "was deleted");
+        self.evict_on(name, None, "was deleted", false);
         self.requeue_all_inadmissible();
     }
 
-    /// Applies an agent report; evicts workloads on GPUs that turned unhealthy.
+    /// Applies an agent report; evicts workloads on GPUs that failed, and (when configured) with their
+    /// checkpoint grace on GPUs that started degrading.
     pub(crate) fn topo_upsert_gpus(&mut self, node: &str, gpus: Option<NodeGpus>) {
-        let bad = self.topo.upsert_gpus(node, gpus);
-        if !bad.is_empty() {
-            let list = bad.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
-            self.evict_on(node, Some(&bad), &format!("has unhealthy GPU(s) {list}"));
+        let (failed, degrading) = self.topo.upsert_gpus(node, gpus);
+        let list = |g: &[u32]| g.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        if !failed.is_empty() {
+            let why = format!("has unhealthy GPU(s) {}", list(&failed));
+            self.evict_on(node, Some(&failed), &why, false);
+        }
+        if !degrading.is_empty() && self.config.evict_on_degraded_gpus {
+            let why = format!("has degrading GPU(s) {}", list(&degrading));
+            self.evict_on(node, Some(&degrading), &why, true);
         }
         self.requeue_all_inadmissible();
     }
 
-    fn evict_on(&mut self, node: &str, gpus: Option<&[u32]>, why: &str) {
+    fn evict_on(&mut self, node: &str, gpus: Option<&[u32]>, why: &str, graceful: bool) {
         for w in self.topo.holders_on(node, gpus) {
             let now = self.now;
-            self.evict(
+            self.evict_with(
                 w,
                 NODE_FAILURES,
                 None,
                 None,
                 format!("Workload was evicted because node {node} {why}"),
                 now,
+                graceful,
             );
         }
     }

@@ -24,6 +24,8 @@ use capacity::StaticBatch;
 pub(crate) struct GpuSlot {
     pub index: u32,
     pub healthy: bool,
+    /// Unhealthy only because it is degrading (still working).
+    pub degrading: bool,
     /// Schedulable as a whole `nvidia.com/gpu` (not MIG-partitioned).
     pub whole: bool,
     pub held: bool,
@@ -108,6 +110,7 @@ impl NodeSlot {
                 self.gpus.push(GpuSlot {
                     index: idx,
                     healthy: g.health.healthy,
+                    degrading: !g.health.healthy && g.health.degrading,
                     whole: !g.mig_enabled,
                     held: old.is_some_and(|o| o.1),
                     mig,
@@ -309,8 +312,13 @@ impl TopoState {
         }
     }
 
-    /// Records an agent report; returns GPU indexes that turned unhealthy.
-    pub(crate) fn upsert_gpus(&mut self, node: &str, report: Option<NodeGpus>) -> Vec<u32> {
+    /// Records an agent report; returns the GPU indexes that failed (were healthy or degrading) and those
+    /// that started degrading (were healthy).
+    pub(crate) fn upsert_gpus(
+        &mut self,
+        node: &str,
+        report: Option<NodeGpus>,
+    ) -> (Vec<u32>, Vec<u32>) {
         let Some(&id) = self.node_ids.get(node) else {
             // Reports may arrive before their Node: keep them on a placeholder that is NotReady.
             if report.is_some() {
@@ -320,25 +328,29 @@ impl TopoState {
                 });
                 return self.upsert_gpus(node, report);
             }
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
         let slot = &mut self.nodes[id as usize];
-        let was_healthy: Vec<u32> = slot
+        // Index -> degrading, for the GPUs that were working (healthy or degrading).
+        let was_working: FastMap<u32, bool> = slot
             .gpus
             .iter()
-            .filter(|g| g.healthy)
-            .map(|g| g.index)
+            .filter(|g| g.healthy || g.degrading)
+            .map(|g| (g.index, g.degrading))
             .collect();
         slot.report = report;
         slot.rebuild_gpus(&mut self.res);
-        let turned_unhealthy = slot
-            .gpus
-            .iter()
-            .filter(|g| !g.healthy && was_healthy.contains(&g.index))
-            .map(|g| g.index)
-            .collect();
+        let mut failed = Vec::new();
+        let mut degrading = Vec::new();
+        for g in slot.gpus.iter().filter(|g| !g.healthy) {
+            match was_working.get(&g.index) {
+                Some(_) if !g.degrading => failed.push(g.index),
+                Some(false) => degrading.push(g.index),
+                _ => {}
+            }
+        }
         self.inventory_changed();
-        turned_unhealthy
+        (failed, degrading)
     }
 
     /// Charges (`sign` 1) or releases (-1) a placement on its nodes.

@@ -57,7 +57,12 @@ pub(crate) fn gpus_report(n: u32, islands: &[&[u32]], unhealthy: &[u32]) -> Node
 /// Kueue's TAS fixture shape: block b1 = racks r1 (x1, x2) and r2 (x3); block b2 = rack r3
 /// (x4, x5, x6). 8 GPUs per node; one TAS flavor with ample quota.
 pub(crate) fn env() -> Env {
-    let mut env = Env::new();
+    env_with(EngineConfig::default())
+}
+
+/// [`env`] with an engine configured by `config`.
+pub(crate) fn env_with(config: EngineConfig) -> Env {
+    let mut env = Env::with_config(config);
     env.apply(Event::UpsertTopology(TopologyLevels {
         name: "default".into(),
         levels: vec![BLOCK.into(), RACK.into(), HOST.into()],
@@ -448,6 +453,116 @@ fn unhealthy_gpu_evicts_only_workloads_on_that_gpu() {
         !(again.node == "x1" && again.gpus.contains(&bad)),
         "{again:?}"
     );
+}
+
+/// An 8-GPU report with the `degrading` GPUs unhealthy only because they are degrading.
+fn degrading_report(degrading: &[u32]) -> NodeGpus {
+    let mut r = gpus_report(8, &[&[0, 1, 2, 3, 4, 5, 6, 7]], &[]);
+    for &d in degrading {
+        let h = &mut r.gpus[d as usize].health;
+        h.healthy = false;
+        h.degrading = true;
+        h.reasons = vec!["Degrading: thermal slowdown at 87 C for 2 reads".into()];
+    }
+    r
+}
+
+/// Workload `a` on two GPUs of x1 (alone there); returns the GPUs it holds.
+fn one_on_x1(env: &mut Env) -> Vec<u32> {
+    env.apply(Event::UpsertNodeGpus {
+        node: "x1".into(),
+        gpus: gpus_report(8, &[&[0, 1, 2, 3, 4, 5, 6, 7]], &[]),
+    });
+    env.submit(gang("a", 1, 2, TopologyMode::Required, Some(HOST)));
+    schedule(env);
+    let ga = env.engine.placement(&key_of("ns/a")).unwrap()[0].nodes[0].clone();
+    assert_eq!(ga.node, "x1");
+    ga.gpus
+}
+
+fn graceful_evictions(ds: &[Decision]) -> Vec<(String, bool, String)> {
+    ds.iter()
+        .filter_map(|d| match d {
+            Decision::Evict {
+                workload,
+                graceful,
+                message,
+                reason,
+                ..
+            } => {
+                assert_eq!(reason, "NodeFailures");
+                Some((workload.to_string(), *graceful, message.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_degrading_gpu_takes_no_new_work_but_keeps_what_runs_there_by_default() {
+    let mut env = env();
+    let held = one_on_x1(&mut env);
+    let g = held[0];
+    // a's GPU and a free one start degrading: a stays where it is.
+    let free = (0..8).find(|i| !held.contains(i)).unwrap();
+    let out = env.apply(Event::UpsertNodeGpus {
+        node: "x1".into(),
+        gpus: degrading_report(&[g, free]),
+    });
+    assert!(graceful_evictions(&out).is_empty(), "{out:?}");
+    env.assert_admitted("ns/a");
+    // x1 has six GPUs free, one of them degrading: a gang of six needing one host goes elsewhere.
+    env.submit(gang("b", 1, 6, TopologyMode::Required, Some(HOST)));
+    schedule(&mut env);
+    let gb = env.engine.placement(&key_of("ns/b")).unwrap()[0].nodes[0].clone();
+    assert_ne!(gb.node, "x1", "{gb:?}");
+    // When it then fails, what still runs on it is evicted at once, without a grace.
+    let out = env.apply(Event::UpsertNodeGpus {
+        node: "x1".into(),
+        gpus: gpus_report(8, &[&[0, 1, 2, 3, 4, 5, 6, 7]], &[g]),
+    });
+    assert_eq!(
+        graceful_evictions(&out),
+        vec![(
+            "ns/a".to_string(),
+            false,
+            format!("Workload was evicted because node x1 has unhealthy GPU(s) {g}")
+        )]
+    );
+}
+
+#[test]
+fn with_evict_on_degraded_gpus_the_workload_moves_with_its_grace_before_the_failure() {
+    let mut env = env_with(EngineConfig {
+        evict_on_degraded_gpus: true,
+        ..EngineConfig::default()
+    });
+    let g = one_on_x1(&mut env)[0];
+    let out = env.apply(Event::UpsertNodeGpus {
+        node: "x1".into(),
+        gpus: degrading_report(&[g]),
+    });
+    assert_eq!(
+        graceful_evictions(&out),
+        vec![(
+            "ns/a".to_string(),
+            true,
+            format!("Workload was evicted because node x1 has degrading GPU(s) {g}")
+        )]
+    );
+    env.complete_evictions(&out);
+    schedule(&mut env);
+    let again = env.engine.placement(&key_of("ns/a")).unwrap()[0].nodes[0].clone();
+    assert!(
+        !(again.node == "x1" && again.gpus.contains(&g)),
+        "{again:?}"
+    );
+    // The failure that follows finds nothing to evict on that GPU.
+    let out = env.apply(Event::UpsertNodeGpus {
+        node: "x1".into(),
+        gpus: gpus_report(8, &[&[0, 1, 2, 3, 4, 5, 6, 7]], &[g]),
+    });
+    assert!(graceful_evictions(&out).is_empty(), "{out:?}");
 }
 
 #[derive(Debug)]

@@ -119,11 +119,12 @@ impl EngineTask {
             preemptor,
             message,
             time,
+            graceful,
         } = eviction
         else {
             return;
         };
-        let grace = if preemption_reason.is_some() {
+        let grace = if preemption_reason.is_some() || graceful {
             self.checkpoint_grace(&workload)
         } else {
             None
