@@ -30,8 +30,12 @@ VARIANTS = {
     "default": {},
     "cert-manager": {
         "certificates": {"source": "cert-manager"},
-        "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
-        "nodeAgent": {"nvml": {"mode": "hostPath", "driverRoot": "/"}},
+        "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+                    "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}}},
+        "nodeAgent": {"nvml": {"mode": "hostPath", "driverRoot": "/"},
+                      "podResources": {"enabled": True},
+                      "healthRules": {"thermalReads": 3, "degradingXids": [63, 92]},
+                      "metrics": {"serviceMonitor": {"enabled": True}}},
         "operator": {"config": {"fairSharing": {"enable": True},
                                 "waitForPodsReady": {"enable": True, "requeuingStrategy": {"backoffLimitCount": 3}},
                                 "admissionFairSharing": {"enable": True,
@@ -51,6 +55,7 @@ VARIANTS = {
 INVALID = {
     "failure-policy": {"webhook": {"failurePolicy": "Sometimes"}},
     "unknown-key": {"operator": {"replica": 3}},
+    "health-rule-typo": {"nodeAgent": {"healthRules": {"thermalReeds": 3}}},
     "certificate-source": {"certificates": {"source": "vault"}},
     "no-limits": {"webhook": {"resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": None}}},
     "replicas-without-leader": {"operator": {"leaderElection": {"enabled": False}}},
@@ -76,7 +81,8 @@ RESOURCES = {
     ("apiregistration.k8s.io", "v1"): [("apiservices", "APIService", False)],
     ("cert-manager.io", "v1"): [("certificates", "Certificate", True), ("issuers", "Issuer", True),
                                 ("clusterissuers", "ClusterIssuer", False)],
-    ("monitoring.coreos.com", "v1"): [("servicemonitors", "ServiceMonitor", True)],
+    ("monitoring.coreos.com", "v1"): [("servicemonitors", "ServiceMonitor", True),
+                                       ("prometheusrules", "PrometheusRule", True)],
 }
 
 

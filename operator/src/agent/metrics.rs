@@ -13,6 +13,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use sluice_sdk::topology::NodeGpus;
+
 use super::raw::{RawGpu, RawMig, RawNode, RawTelemetry};
 
 /// One container holding a GPU or MIG instance, from the kubelet's pod-resources API.
@@ -203,7 +205,10 @@ const MIG_FIELDS: &[MigField] = &[
     ),
 ];
 
-/// Every family name the agent can export (for tests and docs).
+/// The agent's own verdict per GPU: `state` is healthy, degrading or failed (value 1).
+pub const HEALTH_FAMILY: &str = "sluice_gpu_health";
+
+/// Every dcgm-exporter family name the agent can export (for tests and docs).
 pub fn family_names() -> Vec<&'static str> {
     let mut names: Vec<&str> = GPU_FIELDS.iter().map(|f| f.0).collect();
     names.push(XID_FAMILY);
@@ -292,8 +297,9 @@ impl Fam {
     }
 }
 
-/// The exposition text for one read of `raw` on `host`, with the pods holding each device.
-pub fn render(host: &str, raw: &RawNode, holders: &Holders) -> String {
+/// The exposition text for one read of `raw` on `host`, with the health verdicts of `model` (the model
+/// derived from that read) and the pods holding each device.
+pub fn render(host: &str, raw: &RawNode, model: &NodeGpus, holders: &Holders) -> String {
     let mut registry = Registry::default();
     let mut families: BTreeMap<&'static str, Fam> = BTreeMap::new();
     // Registering lazily keeps a family the driver never filled out of the output, as
@@ -312,6 +318,26 @@ pub fn render(host: &str, raw: &RawNode, holders: &Holders) -> String {
                     series.push((name, help, l.clone(), v));
                 }
             }
+        }
+        if let Some(h) = model
+            .gpus
+            .iter()
+            .find(|m| m.uuid == g.uuid)
+            .map(|m| &m.health)
+        {
+            let state = match (h.healthy, h.degrading) {
+                (true, _) => "healthy",
+                (false, true) => "degrading",
+                (false, false) => "failed",
+            };
+            let mut l = base.clone();
+            l.push(("state", state.to_string()));
+            series.push((
+                HEALTH_FAMILY,
+                "The node agent's health verdict on the GPU: 1 for its state (healthy, degrading or failed)",
+                l,
+                Value::Int(1),
+            ));
         }
         let xid = g.xids.last().copied().unwrap_or(0);
         for l in &sets {

@@ -355,7 +355,7 @@ impl Agent {
             None => metrics::Holders::new(),
         };
         self.metrics
-            .set(metrics::render(&self.node, &raw, &holders));
+            .set(metrics::render(&self.node, &raw, &model, &holders));
         let at = chrono::Utc::now();
         self.usage.record(&raw, at);
         let status = gpu_use(&raw, &holders, &self.usage, at);

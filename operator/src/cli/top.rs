@@ -111,7 +111,9 @@ pub fn workload_rows(
 
 fn hours_minutes(secs: i64) -> String {
     let m = secs / 60;
-    if m >= 60 {
+    if secs < 60 {
+        format!("{secs}s")
+    } else if m >= 60 {
         format!("{}h{:02}m", m / 60, m % 60)
     } else {
         format!("{m}m")

@@ -15,6 +15,7 @@ mod chart;
 mod cli;
 mod failover;
 mod fair_sharing;
+mod gpu_use;
 mod pods;
 mod policy;
 mod restart;

@@ -164,7 +164,7 @@ pub struct Operator {
     /// The process.
     pub process: Process,
     /// `/metrics`, `/healthz`, `/readyz` (waited on at start).
-    pub _metrics: SocketAddr,
+    pub metrics: SocketAddr,
     /// Kueue's visibility API.
     pub visibility: SocketAddr,
 }
@@ -200,7 +200,7 @@ impl Operator {
                 Ok(()) => {
                     return Operator {
                         process,
-                        _metrics: metrics,
+                        metrics,
                         visibility,
                     };
                 }

@@ -14,7 +14,7 @@ use sluice_operator::agent::podresources::{
     PodResourcesClient,
 };
 use sluice_operator::agent::publish::Publisher;
-use sluice_operator::agent::{Agent, FakeSource, GpuSource, RawNode};
+use sluice_operator::agent::{self, Agent, FakeSource, GpuSource, RawNode};
 use sluice_operator::testing::FakeApi;
 use sluice_sdk::sluice::node_gpu_topology::{GpuHolder, NodeGpuTopology};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -130,9 +130,19 @@ const NOT_EXPORTED: &[&str] = &[
 
 #[test]
 fn the_example_exports_dcgm_exporters_families_with_its_labels() {
-    let text = metrics::render("gpu-0", &read_example(), &Holders::new());
+    let text = metrics::render(
+        "gpu-0",
+        &read_example(),
+        &agent::derive(&read_example()),
+        &Holders::new(),
+    );
     let (types, samples) = parse(&text);
-    let families: BTreeSet<&str> = types.keys().map(String::as_str).collect();
+    let families: BTreeSet<&str> = types
+        .keys()
+        .map(String::as_str)
+        .filter(|f| *f != metrics::HEALTH_FAMILY)
+        .collect();
+    assert!(types.contains_key(metrics::HEALTH_FAMILY));
     let expected: BTreeSet<&str> = DCGM_DEFAULT_DEV
         .iter()
         .copied()
@@ -149,7 +159,7 @@ fn the_example_exports_dcgm_exporters_families_with_its_labels() {
         metrics::family_names().into_iter().collect::<BTreeSet<_>>()
     );
     // One series per GPU per family, with dcgm-exporter's labels and nothing of a pod.
-    assert_eq!(samples.len(), families.len() * 8);
+    assert_eq!(samples.len(), types.len() * 8);
     let labels: BTreeSet<&str> = samples
         .iter()
         .filter(|(n, _, _)| n == "DCGM_FI_DEV_GPU_UTIL")
@@ -194,7 +204,12 @@ fn a_field_the_driver_does_not_report_is_left_out_and_the_last_xid_is_labelled()
         g.telemetry.memory_temp_c = None;
     }
     raw.gpus[2].xids = vec![13, 79];
-    let (types, samples) = parse(&metrics::render("gpu-0", &raw, &Holders::new()));
+    let (types, samples) = parse(&metrics::render(
+        "gpu-0",
+        &raw,
+        &agent::derive(&raw),
+        &Holders::new(),
+    ));
     assert!(!types.contains_key("DCGM_FI_DEV_MEMORY_TEMP"));
     let xid = samples
         .iter()
@@ -232,7 +247,12 @@ gpus:
             container: "server".into(),
         }],
     );
-    let (_, samples) = parse(&metrics::render("a100", &raw, &holders));
+    let (_, samples) = parse(&metrics::render(
+        "a100",
+        &raw,
+        &agent::derive(&raw),
+        &holders,
+    ));
     let fb: Vec<&Sample> = samples
         .iter()
         .filter(|(n, l, _)| n == "DCGM_FI_DEV_FB_USED" && l.contains_key("GPU_I_ID"))
@@ -438,7 +458,17 @@ async fn a_thermally_throttling_gpu_is_marked_before_it_fails() {
         .get::<NodeGpuTopology>(None, "gpu-0")
         .expect("published");
     let g5 = &published.spec.gpus.gpus[5].health;
+    assert!(g5.degrading, "degrading, not failed");
     assert!(g5.xid_errors.is_empty() && g5.ecc_uncorrected == 0);
+    let (_, samples) = parse(&agent.metrics.get());
+    let state = |gpu: &str| {
+        samples
+            .iter()
+            .find(|(n, l, _)| n == metrics::HEALTH_FAMILY && l["gpu"] == gpu)
+            .map(|(_, l, _)| l["state"].clone())
+    };
+    assert_eq!(state("5").as_deref(), Some("degrading"));
+    assert_eq!(state("4").as_deref(), Some("healthy"));
     assert!(
         g5.reasons[0].starts_with("Degrading: thermal slowdown at 87 C"),
         "{:?}",
@@ -460,8 +490,14 @@ async fn a_thermally_throttling_gpu_is_marked_before_it_fails() {
         .get::<NodeGpuTopology>(None, "gpu-0")
         .expect("published");
     let g5 = &published.spec.gpus.gpus[5].health;
-    assert!(!g5.healthy);
+    assert!(!g5.healthy && !g5.degrading);
     assert_eq!(g5.reasons, vec!["XID 79: GPU has fallen off the bus"]);
+    let (_, samples) = parse(&agent.metrics.get());
+    assert!(
+        samples.iter().any(|(n, l, _)| n == metrics::HEALTH_FAMILY
+            && l["gpu"] == "5"
+            && l["state"] == "failed")
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

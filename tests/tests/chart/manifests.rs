@@ -109,6 +109,31 @@ mod crd_kinds {
         pub port: Option<String>,
         pub path: Option<String>,
         pub interval: Option<String>,
+        pub honor_labels: Option<bool>,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    pub struct PrometheusRuleSpec {
+        pub groups: Vec<RuleGroup>,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    pub struct RuleGroup {
+        pub name: String,
+        pub rules: Vec<Rule>,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    pub struct Rule {
+        pub alert: String,
+        pub expr: String,
+        #[serde(rename = "for")]
+        pub for_: Option<String>,
+        pub labels: Option<std::collections::BTreeMap<String, String>>,
+        pub annotations: Option<std::collections::BTreeMap<String, String>>,
     }
 }
 
@@ -199,6 +224,9 @@ fn check_object(value: &Value) -> Result<(), String> {
         }
         ("monitoring.coreos.com/v1", "ServiceMonitor") => {
             strictly::<Object<ServiceMonitorSpec>>(value, &what).map(|_| ())
+        }
+        ("monitoring.coreos.com/v1", "PrometheusRule") => {
+            strictly::<Object<PrometheusRuleSpec>>(value, &what).map(|_| ())
         }
         _ => Err(format!(
             "{what}: not a kind the chart is expected to render"
@@ -353,6 +381,74 @@ fn rendered_operator_configuration_is_read_by_the_operator() {
         } else {
             assert!(afs.is_none(), "{variant}: off by default");
         }
+    }
+}
+
+/// The node agent as each variant renders it: its metrics port, its pod-resources mount (read-only, only when
+/// asked for) and health rules the agent reads; the GPU alerts and the agents' ServiceMonitor when asked for.
+#[test]
+fn rendered_node_agent_serves_metrics_and_reads_its_rules() {
+    let Some(dir) = render_dir() else {
+        println!(
+            "SKIPPED: SLUICE_CHART_RENDER_DIR is not set (.ci/chart-check renders the chart and sets it)"
+        );
+        return;
+    };
+    for variant in ["default", "cert-manager"] {
+        let objects = load(&dir, variant);
+        let agents: Vec<DaemonSet> = of_kind(&objects);
+        let pod = agents[0]
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .expect("pod spec");
+        let c = &pod.containers[0];
+        let args = c.args.clone().unwrap_or_default();
+        assert!(
+            args.contains(&"--metrics-listen=:9400".to_string()),
+            "{args:?}"
+        );
+        let port = c
+            .ports
+            .iter()
+            .flatten()
+            .find(|p| p.name.as_deref() == Some("metrics"));
+        assert_eq!(port.map(|p| p.container_port), Some(9400));
+        let mounts = c.volume_mounts.clone().unwrap_or_default();
+        let podres = mounts.iter().find(|m| m.name == "pod-resources");
+        let services: Vec<Service> = of_kind(&objects);
+        assert!(
+            services.iter().any(|s| s.spec.as_ref().is_some_and(|sp| {
+                sp.cluster_ip.as_deref() == Some("None")
+                    && sp.ports.iter().flatten().any(|p| p.port == 9400)
+            })),
+            "{variant}: a headless Service for the agents"
+        );
+        let kinds: Vec<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
+        if variant == "default" {
+            // Off by default: restricted, no hostPath, no rules file, no alerts.
+            assert!(podres.is_none());
+            assert!(!args.iter().any(|a| a.starts_with("--health-rules")));
+            assert_restricted(pod, "node-agent");
+            assert!(!kinds.contains(&"PrometheusRule"));
+            continue;
+        }
+        let podres = podres.expect("pod-resources mounted");
+        assert_eq!(podres.read_only, Some(true));
+        assert!(args.contains(
+            &"--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock".to_string()
+        ));
+        assert!(args.contains(&"--health-rules=/etc/sluice/health-rules.yaml".to_string()));
+        let cms: Vec<ConfigMap> = of_kind(&objects);
+        let text = cms
+            .iter()
+            .find_map(|c| c.data.as_ref()?.get("health-rules.yaml"))
+            .expect("health rules ConfigMap");
+        let rules: sluice_operator::agent::health::HealthRules =
+            serde_yaml::from_str(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(rules.thermal_reads, 3);
+        assert_eq!(kinds.iter().filter(|k| **k == "PrometheusRule").count(), 1);
+        assert_eq!(kinds.iter().filter(|k| **k == "ServiceMonitor").count(), 2);
     }
 }
 
