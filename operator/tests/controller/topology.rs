@@ -228,3 +228,115 @@ spec:
     );
     op.abort();
 }
+
+/// The node agent's report of a 4-GPU node, GPU `degrading` (if any) degrading.
+fn gpu_report(
+    node: &str,
+    degrading: Option<u32>,
+) -> sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology {
+    let gpus: Vec<serde_json::Value> = (0..4)
+        .map(|i| {
+            let health = if Some(i) == degrading {
+                json!({"healthy": false, "degrading": true,
+                       "reasons": ["Degrading: thermal slowdown at 88 C for 2 reads (clocks-event reasons 0x60)"]})
+            } else {
+                json!({"healthy": true})
+            };
+            json!({"index": i, "uuid": format!("GPU-{node}-{i}"), "model": "NVIDIA H100", "memoryMib": 81559,
+                   "health": health})
+        })
+        .collect();
+    serde_json::from_value(json!({
+        "apiVersion": "sluice.dev/v1alpha1", "kind": "NodeGpuTopology", "metadata": {"name": node},
+        "spec": {"nodeName": node, "gpus": gpus, "nvlinkIslands": [{"gpus": [0, 1, 2, 3]}]}
+    }))
+    .expect("report")
+}
+
+/// A running 4-GPU Job opted in to a checkpoint grace, on a node whose agent then reports a GPU degrading.
+/// Returns its Workload's name.
+async fn degrade_under_running_job(fake: &FakeApi, evict: bool) -> String {
+    seed(fake);
+    for n in ["n1", "n2", "n3", "n4", "n5"] {
+        fake.put(&gpu_report(n, None));
+    }
+    fake.put(&yaml::<Job>(
+        r#"
+metadata:
+  name: train
+  namespace: team-a
+  labels: {kueue.x-k8s.io/queue-name: lq}
+  annotations: {sluice.dev/checkpoint-grace: 1m}
+spec:
+  suspend: true
+  parallelism: 1
+  completions: 1
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - {name: main, image: t, resources: {requests: {cpu: "1", nvidia.com/gpu: "4"}}}
+"#,
+    ));
+    let mut cfg = config();
+    cfg.engine.evict_on_degraded_gpus = evict;
+    let _op = start(fake, "op", cfg);
+    wait_for(10, "job started", || {
+        fake.get::<Job>(Some("team-a"), "train")
+            .and_then(|j| j.spec)
+            .is_some_and(|s| s.suspend == Some(false))
+    })
+    .await;
+    let wl_name = fake
+        .list::<api::Workload>()
+        .pop()
+        .expect("workload")
+        .metadata
+        .name
+        .unwrap_or_default();
+    let node = hosts(&admission_bodies(fake, &wl_name)[0])[0].0.clone();
+    fake.put(&gpu_report(&node, Some(2)));
+    wl_name
+}
+
+#[tokio::test]
+async fn a_degrading_gpu_moves_its_workload_with_the_checkpoint_grace_when_asked() {
+    let fake = FakeApi::new();
+    let wl = degrade_under_running_job(&fake, true).await;
+    wait_for(10, "checkpoint requested", || {
+        get_workload(&fake, &wl).is_some_and(|w| {
+            condition(&w, "CheckpointRequested")
+                .is_some_and(|c| c == ("True".into(), "NodeFailures".into()))
+        })
+    })
+    .await;
+    let w = get_workload(&fake, &wl).expect("workload");
+    let c = w
+        .status
+        .as_ref()
+        .and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == "CheckpointRequested")
+        })
+        .expect("condition");
+    assert!(
+        c.message
+            .contains("has degrading GPU(s) 2; waiting up to 60s for a checkpoint before eviction"),
+        "{}",
+        c.message
+    );
+    // Still admitted while it checkpoints.
+    assert!(admitted(&fake, &wl));
+}
+
+#[tokio::test]
+async fn a_degrading_gpu_keeps_its_workload_by_default() {
+    let fake = FakeApi::new();
+    let wl = degrade_under_running_job(&fake, false).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let w = get_workload(&fake, &wl).expect("workload");
+    assert!(condition(&w, "CheckpointRequested").is_none());
+    assert!(condition(&w, "Evicted").is_none_or(|c| c.0 == "False"));
+    assert!(admitted(&fake, &wl));
+}

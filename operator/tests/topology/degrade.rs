@@ -6,102 +6,16 @@ use sluice_operator::engine::EngineConfig;
 use sluice_operator::manifest::parse_documents;
 use sluice_operator::sim::Simulation;
 
-/// Two 8-GPU nodes in one rack; GPU 0 of n1 degrades at 1h and fails at 3h. Job `long` (8 GPUs, 10h) lands
-/// on n1 first (n1 sorts first), `short` (8 GPUs, 30m) on n2.
+/// The example `operator/examples/degrading-gpu/cluster.yaml` (two 8-GPU nodes; Job `long`, 8 GPUs for 10h,
+/// on n1; `short` on n2), with n1's annotations `degrades-at 0@1h`, `fails-at 0@3h` replaced by `annotations`.
 fn cluster(annotations: &str) -> String {
-    let node = |name: &str| {
-        format!(
-            r#"---
-apiVersion: v1
-kind: Node
-metadata:
-  name: {name}
-  labels: {{rack: r1, kubernetes.io/hostname: {name}, pool: gpu}}
-status:
-  allocatable: {{cpu: "64", nvidia.com/gpu: "8"}}
----
-apiVersion: sluice.dev/v1alpha1
-kind: NodeGpuTopology
-metadata:
-  name: {name}
-  annotations: {{{ann}}}
-spec:
-  nodeName: {name}
-  gpus:
-{gpus}
-  nvlinkIslands:
-  - {{gpus: [0, 1, 2, 3, 4, 5, 6, 7]}}
-"#,
-            ann = if name == "n1" { annotations } else { "" },
-            gpus = (0..8)
-                .map(|i| format!(
-                    "  - {{index: {i}, uuid: GPU-{name}-{i}, model: NVIDIA H100 80GB HBM3, memoryMib: 81559, health: {{healthy: true}}}}\n"
-                ))
-                .collect::<String>(),
-        )
-    };
-    let job = |name: &str, run: &str, arrive: &str| {
-        format!(
-            r#"---
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: {name}
-  namespace: team
-  labels: {{kueue.x-k8s.io/queue-name: lq}}
-  annotations: {{sluice.dev/run-time: {run}, sluice.dev/arrival-time: {arrive}}}
-spec:
-  parallelism: 1
-  completions: 1
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: main
-        image: trainer
-        resources: {{requests: {{cpu: "1", nvidia.com/gpu: "8"}}}}
-"#
-        )
-    };
-    format!(
-        r#"apiVersion: kueue.x-k8s.io/v1beta2
-kind: Topology
-metadata: {{name: dc}}
-spec:
-  levels:
-  - nodeLabel: rack
-  - nodeLabel: kubernetes.io/hostname
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {{name: h100}}
-spec:
-  nodeLabels: {{pool: gpu}}
-  topologyName: dc
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {{name: cq}}
-spec:
-  namespaceSelector: {{}}
-  resourceGroups:
-  - coveredResources: [cpu, nvidia.com/gpu]
-    flavors:
-    - name: h100
-      resources:
-      - {{name: cpu, nominalQuota: "128"}}
-      - {{name: nvidia.com/gpu, nominalQuota: "16"}}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {{name: lq, namespace: team}}
-spec: {{clusterQueue: cq}}
-{}{}{}{}"#,
-        node("n1"),
-        node("n2"),
-        job("long", "10h", "0s"),
-        job("short", "30m", "1s"),
-    )
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/degrading-gpu/cluster.yaml");
+    let text = std::fs::read_to_string(path).expect("example");
+    let original =
+        "    sluice.dev/gpu-degrades-at: \"0@1h\"\n    sluice.dev/gpu-fails-at: \"0@3h\"\n";
+    assert!(text.contains(original), "the example's annotations moved");
+    text.replace(original, &format!("    {annotations}\n"))
 }
 
 fn run(annotations: &str, evict: bool) -> sluice_operator::sim::SimulationReport {
@@ -114,7 +28,7 @@ fn run(annotations: &str, evict: bool) -> sluice_operator::sim::SimulationReport
     sim.run(None, |_, _| {}).expect("runs")
 }
 
-const ANNOTATIONS: &str = "sluice.dev/gpu-degrades-at: 0@1h, sluice.dev/gpu-fails-at: 0@3h";
+const ANNOTATIONS: &str = "sluice.dev/gpu-degrades-at: 0@1h\n    sluice.dev/gpu-fails-at: 0@3h";
 
 #[test]
 fn moving_off_a_degrading_gpu_saves_the_work_the_failure_would_have_lost() {

@@ -590,3 +590,62 @@ async fn the_endpoint_serves_the_last_read() {
     assert!(get("/healthz").await.ends_with("ok"));
     served.abort();
 }
+
+/// A source that counts its reads and can be woken, as the NVML source is by an XID event.
+struct Woken {
+    inner: FakeSource,
+    reads: Arc<std::sync::atomic::AtomicUsize>,
+    wake: Arc<tokio::sync::Notify>,
+}
+
+impl GpuSource for Woken {
+    fn read(&mut self) -> Result<RawNode, agent::AgentError> {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.read()
+    }
+    fn wake(&self) -> Option<Arc<tokio::sync::Notify>> {
+        Some(self.wake.clone())
+    }
+}
+
+#[tokio::test]
+async fn an_event_triggers_a_read_at_once_instead_of_waiting_for_the_interval() {
+    let reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let source = Woken {
+        inner: FakeSource { path: example() },
+        reads: reads.clone(),
+        wake: wake.clone(),
+    };
+    let mut agent = Agent::new("gpu-0", Box::new(source), HealthRules::default());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        // An hour between reads: only the first tick and the events read.
+        agent
+            .run(Duration::from_secs(3600), async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    let count = || reads.load(std::sync::atomic::Ordering::SeqCst);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while count() < 1 {
+        assert!(tokio::time::Instant::now() < deadline, "no first read");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(count(), 1, "nothing more until the interval or an event");
+    wake.notify_one();
+    while count() < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the event caused no read"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    stop.send(()).expect("running");
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("stops")
+        .expect("no panic");
+}

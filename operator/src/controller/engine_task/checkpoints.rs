@@ -62,9 +62,23 @@ impl EngineTask {
         })
         .await;
         let secs = grace / 1000;
-        let victim_msg = format!(
-            "Preempted by {preemptor}; waiting up to {secs}s for a checkpoint before eviction"
-        );
+        // A preemption names its preemptor; an eviction off a degrading GPU gives its own reason and message.
+        let (requested_reason, victim_msg) = if pending.preemptor.is_some() {
+            (
+                "Preemption".to_string(),
+                format!(
+                    "Preempted by {preemptor}; waiting up to {secs}s for a checkpoint before eviction"
+                ),
+            )
+        } else {
+            (
+                pending.reason.clone(),
+                format!(
+                    "{}; waiting up to {secs}s for a checkpoint before eviction",
+                    pending.message
+                ),
+            )
+        };
         let written = self
             .write_workload_status(key, |w| {
                 let st = w.status.get_or_insert_with(Default::default);
@@ -72,7 +86,7 @@ impl EngineTask {
                     &mut st.conditions,
                     checkpoint::REQUESTED_CONDITION,
                     true,
-                    "Preemption",
+                    &requested_reason,
                     &victim_msg,
                     now,
                 ))
