@@ -437,30 +437,22 @@ pub fn gpu_use(
         .gpus
         .iter()
         .map(|g| {
-            let mut held: Vec<GpuHolder> = holders
-                .get(&g.uuid)
-                .into_iter()
-                .flatten()
-                .map(|h| GpuHolder {
-                    namespace: h.namespace.clone(),
-                    pod: h.pod.clone(),
-                    container: h.container.clone(),
-                    mig_uuid: None,
-                })
-                .collect();
+            // The GPU's own holders, then its MIG instances'.
+            let held_by = |device: &str, mig_uuid: Option<String>| {
+                holders
+                    .get(device)
+                    .into_iter()
+                    .flatten()
+                    .map(move |h| GpuHolder {
+                        namespace: h.namespace.clone(),
+                        pod: h.pod.clone(),
+                        container: h.container.clone(),
+                        mig_uuid: mig_uuid.clone(),
+                    })
+            };
+            let mut held: Vec<GpuHolder> = held_by(&g.uuid, None).collect();
             for m in &g.mig {
-                held.extend(
-                    holders
-                        .get(&m.uuid)
-                        .into_iter()
-                        .flatten()
-                        .map(|h| GpuHolder {
-                            namespace: h.namespace.clone(),
-                            pod: h.pod.clone(),
-                            container: h.container.clone(),
-                            mig_uuid: Some(m.uuid.clone()),
-                        }),
-                );
+                held.extend(held_by(&m.uuid, Some(m.uuid.clone())));
             }
             held.sort();
             let (sampled_since, peaks) = history.published(&g.uuid);

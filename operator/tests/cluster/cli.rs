@@ -13,19 +13,6 @@ use super::plane::ControlPlane;
 use super::sluice::Process;
 use super::support::*;
 
-fn job(name: &str) -> String {
-    JobYaml {
-        name,
-        ns: "lab",
-        lq: "main",
-        pods: 1,
-        resources: r#"{requests: {cpu: "1"}, limits: {nvidia.com/gpu: "8"}}"#,
-        labels: "",
-        annotations: "",
-    }
-    .render()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_agent_cli_and_visibility_work_on_the_cluster() {
     let Some(plane) = ControlPlane::up("cli") else {
@@ -72,18 +59,8 @@ async fn node_agent_cli_and_visibility_work_on_the_cluster() {
     assert!(top.contains("gpu-0"), "{top}");
 
     // Two 8-GPU Jobs on 8 GPUs of quota: one admitted, one pending.
-    plane.kubectl(
-        &["apply", "-f", "-"],
-        Some(&queue_setup(
-            "h100",
-            "research",
-            "[cpu, nvidia.com/gpu]",
-            "[{name: cpu, nominalQuota: 16}, {name: nvidia.com/gpu, nominalQuota: 8}]",
-            "lab",
-            "main",
-        )),
-    );
-    plane.kubectl(&["apply", "-f", "-"], Some(&job("first")));
+    plane.kubectl(&["apply", "-f", "-"], Some(&lab_gpu_queues()));
+    plane.kubectl(&["apply", "-f", "-"], Some(&lab_gpu_job("first", 8)));
     let first = workload_of(&client, "lab", "first").await;
     let first_name = first.metadata.name.clone().expect("name");
     let wls: Api<Workload> = Api::namespaced(client.clone(), "lab");
@@ -91,7 +68,7 @@ async fn node_agent_cli_and_visibility_work_on_the_cluster() {
         has_condition(&wls.get(&first_name).await.ok()?, "Admitted").then_some(())
     })
     .await;
-    plane.kubectl(&["apply", "-f", "-"], Some(&job("second")));
+    plane.kubectl(&["apply", "-f", "-"], Some(&lab_gpu_job("second", 8)));
     let second = workload_of(&client, "lab", "second").await;
     let second_name = second.metadata.name.clone().expect("name");
 

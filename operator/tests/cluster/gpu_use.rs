@@ -18,19 +18,6 @@ use super::plane::ControlPlane;
 use super::sluice::{Process, free_port, sluice};
 use super::support::*;
 
-fn job(name: &str) -> String {
-    JobYaml {
-        name,
-        ns: "lab",
-        lq: "main",
-        pods: 1,
-        resources: r#"{requests: {cpu: "1"}, limits: {nvidia.com/gpu: "4"}}"#,
-        labels: "",
-        annotations: "",
-    }
-    .render()
-}
-
 /// The example's GPU UUIDs (operator/examples/fake-nvml/h100x8.yaml).
 fn uuid(i: u32) -> String {
     format!("GPU-{i:08x}-a1b2-c3d4-e5f6-0123456789ab")
@@ -53,20 +40,10 @@ async fn gpu_use_per_cluster_queue_and_idle_workloads_from_the_node_agent() {
     };
     let installed = install(&plane, None, vec![FakeNode::new("gpu-0", 32, 8)]).await;
     let client = installed.client.clone();
-    plane.kubectl(
-        &["apply", "-f", "-"],
-        Some(&queue_setup(
-            "h100",
-            "research",
-            "[cpu, nvidia.com/gpu]",
-            "[{name: cpu, nominalQuota: 16}, {name: nvidia.com/gpu, nominalQuota: 8}]",
-            "lab",
-            "main",
-        )),
-    );
+    plane.kubectl(&["apply", "-f", "-"], Some(&lab_gpu_queues()));
     // Two 4-GPU Jobs: `train` gets the example's busy GPUs 0-3, `notebook` its idle GPUs 4-7.
-    plane.kubectl(&["apply", "-f", "-"], Some(&job("train")));
-    plane.kubectl(&["apply", "-f", "-"], Some(&job("notebook")));
+    plane.kubectl(&["apply", "-f", "-"], Some(&lab_gpu_job("train", 4)));
+    plane.kubectl(&["apply", "-f", "-"], Some(&lab_gpu_job("notebook", 4)));
     let pods: Api<Pod> = Api::namespaced(client.clone(), "lab");
     let running = eventually(90, "both Jobs' pods bound to gpu-0", || async {
         let list = pods.list(&ListParams::default()).await.ok()?;

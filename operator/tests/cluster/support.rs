@@ -366,3 +366,30 @@ spec: {{clusterQueue: {cq}}}
 "#
     )
 }
+
+/// Flavor `h100`, ClusterQueue `research` (16 CPUs, 8 GPUs) and LocalQueue `lab/main`.
+pub fn lab_gpu_queues() -> String {
+    queue_setup(
+        "h100",
+        "research",
+        "[cpu, nvidia.com/gpu]",
+        "[{name: cpu, nominalQuota: 16}, {name: nvidia.com/gpu, nominalQuota: 8}]",
+        "lab",
+        "main",
+    )
+}
+
+/// A one-pod Job in `lab/main` asking for one CPU and `gpus` GPUs.
+pub fn lab_gpu_job(name: &str, gpus: u32) -> String {
+    let resources = format!(r#"{{requests: {{cpu: "1"}}, limits: {{nvidia.com/gpu: "{gpus}"}}}}"#);
+    JobYaml {
+        name,
+        ns: "lab",
+        lq: "main",
+        pods: 1,
+        resources: &resources,
+        labels: "",
+        annotations: "",
+    }
+    .render()
+}
