@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 use serde_json::json;
 use sluice_sdk::kueue::v1beta2 as api;
-use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
+use sluice_sdk::sluice::node_gpu_topology::{NodeGpuTopology, NodeGpuTopologyStatus};
 use sluice_sdk::topology::NodeGpus as Reported;
 
 use super::{CliError, Output};
@@ -190,6 +190,8 @@ pub struct NodeGpus {
     pub unhealthy: Option<usize>,
     /// NVLink islands its node agent reports, e.g. "4+4" or "8 nvswitch"; empty without a report.
     pub nvlink: String,
+    /// Mean GPU utilisation (percent) its node agent last read; `None` without one.
+    pub utilization: Option<f64>,
 }
 
 /// One ClusterQueue's GPUs.
@@ -241,6 +243,7 @@ pub fn node_gpus(
     nodes: &[Node],
     pods: &[Pod],
     reports: &BTreeMap<String, Reported>,
+    usage: &BTreeMap<String, NodeGpuTopologyStatus>,
 ) -> Vec<NodeGpus> {
     let mut used: BTreeMap<&str, i64> = BTreeMap::new();
     for p in pods {
@@ -281,6 +284,14 @@ pub fn node_gpus(
                 in_use,
                 unhealthy: report.map(|r| r.gpus.iter().filter(|g| !g.health.healthy).count()),
                 nvlink: report.map(islands).unwrap_or_default(),
+                utilization: usage.get(name).and_then(|s| {
+                    let u: Vec<f64> = s
+                        .gpus
+                        .iter()
+                        .filter_map(|g| g.utilization.map(f64::from))
+                        .collect();
+                    (!u.is_empty()).then(|| u.iter().sum::<f64>() / u.len() as f64)
+                }),
             })
         })
         .collect()
@@ -364,6 +375,8 @@ pub fn render(
                 } else {
                     n.nvlink.clone()
                 },
+                n.utilization
+                    .map_or_else(|| "-".into(), |u| format!("{u:.0}%")),
             ]
         })
         .collect();
@@ -391,7 +404,8 @@ pub fn render(
                 "IN USE",
                 "USE",
                 "UNHEALTHY",
-                "NVLINK"
+                "NVLINK",
+                "GPU UTIL"
             ],
             &node_rows
         ),
@@ -490,20 +504,24 @@ async fn gpus(client: &kube::Client, out: Output) -> Result<String, CliError> {
         .await?
         .items;
     // Without the node agent (or its CRD) the health and NVLink columns stay empty.
-    let reports = match Api::<NodeGpuTopology>::all(client.clone())
+    let topologies = match Api::<NodeGpuTopology>::all(client.clone())
         .list(&ListParams::default())
         .await
     {
-        Ok(list) => list
-            .items
-            .into_iter()
-            .map(|t| (t.spec.node_name, t.spec.gpus))
-            .collect(),
-        Err(kube::Error::Api(e)) if e.code == 404 => BTreeMap::new(),
+        Ok(list) => list.items,
+        Err(kube::Error::Api(e)) if e.code == 404 => Vec::new(),
         Err(e) => return Err(e.into()),
     };
+    let usage = topologies
+        .iter()
+        .filter_map(|t| Some((t.spec.node_name.clone(), t.status.clone()?)))
+        .collect();
+    let reports = topologies
+        .into_iter()
+        .map(|t| (t.spec.node_name, t.spec.gpus))
+        .collect();
     render(
-        &node_gpus(&nodes, &pods, &reports),
+        &node_gpus(&nodes, &pods, &reports, &usage),
         &queue_gpus(&queues),
         out.output,
     )
@@ -540,9 +558,14 @@ mod tests {
                                       else { json!({"healthy": true}) }})
             })
             .collect();
+        // The agent read GPUs 0-3 at 90% and 4-7 at 10%: 50% on average.
+        let usage: Vec<Value> = (0..8)
+            .map(|i| json!({"index": i, "uuid": format!("GPU-{i}"), "utilization": if i < 4 { 90 } else { 10 }}))
+            .collect();
         json!({"apiVersion": "sluice.dev/v1alpha1", "kind": "NodeGpuTopology", "metadata": {"name": node},
                "spec": {"nodeName": node, "gpus": gpus,
-                        "nvlinkIslands": [{"gpus": [0, 1, 2, 3]}, {"gpus": [4, 5, 6, 7]}]}})
+                        "nvlinkIslands": [{"gpus": [0, 1, 2, 3]}, {"gpus": [4, 5, 6, 7]}]},
+               "status": {"observedAt": "2026-12-04T12:00:00Z", "gpus": usage}})
     }
 
     #[test]
@@ -590,13 +613,23 @@ mod tests {
                 "6",
                 "75%",
                 "1",
-                "4+4"
+                "4+4",
+                "50%"
             ]
         );
         // The finished pod holds nothing; gpu-1 has no agent report; the CPU node is not listed.
         assert_eq!(
             cells("gpu-1"),
-            ["gpu-1", "NVIDIA-H100-80GB-HBM3", "8", "0", "0%", "-", "-"]
+            [
+                "gpu-1",
+                "NVIDIA-H100-80GB-HBM3",
+                "8",
+                "0",
+                "0%",
+                "-",
+                "-",
+                "-"
+            ]
         );
         assert!(cells("cpu-0").is_empty());
         assert!(t.contains("GPU nodes: 2, GPUs 6/16 in use (38%)"), "{t}");
@@ -610,7 +643,7 @@ mod tests {
         assert_eq!(
             v["nodes"][0],
             json!({"node": "gpu-0", "product": "NVIDIA-H100-80GB-HBM3", "allocatable": 8, "inUse": 6,
-                   "unhealthy": 1, "nvlink": "4+4"})
+                   "unhealthy": 1, "nvlink": "4+4", "utilization": 50.0})
         );
         assert_eq!(v["nodes"][1]["unhealthy"], Value::Null);
         assert_eq!(v["clusterQueues"][0]["borrowed"], 4);
@@ -645,7 +678,16 @@ mod tests {
             .unwrap_or_default();
         assert_eq!(
             row,
-            ["gpu-0", "NVIDIA-H100-80GB-HBM3", "8", "0", "0%", "-", "-"]
+            [
+                "gpu-0",
+                "NVIDIA-H100-80GB-HBM3",
+                "8",
+                "0",
+                "0%",
+                "-",
+                "-",
+                "-"
+            ]
         );
         Ok(())
     }
