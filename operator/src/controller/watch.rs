@@ -22,6 +22,12 @@ pub enum Change<K> {
     Delete(K),
 }
 
+/// Drops what the operator never reads before an object is kept: `metadata.managedFields`, often the largest part
+/// of an object the API server has written several times (Kueue's manager strips it from its cache too).
+fn strip<K: Resource>(o: &mut K) {
+    o.meta_mut().managed_fields = None;
+}
+
 /// Sends `wrap(change)` for every change of `K` on `tx`, then `synced(kind)` once the first list is complete.
 /// Adding a kind (Nodes, NodeGpuTopology, PolicyModule) is one call of this function with its own `wrap`.
 pub fn spawn_watcher<K, I>(
@@ -42,7 +48,10 @@ where
         let mut relist: Option<BTreeMap<(String, String), K>> = None;
         let mut first_sync = true;
         let key = |o: &K| (o.namespace().unwrap_or_default(), o.name_any());
-        let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+        let mut stream = watcher::watcher(api, config)
+            .default_backoff()
+            .modify(strip)
+            .boxed();
         while let Some(item) = stream.next().await {
             let out: Vec<I> = match item {
                 Ok(Event::Apply(o)) => {
