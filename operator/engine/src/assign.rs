@@ -128,6 +128,67 @@ pub(crate) struct FlavorChoice {
     pub tried: i32,
 }
 
+/// Why a flavor was not chosen for a resource: kept as data during the search, worded only when an assignment's
+/// message is written (most reasons are dropped when a later flavor fits).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum FlavorReason {
+    /// Already worded (flavor and topology mismatches).
+    Text(String),
+    /// The request exceeds the most the ClusterQueue could ever get of this flavor-resource.
+    ExceedsMax {
+        fr: Fr,
+        assumed: i64,
+        req: i64,
+        max: i64,
+    },
+    /// The request exceeds what is unused now by `more`.
+    Unused { fr: Fr, more: i64 },
+}
+
+impl FlavorReason {
+    /// Kueue's wording of the reason.
+    fn render(&self, ids: &super::Interner) -> String {
+        match self {
+            FlavorReason::Text(t) => t.clone(),
+            &FlavorReason::ExceedsMax {
+                fr,
+                assumed,
+                req,
+                max,
+            } => {
+                let (f, r) = ids.fr_parts(fr);
+                let rname = ids.resource_name(r);
+                format!(
+                    "insufficient quota for {rname} in flavor {}, previously considered podsets requests ({}) + current podset request ({}) > maximum capacity ({})",
+                    ids.flavor_name(f),
+                    fmt_quantity(rname, assumed),
+                    fmt_quantity(rname, req),
+                    fmt_quantity(rname, max)
+                )
+            }
+            &FlavorReason::Unused { fr, more } => {
+                let (f, r) = ids.fr_parts(fr);
+                let rname = ids.resource_name(r);
+                format!(
+                    "insufficient unused quota for {rname} in flavor {}, {} more needed",
+                    ids.flavor_name(f),
+                    fmt_quantity(rname, more)
+                )
+            }
+        }
+    }
+}
+
+/// An assignment's message as last worded for a workload, with the reasons it was worded from: a head retried
+/// with the same reasons every cycle reuses the words instead of formatting them again.
+#[derive(Clone, Debug)]
+pub(crate) struct WordedMessage {
+    /// Per pod set with reasons: its index and the reasons.
+    source: Vec<(usize, Vec<FlavorReason>)>,
+    /// The message.
+    pub text: std::sync::Arc<str>,
+}
+
 /// Assignment of one pod set.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PsAssign {
@@ -136,7 +197,7 @@ pub(crate) struct PsAssign {
     /// Total requests for `count` pods by interned resource.
     pub requests: Vec<(u32, i64)>,
     pub flavors: BTreeMap<u32, FlavorChoice>,
-    pub reasons: Vec<String>,
+    pub reasons: Vec<FlavorReason>,
     pub failed: bool,
     /// NoFit flavor attempts: (resource group, reason).
     pub nofit_attempts: Vec<(i64, &'static str)>,
@@ -193,6 +254,37 @@ impl Assignment {
         self.usage.iter().map(|(&fr, &v)| (fr, v)).collect()
     }
 
+    /// The pod sets a message is worded from: those with reasons or a failure.
+    fn message_source(&self) -> impl Iterator<Item = (usize, &Vec<FlavorReason>)> {
+        self.podsets
+            .iter()
+            .filter(|ps| !ps.reasons.is_empty() || ps.failed)
+            .map(|ps| (ps.ps, &ps.reasons))
+    }
+
+    /// [`Assignment::message`], reusing `last` when it was worded from the same reasons.
+    pub(crate) fn worded(
+        &self,
+        sim: &Sim<'_>,
+        wl: u32,
+        last: Option<WordedMessage>,
+    ) -> WordedMessage {
+        if let Some(last) = last
+            && self
+                .message_source()
+                .eq(last.source.iter().map(|(ps, r)| (*ps, r)))
+        {
+            return last;
+        }
+        WordedMessage {
+            source: self
+                .message_source()
+                .map(|(ps, r)| (ps, r.clone()))
+                .collect(),
+            text: self.message(sim, wl).into(),
+        }
+    }
+
     /// Kueue's Assignment.Message().
     pub(crate) fn message(&self, sim: &Sim<'_>, wl: u32) -> String {
         let Some(w) = sim.wl(wl) else {
@@ -203,7 +295,7 @@ impl Assignment {
             if ps.reasons.is_empty() && !ps.failed {
                 continue;
             }
-            let mut reasons = ps.reasons.clone();
+            let mut reasons: Vec<String> = ps.reasons.iter().map(|r| r.render(sim.ids)).collect();
             reasons.sort();
             let name = w
                 .spec
@@ -344,13 +436,13 @@ fn should_try_next(
     m.borrow != 0 && when_borrow == FungibilityPolicy::TryNextFlavor
 }
 
-type Status = Option<(String, &'static str)>;
+type Status = Option<(FlavorReason, &'static str)>;
 /// Requests of one pod set: (index, count, total requests by resource).
 type PodSetRequests = (usize, i32, Vec<(u32, i64)>);
 /// Outcome of a flavor search: chosen flavors, reasons, NoFit attempts.
 type FlavorSearch = (
     BTreeMap<u32, FlavorChoice>,
-    Vec<String>,
+    Vec<FlavorReason>,
     Vec<(i64, &'static str)>,
 );
 
@@ -397,10 +489,10 @@ impl Sim<'_> {
                     if qty == 0 {
                         continue;
                     }
-                    psa.reasons = vec![format!(
+                    psa.reasons = vec![FlavorReason::Text(format!(
                         "resource {} unavailable in ClusterQueue",
                         self.ids.resource_name(res)
-                    )];
+                    ))];
                     psa.flavors.clear();
                     psa.failed = true;
                     psa.nofit_attempts
@@ -497,7 +589,7 @@ impl Sim<'_> {
                     }),
             };
             if let Some(msg) = mismatch {
-                reasons.push(msg);
+                reasons.push(FlavorReason::Text(msg));
                 attempts.push((rg_key, NO_MATCHING_FLAVOR));
                 continue;
             }
@@ -573,27 +665,23 @@ impl Sim<'_> {
         let max_cap = self.tree.potential_available(cq, fr);
         // Requests come from input: an oversized sum saturates and then exceeds the capacity.
         let val = assumed.saturating_add(req);
-        let ids = self.ids;
-        let (f, r) = ids.fr_parts(fr);
-        let rname = ids.resource_name(r);
-        let fname = ids.flavor_name(f);
         if val > max_cap {
-            let msg = format!(
-                "insufficient quota for {rname} in flavor {fname}, previously considered podsets requests ({}) + current podset request ({}) > maximum capacity ({})",
-                fmt_quantity(rname, assumed),
-                fmt_quantity(rname, req),
-                fmt_quantity(rname, max_cap)
-            );
-            return (PMode::NoFit, 0, Some((msg, EXCEEDS_MAX_QUOTA)));
+            let why = FlavorReason::ExceedsMax {
+                fr,
+                assumed,
+                req,
+                max: max_cap,
+            };
+            return (PMode::NoFit, 0, Some((why, EXCEEDS_MAX_QUOTA)));
         }
         let (borrow, may_reclaim) = self.tree.lowest_subtree_that_fits(cq, fr, val);
         if val <= avail {
             return (PMode::Fit, borrow, None);
         }
-        let msg = format!(
-            "insufficient unused quota for {rname} in flavor {fname}, {} more needed",
-            fmt_quantity(rname, val.saturating_sub(avail))
-        );
+        let msg = FlavorReason::Unused {
+            fr,
+            more: val.saturating_sub(avail),
+        };
         let nominal = self.tree.quota(cq, fr).nominal;
         if nominal >= val || may_reclaim || self.can_preempt_while_borrowing(cq) {
             let (p, b) = self.simulate_preemption(pre, fr, val);

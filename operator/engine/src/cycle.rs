@@ -262,7 +262,7 @@ impl Engine {
                 self.set_pending(
                     wl,
                     "Misconfigured",
-                    "workload namespace doesn't match ClusterQueue selector".into(),
+                    "workload namespace doesn't match ClusterQueue selector",
                 );
                 requeues.push((wl, cq, Requeue::Mismatch));
                 continue;
@@ -418,7 +418,12 @@ impl Engine {
             return;
         }
         let mode = e.assignment.mode();
-        let message = e.assignment.message(&self.sim(), e.wl);
+        let last = self.wl_mut(e.wl).and_then(|w| w.worded.take());
+        let worded = e.assignment.worded(&self.sim(), e.wl, last);
+        let message = worded.text.clone();
+        if let Some(w) = self.wl_mut(e.wl) {
+            w.worded = Some(worded);
+        }
         let progress = ScanProgress {
             tried: e.assignment.scan_progress(),
             cycle: self.cycle,
@@ -469,7 +474,7 @@ impl Engine {
             self.set_pending(
                 e.wl,
                 WAITING_FOR_QUOTA,
-                "Workload has overlapping preemption targets with another workload".into(),
+                "Workload has overlapping preemption targets with another workload",
             );
             requeues.push((e.wl, e.cq, Requeue::Immediate));
             return;
@@ -496,7 +501,7 @@ impl Engine {
             self.set_pending(
                 e.wl,
                 WAITING_FOR_QUOTA,
-                "Workload no longer fits after processing another workload".into(),
+                "Workload no longer fits after processing another workload",
             );
             requeues.push((e.wl, e.cq, Requeue::Immediate));
             return;
@@ -560,7 +565,7 @@ impl Engine {
                     self.set_pending(
                         e.wl,
                         WAITING_FOR_QUOTA,
-                        "Workload no longer fits after processing another workload".into(),
+                        "Workload no longer fits after processing another workload",
                     );
                     requeues.push((e.wl, e.cq, Requeue::Immediate));
                     return;
@@ -571,11 +576,7 @@ impl Engine {
         if self.block_now {
             // Kueue's blockAdmission: the workload that fits waits, and so does the scheduler, until every quota
             // holder is PodsReady.
-            self.set_pending(
-                e.wl,
-                WAITING_FOR_PODS_READY,
-                WAITING_FOR_PODS_READY_MESSAGE.into(),
-            );
+            self.set_pending(e.wl, WAITING_FOR_PODS_READY, WAITING_FOR_PODS_READY_MESSAGE);
             self.waiting_for_pods_ready = true;
             requeues.push((e.wl, e.cq, Requeue::Immediate));
             return;
@@ -586,7 +587,9 @@ impl Engine {
             w.awaiting = None;
         }
         self.dequeue(e.wl);
-        self.reserve(e.wl, e.cq, admission.clone(), now);
+        let usage = e.assignment.usage_vec();
+        debug_assert_eq!(usage, self.admission_usage(&admission));
+        self.reserve_with_usage(e.wl, e.cq, admission.clone(), usage, now);
         self.afs_entered(e.wl, e.cq);
         if let Some(p) = placement {
             self.topo.hold(e.wl, p);

@@ -23,6 +23,7 @@
 
 mod admission_usage;
 mod assign;
+pub mod bench;
 mod cycle;
 mod error;
 mod fairness;
@@ -213,6 +214,8 @@ pub(crate) struct Wl {
     /// Its LocalQueue's admission usage as order-preserving bits, where its ClusterQueue (queued or holding
     /// quota) uses admission fair sharing; 0 elsewhere. Victims of a more used LocalQueue go first.
     pub afs: u64,
+    /// Its last assignment message and the reasons it was worded from (reset when its spec changes).
+    pub worded: Option<assign::WordedMessage>,
 }
 
 /// What a preemptor's issued preemptions were for: once its victims are gone, this assignment is what they

@@ -692,7 +692,7 @@ impl Engine {
             return;
         }
         if !w.spec.active {
-            self.set_pending(i, "Deactivated", "The workload is deactivated".into());
+            self.set_pending(i, "Deactivated", "The workload is deactivated");
             return;
         }
         match self.route(w) {
@@ -737,20 +737,21 @@ impl Engine {
     }
 
     /// Records a pending reason; emits a decision only when it changes.
-    pub(crate) fn set_pending(&mut self, i: u32, reason: &str, message: String) {
+    pub(crate) fn set_pending(&mut self, i: u32, reason: &str, message: impl AsRef<str>) {
+        let message = message.as_ref();
         let Some(w) = self.wl_mut(i) else { return };
         if w.pending
             .as_ref()
-            .is_some_and(|(r, m)| r == reason && *m == message)
+            .is_some_and(|(r, m)| r == reason && m == message)
         {
             return;
         }
-        w.pending = Some((reason.to_string(), message.clone()));
+        w.pending = Some((reason.to_string(), message.to_string()));
         let key = w.key.clone();
         self.out.push(Decision::Pending {
             workload: key,
             reason: reason.to_string(),
-            message,
+            message: message.to_string(),
         });
     }
 
@@ -840,6 +841,7 @@ impl Engine {
             // where it is queued and keep its flavor scan progress, as Kueue's PushOrUpdate does.
             w.spec = spec;
             w.reqs = reqs;
+            w.worded = None;
             settle(self, i);
             return Ok(());
         }
@@ -861,6 +863,7 @@ impl Engine {
                     w.spec = spec;
                     w.reqs = reqs;
                     w.last = None;
+                    w.worded = None;
                     if w.phase == Phase::Finished {
                         return Ok(());
                     }
@@ -882,6 +885,7 @@ impl Engine {
                     preemptions: 0,
                     awaiting: None,
                     afs: 0,
+                    worded: None,
                 };
                 let i = match self.free_wls.pop() {
                     Some(i) => {
@@ -993,6 +997,12 @@ impl Engine {
 
     /// Charges an admission's usage to the quota tree and records it.
     pub(crate) fn reserve(&mut self, i: u32, n: NodeId, admission: Admission, time: Time) {
+        let usage = self.admission_usage(&admission);
+        self.reserve_with_usage(i, n, admission, usage, time);
+    }
+
+    /// An admission's usage by interned flavor-resource, summed over its pod sets.
+    pub(crate) fn admission_usage(&mut self, admission: &Admission) -> Vec<(u32, i64)> {
         let mut usage: BTreeMap<u32, i64> = BTreeMap::new();
         for psa in &admission.pod_set_assignments {
             for (res, flavor) in &psa.flavors {
@@ -1004,7 +1014,19 @@ impl Engine {
                 *u = u.saturating_add(psa.resource_usage.get(res).copied().unwrap_or(0));
             }
         }
-        let usage: Vec<_> = usage.into_iter().collect();
+        usage.into_iter().collect()
+    }
+
+    /// Reserves quota for an admission whose usage by flavor-resource (sorted) is already known: the scheduling
+    /// cycle has it from the assignment and need not look every name up again.
+    pub(crate) fn reserve_with_usage(
+        &mut self,
+        i: u32,
+        n: NodeId,
+        admission: Admission,
+        usage: Vec<(u32, i64)>,
+        time: Time,
+    ) {
         for &(fr, v) in &usage {
             self.tree.add_usage(n, fr, v);
         }

@@ -52,7 +52,7 @@ const SHAPES: &[(u64, i64, i64, i64)] = &[
 
 fn shape(rng: &mut Rng) -> (i64, i64, i64) {
     let total: u64 = SHAPES.iter().map(|s| s.0).sum();
-    let mut r = rng.next() % total;
+    let mut r = rng.next_u64() % total;
     for &(w, g, c, m) in SHAPES {
         if r < w {
             return (g, c, m);
@@ -208,8 +208,8 @@ status:
         let (g, c, m) = shape(&mut rng);
         let timing = if args.timed {
             // Arrivals spread over about a day; runs from minutes to hours.
-            let arrival = (rng.next() % 86_400) as i64;
-            let run = 300 + (rng.next() % 14_400) as i64;
+            let arrival = (rng.next_u64() % 86_400) as i64;
+            let run = 300 + (rng.next_u64() % 14_400) as i64;
             format!(
                 "  annotations:\n    sluice.dev/arrival-time: {arrival}s\n    sluice.dev/run-time: {run}s\n"
             )

@@ -1,8 +1,7 @@
-//! The engine's tests that need the operator: Kueue Workloads read into the engine's model, and the engine's
-//! decisions on `sluice bench`'s workload. The rest are `sluice-engine`'s own (`operator/engine/tests/`).
+//! The engine's tests that need the operator: Kueue Workloads read into the engine's model. The rest are
+//! `sluice-engine`'s own (`operator/engine/tests/`).
 //!
 //! One test binary per area: each links the whole operator, so fewer binaries build and link much faster
 //! and take a fraction of the disk.
 
-mod bench_decisions;
 mod ingest;

@@ -146,7 +146,7 @@ impl Engine {
         if let Err(e) = self.fits_empty_topology(pre.wl, a) {
             let (ps, message) = err.unwrap_or(e);
             if let Some(ps) = a.podsets.get_mut(ps) {
-                ps.reasons = vec![message];
+                ps.reasons = vec![crate::assign::FlavorReason::Text(message)];
             }
             a.forced_mode = Some(Mode::NoFit);
             a.no_fit_reason = TOPOLOGY_PLACEMENT_FAILED;
@@ -157,7 +157,7 @@ impl Engine {
         // preemptor without targets does.
         let (ps, message) = err?;
         if let Some(ps) = a.podsets.get_mut(ps) {
-            ps.reasons = vec![message];
+            ps.reasons = vec![crate::assign::FlavorReason::Text(message)];
         }
         // The quota is there, the room is not: shown as a placement failure while no victim can make room.
         a.no_fit_reason = TOPOLOGY_PLACEMENT_FAILED;
@@ -177,7 +177,7 @@ impl Engine {
             Err((ps, message)) => {
                 // The search checked this placement; a heuristic placement can still disagree.
                 if let Some(ps) = a.podsets.get_mut(ps) {
-                    ps.reasons = vec![message];
+                    ps.reasons = vec![crate::assign::FlavorReason::Text(message)];
                 }
                 a.forced_mode = Some(Mode::NoFit);
                 a.no_fit_reason = TOPOLOGY_PLACEMENT_FAILED;

@@ -4,6 +4,7 @@
 
 mod admission_checks;
 mod admission_fair_sharing;
+mod bench_decisions;
 mod block_admission;
 #[path = "../common/mod.rs"]
 mod common;

@@ -1,14 +1,14 @@
 //! Criterion benchmarks of the engine: queueing workloads, and scheduling a loaded cluster to completion.
 //!
-//! `sluice bench` runs the full-scale figures (1,000 ClusterQueues, 50,000 workloads); these use a tenth of that so
+//! `sluice bench` (the same cluster, `sluice_engine::bench`) runs the full-scale figures (1,000 ClusterQueues, 50,000 workloads); these use a tenth of that so
 //! criterion can repeat them.
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use sluice_operator::bench::{BenchArgs, measure, synthetic_cluster};
-use sluice_operator::engine::{Engine, EngineConfig};
+use sluice_engine::bench::{BenchShape, measure_with, synthetic_cluster};
+use sluice_engine::{Engine, EngineConfig};
 
-fn args() -> BenchArgs {
-    BenchArgs {
+fn args() -> BenchShape {
+    BenchShape {
         cluster_queues: 100,
         cohorts: 10,
         workloads: 5_000,
@@ -44,12 +44,16 @@ fn scheduling(c: &mut Criterion) {
     let mut group =
         c.benchmark_group("schedule 5,000 workloads in 100 ClusterQueues to completion");
     group.sample_size(10);
-    group.bench_function("classical", |b| b.iter(|| measure(&args()).expect("runs")));
-    let fair = BenchArgs {
+    group.bench_function("classical", |b| {
+        b.iter(|| measure_with(&args(), |_, _| {}, |_| {}).expect("runs"))
+    });
+    let fair = BenchShape {
         fair_sharing: true,
         ..args()
     };
-    group.bench_function("fair sharing", |b| b.iter(|| measure(&fair).expect("runs")));
+    group.bench_function("fair sharing", |b| {
+        b.iter(|| measure_with(&fair, |_, _| {}, |_| {}).expect("runs"))
+    });
     group.finish();
 }
 

@@ -1,11 +1,11 @@
 //! The engine's decisions on the `sluice bench` workload, pinned by fingerprint: performance work on the engine must
-//! not change them. Here rather than in `sluice-engine` because the workload comes from the operator's `bench` module.
+//! not change them.
 
 /// Runs the `sluice bench` loop at a reduced scale and returns every decision it carries out, one per line, in
 /// order (those of finishes and completed evictions included).
 fn bench_decision_log(fair_sharing: bool) -> Vec<String> {
-    use sluice_operator::bench::{BenchArgs, measure_with};
-    let args = BenchArgs {
+    use sluice_engine::bench::{BenchShape, measure_with};
+    let args = BenchShape {
         cluster_queues: 100,
         cohorts: 10,
         workloads: 5_000,
@@ -63,4 +63,32 @@ fn bench_decisions_unchanged() {
         got.push(h);
     }
     assert_eq!(got, [FP_CLASSICAL, FP_FAIR], "decisions changed");
+}
+
+/// `sluice bench`'s counts at full scale, as `golden/bench-counts.txt` records them (a release build takes about
+/// 10 s; a debug build minutes, hence ignored).
+#[test]
+#[ignore]
+fn bench_counts() {
+    use sluice_engine::bench::{BenchShape, measure_with};
+    let golden = include_str!("golden/bench-counts.txt");
+    for (label, fair_sharing) in [("classical", false), ("fair sharing", true)] {
+        let shape = BenchShape {
+            cluster_queues: 1_000,
+            cohorts: 100,
+            workloads: 50_000,
+            run_cycles: 20,
+            fair_sharing,
+            seed: 7,
+        };
+        let r = measure_with(&shape, |_, _| {}, |_| {}).expect("valid events");
+        let line = format!(
+            "{label}: {} cycles, {} admissions, {} preemptions",
+            r.cycles, r.admissions, r.evictions
+        );
+        assert!(
+            golden.lines().any(|l| l == line),
+            "counts changed: {line} is not in golden/bench-counts.txt"
+        );
+    }
 }
