@@ -558,7 +558,8 @@ impl Sim<'_> {
             .collect();
         let mut reasons = Vec::new();
         let mut attempts = Vec::new();
-        let mut best: BTreeMap<u32, FlavorChoice> = BTreeMap::new();
+        // Per flavor tried, its choices by resource; a map is built only for the one chosen.
+        let mut best: Vec<(u32, FlavorChoice)> = Vec::new();
         let mut best_mode = Granular {
             p: PMode::NoFit,
             borrow: i32::MAX,
@@ -597,7 +598,7 @@ impl Sim<'_> {
                 p: PMode::Fit,
                 borrow: 0,
             };
-            let mut assignments = BTreeMap::new();
+            let mut assignments: Vec<(u32, FlavorChoice)> = Vec::with_capacity(reqs.len());
             let mut nofit_reason = "";
             for &(r, val) in &reqs {
                 let Some(fr) = self.ids.find_fr(f, r) else {
@@ -616,7 +617,8 @@ impl Sim<'_> {
                 if rep.p == PMode::NoFit {
                     continue;
                 }
-                assignments.insert(
+                // Each resource appears once in `reqs`, so a push is the map's insert.
+                assignments.push((
                     r,
                     FlavorChoice {
                         flavor: f,
@@ -624,7 +626,7 @@ impl Sim<'_> {
                         borrow,
                         tried: -1,
                     },
-                );
+                ));
             }
             if rep.p == PMode::NoFit {
                 attempts.push((rg_key, nofit_reason));
@@ -644,9 +646,10 @@ impl Sim<'_> {
         } else {
             attempted
         };
-        for c in best.values_mut() {
-            c.tried = tried;
-        }
+        let best: BTreeMap<u32, FlavorChoice> = best
+            .into_iter()
+            .map(|(r, c)| (r, FlavorChoice { tried, ..c }))
+            .collect();
         if best_mode.p == PMode::Fit {
             return (best, Vec::new(), attempts);
         }

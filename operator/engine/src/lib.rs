@@ -187,7 +187,34 @@ pub(crate) struct Adm {
     pub cq: NodeId,
     pub admission: Admission,
     pub usage: Vec<(Fr, i64)>,
+    /// [`FrMask`] of `usage`'s flavor-resources: the preemption search asks "does it use one of these" of every
+    /// admitted workload in a cohort.
+    pub frs: FrMask,
     pub reserved_at: Time,
+}
+
+/// A set of flavor-resources as a bit mask, for ids below 64; `None` when some id is beyond (then callers compare
+/// the lists).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct FrMask(Option<u64>);
+
+impl FrMask {
+    /// The mask of `frs`.
+    pub(crate) fn of(frs: impl IntoIterator<Item = Fr>) -> Self {
+        let mut bits = 0u64;
+        for fr in frs {
+            if fr >= 64 {
+                return FrMask(None);
+            }
+            bits |= 1 << fr;
+        }
+        FrMask(Some(bits))
+    }
+
+    /// Whether the two sets share a flavor-resource; `None` when a mask cannot tell.
+    pub(crate) fn intersects(self, other: FrMask) -> Option<bool> {
+        Some(self.0? & other.0? != 0)
+    }
 }
 
 /// Engine record of a workload.

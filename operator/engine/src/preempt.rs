@@ -13,8 +13,8 @@ use super::quota::{Fr, NodeId, Tree};
 use super::topology::admit::TasParts;
 use super::tree_fairness::TreeFairness;
 use super::{
-    BorrowWithinCohortPolicy, CqData, FairSharingConfig, FairSharingStrategy, Flavor, Interner,
-    Phase, ReclaimPolicy, ScanProgress, Time, WithinCqPolicy, Wl,
+    BorrowWithinCohortPolicy, CqData, FairSharingConfig, FairSharingStrategy, Flavor, FrMask,
+    Interner, Phase, ReclaimPolicy, ScanProgress, Time, WithinCqPolicy, Wl,
 };
 
 pub(crate) const IN_CLUSTER_QUEUE: &str = "InClusterQueue";
@@ -179,9 +179,11 @@ impl<'a> Sim<'a> {
     }
 
     fn uses_resources(&self, wl: u32, frs: &[Fr]) -> bool {
-        self.wl(wl)
-            .and_then(|w| w.adm.as_ref())
-            .is_some_and(|a| a.usage.iter().any(|(fr, _)| frs.contains(fr)))
+        self.wl(wl).and_then(|w| w.adm.as_ref()).is_some_and(|a| {
+            a.frs
+                .intersects(FrMask::of(frs.iter().copied()))
+                .unwrap_or_else(|| a.usage.iter().any(|(fr, _)| frs.contains(fr)))
+        })
     }
 
     /// A candidate's priority in this search: its own plus the boost its preemptor's cost policy gave it.

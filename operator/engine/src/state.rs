@@ -7,7 +7,8 @@ use super::fasthash::FastMap;
 use super::quota::{NodeId, Quota};
 use super::{
     Adm, Admission, ClusterQueue, Cohort, CqData, Decision, Engine, EngineError, Event, Flavor,
-    LocalQueue, LqData, Phase, ResourceGroup, Rg, StopPolicy, Time, Wl, Workload, WorkloadKey,
+    FrMask, LocalQueue, LqData, Phase, ResourceGroup, Rg, StopPolicy, Time, Wl, Workload,
+    WorkloadKey,
 };
 
 const INADMISSIBLE: &str = "Inadmissible";
@@ -1043,6 +1044,7 @@ impl Engine {
             w.adm = Some(Adm {
                 cq: n,
                 admission,
+                frs: FrMask::of(usage.iter().map(|&(fr, _)| fr)),
                 usage,
                 reserved_at: time,
             });
