@@ -4,6 +4,7 @@
 //! preemption within the queue and reclaim across it) with GPU flavors: every workload asks for GPUs, CPU and
 //! memory; admitted workloads finish a few cycles later, so quota keeps turning over. It lives in the engine so
 //! that the engine's own benchmarks, profiles and decision fingerprints run it without building the operator.
+//! It is the crate's one reader of a clock: it times the engine, and never feeds it the time it reads.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -25,7 +26,7 @@ pub struct BenchShape {
     pub cohorts: usize,
     /// Pending workloads, spread evenly over the ClusterQueues.
     pub workloads: usize,
-    /// Cycles an admitted workload runs before it finishes (at least 1).
+    /// Cycles an admitted workload runs before it finishes (0 counts as 1).
     pub run_cycles: u64,
     /// Enable fair sharing.
     pub fair_sharing: bool,
@@ -252,7 +253,7 @@ pub fn measure_with(
                     let run = runs.entry(workload.clone()).or_default();
                     *run += 1;
                     running
-                        .entry(cycle + args.run_cycles)
+                        .entry(cycle + args.run_cycles.max(1))
                         .or_default()
                         .push((workload, *run));
                 }
