@@ -11,7 +11,7 @@ use std::time::Duration;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use sluice_operator::cli::policy::synthetic_candidates;
 use sluice_operator::policy::embedded;
-use sluice_sdk::harness::{PodSetBuilder, synthetic_cluster};
+use sluice_sdk::harness::{PodSetBuilder, churn, synthetic_cluster};
 use sluice_sdk::host::{HostConfig, ModuleLimits, PolicyHost};
 use sluice_sdk::policy::{PlacementPolicy, PreemptionCostPolicy};
 
@@ -37,6 +37,25 @@ fn placement(c: &mut Criterion) {
         });
         g.bench_function("wasm_resident_inventory", |b| {
             b.iter(|| black_box(wasm.score(black_box(&gang), black_box(&nodes))))
+        });
+        // 1% of the nodes changed since the module's last call: it is sent those rows only.
+        g.bench_function("wasm_resident_1pct_changed", |b| {
+            let mut batch = nodes.clone();
+            let mut round = 0usize;
+            b.iter(|| {
+                round += 1;
+                churn(&mut batch, 100, round % 100);
+                black_box(wasm.score(black_box(&gang), black_box(&batch)))
+            })
+        });
+        g.bench_function("native_1pct_changed", |b| {
+            let mut batch = nodes.clone();
+            let mut round = 0usize;
+            b.iter(|| {
+                round += 1;
+                churn(&mut batch, 100, round % 100);
+                black_box(native.score(black_box(&gang), black_box(&batch)))
+            })
         });
         g.bench_function("wasm_new_inventory", |b| {
             let mut generation = 1000u64;

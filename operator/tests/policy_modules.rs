@@ -17,7 +17,7 @@ use sluice_operator::policy::{
 };
 use sluice_operator::sim::{self, Simulation};
 use sluice_sdk::harness::{self, Harness, PodSetBuilder, synthetic_cluster};
-use sluice_sdk::host::{HostConfig, ModuleKind, ModuleLimits, PolicyHost};
+use sluice_sdk::host::{HostConfig, ModuleKind, ModuleLimits, PolicyHost, StateSends};
 use sluice_sdk::policy::fairness::{
     FairnessPolicy as ModulePolicy, OrderBatch, ShareBatch, Shares,
 };
@@ -96,6 +96,149 @@ fn webassembly_and_native_topology_pack_agree() {
         wasm.score(&gang, &nodes).expect("wasm scores"),
         native.score(&gang, &nodes).expect("native scores")
     );
+}
+
+/// A module holding the batch is sent only the changed rows (`score-delta`); its scores stay those of the
+/// native policy on the whole batch, through churn, a second flavor's batch in between (another epoch), a new
+/// epoch, and a request naming other resources.
+#[test]
+fn webassembly_sent_only_changed_rows_agrees_with_native() {
+    let wasm = host()
+        .load_placement(
+            "topology-pack",
+            embedded::TOPOLOGY_PACK,
+            "",
+            ModuleLimits::default(),
+        )
+        .expect("loads");
+    let native = sluice_policy_topology_pack::Policy::default();
+    let gang = PodSetBuilder::new("team/train", 6)
+        .gpus_per_pod(2)
+        .nvlink()
+        .build();
+    let mut nodes = synthetic_cluster(800);
+    let mut other = synthetic_cluster(800);
+    harness::churn(&mut other, 3, 0);
+    // Another shape (4 GPUs per pod) in rounds 3 and 4: the guest, which keeps the last answer of a row-local
+    // policy and rescores only the changed rows, must score every row for it, and again when the first
+    // shape returns.
+    let other_shape = PodSetBuilder::new("team/infer", 2).gpus_per_pod(4).build();
+    for round in 0..12 {
+        harness::churn(&mut nodes, 37 + round, round);
+        let req = if (3..5).contains(&round) {
+            &other_shape
+        } else {
+            &gang
+        };
+        assert_eq!(
+            wasm.score(req, &nodes).expect("wasm scores"),
+            native.score(req, &nodes).expect("native scores"),
+            "round {round}"
+        );
+        if round % 4 == 1 {
+            assert_eq!(
+                wasm.score(&gang, &other).expect("wasm scores"),
+                native.score(&gang, &other).expect("native scores"),
+                "other batch, round {round}"
+            );
+        }
+        if round == 6 {
+            nodes.dynamic_epoch = sluice_sdk::policy::next_dynamic_epoch();
+            nodes.changed_rows.clear();
+        }
+    }
+    // A request naming two resources has two entries per `free` row: the module is sent everything again.
+    let mut two = gang.clone();
+    two.resources.push("cpu".into());
+    two.per_pod.push(1000);
+    let mut wide = synthetic_cluster(800);
+    wide.free = wide.free.iter().flat_map(|&g| [g, 64_000]).collect();
+    harness::churn(&mut wide, 5, 1);
+    let before = wasm.state_sends();
+    assert_eq!(
+        wasm.score(&two, &wide).expect("wasm scores"),
+        native.score(&two, &wide).expect("native scores")
+    );
+    // 15 calls. Whole: the first, each switch to the other batch (3) and back (3), the new epoch's first call;
+    // the other 7 went as deltas. Then the wide batch, whole.
+    assert_eq!(before, StateSends { whole: 8, delta: 7 });
+    assert_eq!(wasm.state_sends().whole, 9);
+}
+
+/// Modules built against `sluice:policy@0.1.0` (sdk/tests/fixtures/contract-0.1.0: the shipped topology-pack
+/// and drs as they were before `score-delta`) still load, and answer as the current builds do: the placement
+/// module is sent every row on every call.
+#[test]
+fn modules_built_against_contract_0_1_0_still_load_and_agree() {
+    let fixture = |f: &str| {
+        let p = root().join("sdk/tests/fixtures/contract-0.1.0").join(f);
+        std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    };
+    let old = host()
+        .load_placement(
+            "topology-pack-0.1",
+            &fixture("topology_pack.wasm"),
+            "",
+            ModuleLimits::default(),
+        )
+        .expect("a 0.1.0 placement module loads");
+    assert_eq!(old.contract_version(), "0.1.0");
+    let native = sluice_policy_topology_pack::Policy::default();
+    let gang = PodSetBuilder::new("team/train", 6)
+        .gpus_per_pod(2)
+        .nvlink()
+        .build();
+    let mut nodes = synthetic_cluster(500);
+    for round in 0..4 {
+        harness::churn(&mut nodes, 11, round);
+        assert_eq!(
+            old.score(&gang, &nodes).expect("wasm scores"),
+            native.score(&gang, &nodes).expect("native scores"),
+            "round {round}"
+        );
+    }
+    assert_eq!(old.state_sends(), StateSends { whole: 4, delta: 0 });
+
+    let old = host()
+        .load_fairness("drs-0.1", &fixture("drs.wasm"), "", ModuleLimits::default())
+        .expect("a 0.1.0 fairness module loads");
+    let new = host()
+        .load_fairness("drs", embedded::DRS, "", ModuleLimits::default())
+        .expect("loads");
+    let mut g = Lcg(11);
+    for round in 0..50 {
+        let mut batch = ShareBatch::default();
+        for i in 0..1 + g.next(10) as u32 {
+            let rows: Vec<(u32, i64, i64)> = (0..g.next(3) as u32)
+                .map(|r| (r, g.next(5000) as i64 + 1, g.next(8000) as i64 - 500))
+                .collect();
+            batch.push(
+                i,
+                [0.0, 1.0, 2.5][g.next(3) as usize],
+                g.next(4) != 0,
+                &rows,
+                0.0,
+            );
+        }
+        assert_eq!(
+            ModulePolicy::shares(&old, &batch).expect("old answers"),
+            ModulePolicy::shares(&new, &batch).expect("new answers"),
+            "round {round}"
+        );
+    }
+    // Any other version is refused, naming it.
+    let mut bytes = fixture("drs.wasm");
+    let name = b"sluice:policy/fairness-types@0.1.0";
+    let mut found = 0;
+    while let Some(at) = bytes.windows(name.len()).position(|w| w == name) {
+        bytes[at + name.len() - 3] = b'9';
+        found += 1;
+    }
+    assert!(found > 0, "the import name is in the binary");
+    let e = host()
+        .load_fairness("drs-0.9", &bytes, "", ModuleLimits::default())
+        .expect_err("refused");
+    assert!(e.to_string().contains("sluice:policy@0.9.0"), "{e}");
 }
 
 #[test]

@@ -107,6 +107,38 @@ fn wrong_result_length_is_malformed() {
     );
 }
 
+/// A module built against a contract version this host does not know (its type interfaces carry `@0.3.0`) is
+/// refused at load with both versions named, not with a world mismatch about some export.
+#[test]
+fn a_module_built_against_an_unknown_contract_is_refused_naming_both_versions() {
+    let old = r#"(component
+      (import "sluice:policy/placement-types@0.3.0" (instance
+        (type $m (enum "none" "required" "preferred" "unconstrained"))
+        (export "topology-mode" (type (eq $m))))))"#;
+    let err = harness()
+        .placement(old.as_bytes(), "")
+        .expect_err("must be refused");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("built against sluice:policy@0.3.0")
+            && msg.contains(&format!(
+                "sluice:policy@{}",
+                sluice_sdk::host::CONTRACT_VERSION
+            )),
+        "{msg}"
+    );
+    assert!(
+        matches!(
+            err,
+            sluice_sdk::harness::HarnessError::Load {
+                error: LoadError::OtherContract(_),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
 #[test]
 fn forbidden_import_is_refused_at_load_naming_it() {
     let err = harness()

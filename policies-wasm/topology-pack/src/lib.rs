@@ -25,6 +25,12 @@ impl PlacementPolicy for Policy {
     fn score(&self, request: &PodSetRequest, nodes: &NodeBatch) -> Result<NodeScores, PolicyError> {
         self.0.score(request, nodes)
     }
+    fn reusable(&self) -> bool {
+        self.0.reusable()
+    }
+    fn row_local(&self) -> bool {
+        self.0.row_local()
+    }
 }
 
 #[cfg(target_arch = "wasm32")]

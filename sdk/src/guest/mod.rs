@@ -105,6 +105,15 @@ macro_rules! export_placement {
             > {
                 $crate::guest::placement::score(request, state)
             }
+            fn score_delta(
+                request: $crate::guest::placement_bindings::sluice::policy::placement_types::PodSetRequest,
+                delta: $crate::guest::placement_bindings::sluice::policy::placement_types::NodeStateDelta,
+            ) -> ::std::result::Result<
+                $crate::guest::placement_bindings::sluice::policy::placement_types::NodeScores,
+                ::std::string::String,
+            > {
+                $crate::guest::placement::score_delta(request, delta)
+            }
         }
         $crate::guest::placement_bindings::__sluice_export_placement_world!(__SluicePlacementExport with_types_in $crate::guest::placement_bindings);
     };

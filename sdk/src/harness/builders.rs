@@ -179,6 +179,43 @@ impl NodeBatchBuilder {
     }
 }
 
+/// Takes one GPU on every `step`-th node from `offset` (frees one where none is free), as admissions and
+/// evictions would, together with one unit of each resource of the node's `free` row, and lists the rows in
+/// `changed_rows` (starting an epoch when the batch has none), so a module holding the batch is sent only them.
+pub fn churn(b: &mut NodeBatch, step: usize, offset: usize) {
+    // As the engine does: a log longer than the batch starts a new epoch (the module is sent everything once).
+    if b.dynamic_epoch == 0 || b.changed_rows.len() > b.len() {
+        b.dynamic_epoch = crate::policy::next_dynamic_epoch();
+        b.changed_rows.clear();
+    }
+    let nres = b.free.len().checked_div(b.len()).unwrap_or(0);
+    for i in (offset..b.len()).step_by(step.max(1)) {
+        let (lo, hi) = (
+            b.island_offsets[i] as usize,
+            b.island_offsets[i + 1] as usize,
+        );
+        let take = (lo..hi).find(|&k| b.island_free[k] > 0);
+        let delta: i64 = match take {
+            Some(k) => {
+                b.island_free[k] -= 1;
+                -1
+            }
+            None => match (lo..hi).find(|&k| b.island_free[k] < b.island_size[k]) {
+                Some(k) => {
+                    b.island_free[k] += 1;
+                    1
+                }
+                None => 0,
+            },
+        };
+        b.gpu_free[i] = b.gpu_free[i].saturating_add_signed(delta as i32);
+        for v in &mut b.free[i * nres..(i + 1) * nres] {
+            *v += delta;
+        }
+        b.changed_rows.push(i as u32);
+    }
+}
+
 /// Builds a [`PodSetRequest`].
 #[derive(Clone, Debug)]
 pub struct PodSetBuilder {

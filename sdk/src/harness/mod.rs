@@ -23,7 +23,7 @@ mod latency;
 
 use std::path::Path;
 
-pub use builders::{NodeBatchBuilder, NodeSpec, PodSetBuilder, synthetic_cluster};
+pub use builders::{NodeBatchBuilder, NodeSpec, PodSetBuilder, churn, synthetic_cluster};
 pub use gang::{GangPlacement, place_gang};
 pub use latency::{Percentiles, measure};
 

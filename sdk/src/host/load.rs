@@ -41,18 +41,33 @@ pub(crate) fn check_bytes(bytes: &[u8]) -> Result<(), LoadError> {
     ))
 }
 
-/// The contract's own type-only interfaces, which a component imports for the types its exports
-/// use; they carry no functions, so the host defines them as empty instances.
+/// Version of the `sluice:policy` package this host implements (`sdk/wit/policy.wit`).
+pub const CONTRACT_VERSION: &str = "0.2.0";
+
+/// Earlier versions whose modules still load: 0.1.0's placement world lacks `score-delta` (such modules are sent
+/// every row on every call); its fairness and preemption-cost worlds are the current ones.
+pub const OLDER_CONTRACT_VERSIONS: &[&str] = &["0.1.0"];
+
+/// The contract's own type-only interfaces, of every version that loads, which a component imports for the
+/// types its exports use; they carry no functions, so the host defines them as empty instances.
 pub const TYPE_INTERFACES: &[&str] = &[
+    "sluice:policy/placement-types@0.2.0",
+    "sluice:policy/fairness-types@0.2.0",
+    "sluice:policy/preemption-cost-types@0.2.0",
     "sluice:policy/placement-types@0.1.0",
     "sluice:policy/fairness-types@0.1.0",
     "sluice:policy/preemption-cost-types@0.1.0",
 ];
 
-/// Rejects a component whose imports go beyond [`ALLOWED_IMPORT_PREFIXES`] and the contract's
-/// type-only interfaces, naming the first.
-pub(crate) fn check_imports(engine: &Engine, component: &Component) -> Result<(), LoadError> {
+/// Rejects a component whose imports go beyond [`ALLOWED_IMPORT_PREFIXES`] and the contract's type-only
+/// interfaces, naming the first, or that was built against a contract version this host does not load.
+/// Returns the contract version its imports carry (None when it imports none of the contract's interfaces).
+pub(crate) fn check_imports(
+    engine: &Engine,
+    component: &Component,
+) -> Result<Option<String>, LoadError> {
     let ty = component.component_type();
+    let mut version: Option<String> = None;
     for (name, item) in ty.imports(engine) {
         if ALLOWED_IMPORT_PREFIXES.iter().any(|p| name.starts_with(p)) {
             continue;
@@ -63,10 +78,23 @@ pub(crate) fn check_imports(engine: &Engine, component: &Component) -> Result<()
                 .all(|(_, e)| matches!(e.ty, ComponentItem::Type(_))),
             _ => false,
         };
-        if name.starts_with("sluice:policy/") && types_only {
+        if let Some(rest) = name.strip_prefix("sluice:policy/")
+            && types_only
+        {
+            let v = rest.rsplit_once('@').map_or("", |(_, v)| v);
+            if v != CONTRACT_VERSION && !OLDER_CONTRACT_VERSIONS.contains(&v) {
+                return Err(LoadError::OtherContract(format!("sluice:policy@{v}")));
+            }
+            if version.as_deref().is_some_and(|seen| seen != v) {
+                return Err(LoadError::OtherContract(format!(
+                    "two versions of sluice:policy ({} and {v})",
+                    version.unwrap_or_default()
+                )));
+            }
+            version = Some(v.to_string());
             continue;
         }
         return Err(LoadError::ForbiddenImport(name.to_string()));
     }
-    Ok(())
+    Ok(version)
 }

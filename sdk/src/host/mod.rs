@@ -15,6 +15,7 @@ mod fairness;
 mod instance;
 mod load;
 mod placement;
+mod placement_legacy;
 mod preemption_cost;
 mod sandbox;
 #[cfg(feature = "api")]
@@ -31,8 +32,8 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 pub use fairness::WasmFairness;
 use instance::{Module, World};
-pub use load::ALLOWED_IMPORT_PREFIXES;
-pub use placement::WasmPlacement;
+pub use load::{ALLOWED_IMPORT_PREFIXES, CONTRACT_VERSION, OLDER_CONTRACT_VERSIONS};
+pub use placement::{StateSends, WasmPlacement};
 pub use preemption_cost::WasmPreemptionCostPolicy;
 use sandbox::StoreState;
 
@@ -139,6 +140,11 @@ pub enum LoadError {
         "the module imports {0:?}, which policies may not use (allowed: WASI cli, io, clocks, filesystem, random; all empty)"
     )]
     ForbiddenImport(String),
+    /// The component was built against another version of the contract.
+    #[error(
+        "the module was built against {0}, but this host implements sluice:policy@{CONTRACT_VERSION} (and still loads 0.1.0): rebuild it with the current sluice-sdk"
+    )]
+    OtherContract(String),
     /// The component does not implement the expected world.
     #[error("the module does not implement the sluice:policy/{kind} world: {message}")]
     WorldMismatch {
@@ -164,6 +170,8 @@ pub(crate) struct Compiled {
     pub(crate) sha256: [u8; 32],
     /// Linked, ready to instantiate.
     pub(crate) pre: InstancePre<StoreState>,
+    /// The `sluice:policy` version its imports carry (None: it imports none of the contract's interfaces).
+    pub(crate) contract: Option<String>,
 }
 
 /// What every module handle keeps of the host.
@@ -256,13 +264,17 @@ impl PolicyHost {
         load::check_bytes(bytes)?;
         let component = Component::new(&self.shared.engine, bytes)
             .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
-        load::check_imports(&self.shared.engine, &component)?;
+        let contract = load::check_imports(&self.shared.engine, &component)?;
         let pre = self
             .shared
             .linker
             .instantiate_pre(&component)
             .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
-        let compiled = Arc::new(Compiled { sha256: sha, pre });
+        let compiled = Arc::new(Compiled {
+            sha256: sha,
+            pre,
+            contract,
+        });
         self.shared
             .cache
             .lock()
@@ -317,6 +329,17 @@ impl PolicyHost {
     ) -> Result<(Module<W>, W::Info), LoadError> {
         let (deadline, memory) = self.resolve_limits(limits)?;
         let compiled = self.compile(bytes)?;
+        self.load_compiled(compiled, name, config, deadline, memory)
+    }
+
+    fn load_compiled<W: World>(
+        &self,
+        compiled: Arc<Compiled>,
+        name: &str,
+        config: &str,
+        deadline: Duration,
+        memory: usize,
+    ) -> Result<(Module<W>, W::Info), LoadError> {
         Module::new(
             self.shared.clone(),
             compiled,
@@ -327,7 +350,8 @@ impl PolicyHost {
         )
     }
 
-    /// Loads a placement module: compiles (cached), checks the world, instantiates and runs `init`.
+    /// Loads a placement module (of this contract or of 0.1.0): compiles (cached), checks the world,
+    /// instantiates and runs `init`.
     pub fn load_placement(
         &self,
         name: &str,
@@ -335,7 +359,13 @@ impl PolicyHost {
         config: &str,
         limits: ModuleLimits,
     ) -> Result<WasmPlacement, LoadError> {
-        let (module, ()) = self.load(name, bytes, config, limits)?;
+        let (deadline, memory) = self.resolve_limits(limits)?;
+        let compiled = self.compile(bytes)?;
+        if compiled.contract.as_deref() == Some("0.1.0") {
+            let (module, ()) = self.load_compiled(compiled, name, config, deadline, memory)?;
+            return Ok(WasmPlacement::legacy(module));
+        }
+        let (module, ()) = self.load_compiled(compiled, name, config, deadline, memory)?;
         Ok(WasmPlacement::new(module))
     }
 

@@ -12,5 +12,7 @@ pub mod preemption_cost;
 
 pub use error::{PolicyError, PolicyFailure};
 pub use fairness::{FairnessPolicy, OrderBatch, ShareBatch, Shares};
-pub use placement::{NodeBatch, NodeScores, PlacementPolicy, PodSetRequest, TopologyMode};
+pub use placement::{
+    NodeBatch, NodeScores, PlacementPolicy, PodSetRequest, TopologyMode, next_dynamic_epoch,
+};
 pub use preemption_cost::{CandidateBatch, CostAnswers, PreemptionCostPolicy};

@@ -91,6 +91,18 @@ pub struct NodeBatch {
     pub island_free: Vec<u32>,
     /// Dynamic: node-major, `request.resources.len()` entries per node: free amount of each requested resource.
     pub free: Vec<i64>,
+    /// Host side, not sent: names this batch's run of dynamic columns ([`next_dynamic_epoch`]); 0 says nothing is
+    /// known, so a module is sent every row.
+    pub dynamic_epoch: u64,
+    /// Host side, not sent: rows whose dynamic columns changed since `dynamic_epoch` began, oldest first (repeats
+    /// allowed). A module that saw this epoch's first `k` changes is sent only the rows after them.
+    pub changed_rows: Vec<u32>,
+}
+
+/// A process-wide fresh value for [`NodeBatch::dynamic_epoch`] (never 0), so two batches never share one.
+pub fn next_dynamic_epoch() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl NodeBatch {
@@ -166,6 +178,12 @@ pub trait PlacementPolicy: Debug + Send + Sync {
     fn reusable(&self) -> bool {
         false
     }
+    /// Whether a node's score and cap depend only on its own row of `nodes` and on the request's resources,
+    /// per-pod amounts, GPUs per pod and NVLink requirement: not on other nodes, nor on which workload asks. A
+    /// module's guest then rescores only the rows that changed since its last call for such a request.
+    fn row_local(&self) -> bool {
+        false
+    }
 }
 
 /// A shared policy is a policy (the operator shares one module between ClusterQueues).
@@ -180,5 +198,9 @@ impl<P: PlacementPolicy + ?Sized> PlacementPolicy for std::sync::Arc<P> {
 
     fn reusable(&self) -> bool {
         (**self).reusable()
+    }
+
+    fn row_local(&self) -> bool {
+        (**self).row_local()
     }
 }

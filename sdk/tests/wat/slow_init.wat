@@ -49,6 +49,11 @@
     (field "island-offsets" (list u32)) (field "island-size" (list u32))
     (field "island-free" (list u32)) (field "free" (list s64))))
   (export $state "node-state" (type $state-def))
+  (type $delta-def (record
+    (field "nodes" (list u32)) (field "ready" (list u8)) (field "gpu-total" (list u32))
+    (field "gpu-free" (list u32)) (field "island-size" (list u32)) (field "island-free" (list u32))
+    (field "free" (list s64))))
+  (export $delta "node-state-delta" (type $delta-def))
   (type $scores-def (record (field "score" (list f64)) (field "max-pods" (list u32))))
   (export $scores "node-scores" (type $scores-def))
 
@@ -60,4 +65,8 @@
   (export "set-inventory" (func $set))
   (func $score (param "request" $req) (param "state" $state) (result (result $scores (error string)))
     (canon lift (core func $i "score") (memory $mem) (realloc $realloc)))
-  (export "score" (func $score)))
+  (export "score" (func $score))
+  ;; `score-delta` shares `score`'s core function: both take one pointer to their arguments.
+  (func $score-delta (param "request" $req) (param "delta" $delta) (result (result $scores (error string)))
+    (canon lift (core func $i "score") (memory $mem) (realloc $realloc)))
+  (export "score-delta" (func $score-delta)))

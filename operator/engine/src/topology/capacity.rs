@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use sluice_sdk::policy::NodeBatch;
+use sluice_sdk::policy::{NodeBatch, next_dynamic_epoch};
 
 use super::{NodeSlot, TopoState};
 use crate::types::{Flavor, Taint, TaintEffect, Toleration, TolerationOperator};
@@ -23,6 +23,23 @@ pub(crate) struct StaticBatch {
     /// Position of each domain (by path id) among the domains of its level ordered by their
     /// level values in byte order, as Kueue breaks ties between domains.
     pub order: Vec<u32>,
+    /// Batch position of each node id (`u32::MAX`: not in the batch).
+    pub pos: Vec<u32>,
+    /// Whether each batch node has a taint (the others pass the toleration check without a look).
+    pub tainted: Vec<bool>,
+    /// What the dynamic columns were last filled for, so the next fill updates only touched nodes.
+    pub synced: Option<Synced>,
+}
+
+/// The state the dynamic columns of a batch reflect.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Synced {
+    /// The inventory's touched-node sequence number at the fill.
+    pub seq: u64,
+    /// Resource ids of the `free` column, per node.
+    pub resources: Vec<u32>,
+    /// Whether islands were collapsed to one per node (topology-blind).
+    pub blind: bool,
 }
 
 impl StaticBatch {
@@ -67,6 +84,7 @@ impl StaticBatch {
                 continue;
             }
             out.nodes.push(id as u32);
+            out.tainted.push(!slot.spec.taints.is_empty());
             b.name.push(intern(&slot.spec.name));
             let mut parent = u32::MAX;
             for l in levels {
@@ -116,6 +134,10 @@ impl StaticBatch {
         out.order = vec![0; paths.len()];
         for (r, &p) in ids.iter().enumerate() {
             out.order[p] = r as u32;
+        }
+        out.pos = vec![u32::MAX; state.nodes.len()];
+        for (i, &id) in out.nodes.iter().enumerate() {
+            out.pos[id as usize] = i as u32;
         }
         b.strings = strings;
         out.batch = b;
@@ -237,13 +259,119 @@ pub(crate) fn node_fit(slot: &NodeSlot, needs: &PodNeeds, gpu_res: u32, blind: b
     fit
 }
 
-/// Fills the dynamic columns of `b` (a clone of a static batch) for one request.
+/// Pods batch node `i` can take, from its dynamic columns: [`node_fit`] for requests without MIG instances
+/// (the first `needs.per_pod.len()` entries of a `free` row are those resources, `nres` per row).
+pub(crate) fn batch_fit(b: &NodeBatch, i: usize, needs: &PodNeeds, nres: usize) -> u32 {
+    if !b.ready[i] {
+        return 0;
+    }
+    let mut fit = u32::MAX;
+    for (k, &(_, q)) in needs.per_pod.iter().enumerate() {
+        if q > 0 {
+            fit = fit.min(u32::try_from(b.free[i * nres + k].max(0) / q).unwrap_or(u32::MAX));
+        }
+    }
+    let by_gpu = if needs.gpus == 0 {
+        u32::MAX
+    } else if needs.nvlink {
+        let (lo, hi) = (
+            b.island_offsets[i] as usize,
+            b.island_offsets[i + 1] as usize,
+        );
+        b.island_free[lo..hi].iter().fold(0u32, |pods, &f| {
+            pods.saturating_add(f.checked_div(needs.gpus).unwrap_or(u32::MAX))
+        })
+    } else {
+        b.gpu_free[i].checked_div(needs.gpus).unwrap_or(u32::MAX)
+    };
+    fit.min(by_gpu)
+}
+
+/// Fills the dynamic columns of `b` (the static batch's own) for one request: only the rows of nodes touched
+/// since the last fill when it was for the same resources, else every row.
 pub(crate) fn fill_dynamic(
     state: &TopoState,
-    sb: &StaticBatch,
+    sb: &mut StaticBatch,
     b: &mut NodeBatch,
     resources: &[u32],
 ) {
+    let seq = state.touched_seq();
+    let caught_up = match &sb.synced {
+        Some(s)
+            if s.resources == resources
+                && s.blind == state.blind
+                && s.seq >= state.touched_base =>
+        {
+            let from = (s.seq - state.touched_base) as usize;
+            state.touched[from..]
+                .iter()
+                .all(|&id| match sb.pos.get(id as usize) {
+                    Some(&i) if i != u32::MAX => {
+                        b.changed_rows.push(i);
+                        update_row(state, b, i as usize, id, resources)
+                    }
+                    _ => true,
+                })
+        }
+        _ => false,
+    };
+    // A policy module is sent the rows changed in this epoch; a full fill (or a log longer than the batch)
+    // starts a new one, and the module is sent everything once.
+    if !caught_up || b.changed_rows.len() > b.len() {
+        if !caught_up {
+            fill_all(state, sb, b, resources);
+        }
+        b.dynamic_epoch = next_dynamic_epoch();
+        b.changed_rows.clear();
+    }
+    sb.synced = Some(Synced {
+        seq,
+        resources: resources.to_vec(),
+        blind: state.blind,
+    });
+}
+
+/// Rewrites node `id`'s dynamic row `i` in place; false when its island count changed (a full fill is due).
+fn update_row(state: &TopoState, b: &mut NodeBatch, i: usize, id: u32, resources: &[u32]) -> bool {
+    let slot = &state.nodes[id as usize];
+    b.ready[i] = slot.schedulable();
+    let (t, f) = gpu_counts(slot, state.gpu_res);
+    b.gpu_total[i] = t;
+    b.gpu_free[i] = f;
+    let (lo, hi) = (
+        b.island_offsets[i] as usize,
+        b.island_offsets[i + 1] as usize,
+    );
+    let mut k = lo;
+    let mut fits = true;
+    let mut put = |size: u32, free: u32| {
+        if k < hi {
+            b.island_size[k] = size;
+            b.island_free[k] = free;
+        } else {
+            fits = false;
+        }
+        k += 1;
+    };
+    if state.blind {
+        if t > 0 {
+            put(t, f);
+        }
+    } else {
+        for_each_island(slot, state.gpu_res, &mut put);
+    }
+    if !fits || k != hi {
+        return false;
+    }
+    let row = &mut b.free[i * resources.len()..(i + 1) * resources.len()];
+    for (v, &r) in row.iter_mut().zip(resources) {
+        *v = slot.free(r);
+    }
+    true
+}
+
+/// Fills every dynamic row.
+fn fill_all(state: &TopoState, sb: &StaticBatch, b: &mut NodeBatch, resources: &[u32]) {
     // The columns keep their buffers from the last request.
     let n = sb.nodes.len();
     for col in [

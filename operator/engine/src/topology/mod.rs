@@ -175,6 +175,10 @@ pub(crate) struct TopoState {
     /// The same inventory with nothing held, where empty-topology questions are placed: emptying this state
     /// instead would move every held placement out and back. Dropped with `empty_fits`.
     pub empty_twin: Option<Box<TopoState>>,
+    /// Nodes whose usage or readiness changed, oldest first, so cached node batches catch up on them alone.
+    pub touched: Vec<u32>,
+    /// Sequence number of `touched[0]`: entries dropped from the front (a batch older than that rebuilds).
+    pub touched_base: u64,
 }
 
 /// What an empty-topology placement reads beyond static inputs: the placement policy that applies (by
@@ -208,6 +212,8 @@ impl Default for TopoState {
             usage_gen: 0,
             empty_fits: FastMap::default(),
             empty_twin: None,
+            touched: Vec::new(),
+            touched_base: 0,
         }
     }
 }
@@ -225,6 +231,21 @@ impl TopoState {
     pub(crate) fn inventory_changed(&mut self) {
         self.generation += 1;
         self.forget_fits();
+    }
+
+    /// Notes that a node's usage or readiness changed. The log is cut once it outgrows the inventory: a batch
+    /// that far behind costs no more to rebuild than to catch up.
+    fn touch(&mut self, id: u32) {
+        if self.touched.len() > 2 * self.nodes.len() + 64 {
+            self.touched_base += self.touched.len() as u64;
+            self.touched.clear();
+        }
+        self.touched.push(id);
+    }
+
+    /// Sequence number the next touched node gets.
+    pub(crate) fn touched_seq(&self) -> u64 {
+        self.touched_base + self.touched.len() as u64
     }
 
     /// This inventory with nothing held (built on first use after a static change).
@@ -247,6 +268,8 @@ impl TopoState {
                 usage_gen: 0,
                 empty_fits: FastMap::default(),
                 empty_twin: None,
+                touched: Vec::new(),
+                touched_base: 0,
             })
         })
     }
@@ -267,8 +290,9 @@ impl TopoState {
                 if static_change {
                     self.inventory_changed();
                 } else if changed {
-                    // Readiness and schedulability are read at placement time, not kept in the batch.
+                    // Readiness and schedulability are dynamic columns of the batch.
                     self.forget_fits();
+                    self.touch(id);
                 }
                 failed
             }
@@ -370,6 +394,7 @@ impl TopoState {
             let Some(&id) = self.node_ids.get(&np.node) else {
                 continue;
             };
+            self.touch(id);
             let slot = &mut self.nodes[id as usize];
             for &(r, q) in &per_pod {
                 slot.add_used(r, sign * q.saturating_mul(i64::from(np.pods)));

@@ -25,11 +25,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use sluice_sdk::policy::builtin::TopologyPack;
-use sluice_sdk::policy::{NodeScores, PlacementPolicy, PodSetRequest, TopologyMode};
+use sluice_sdk::policy::{NodeBatch, NodeScores, PlacementPolicy, PodSetRequest, TopologyMode};
 use sluice_sdk::topology::{GPU_RESOURCE, MIG_RESOURCE_PREFIX};
 
 use super::TopoState;
-use super::capacity::{PodNeeds, StaticBatch, fill_dynamic, node_fit, tolerates};
+use super::capacity::{PodNeeds, StaticBatch, batch_fit, fill_dynamic, node_fit, tolerates};
 use crate::matching::node_affinity_matches;
 use crate::types::{
     Flavor, NodePlacement, PodSet, PodSetPlacement, TopologyAssignment, TopologyDomain,
@@ -154,39 +154,51 @@ impl TopoState {
         let mut stats = Exclusions::default();
         let mut feasible = vec![false; sb.nodes.len()];
         let mut excluded_by: Vec<u64> = Vec::new();
-        let caps: Vec<u32> = sb
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, &id)| {
-                let slot = &self.nodes[id as usize];
-                if !slot.schedulable() {
+        // Per node: the filters and the fit read the batch's columns; the node itself only when it has a
+        // taint, the pod set a selector or affinity, or MIG instances are needed.
+        let nres = resources.len();
+        let plain = ps.node_selector.is_empty() && ps.required_affinity.is_empty();
+        let caps: Vec<u32> = (0..sb.nodes.len())
+            .map(|i| {
+                if !batch.ready[i] {
                     return 0;
                 }
                 // Kueue's order of node filters: taints, nodeSelector, required affinity.
                 stats.total += 1;
-                if let Some(t) = first_untolerated(slot, &tolerations) {
-                    *stats.taints.entry(taint_key(t)).or_default() += 1;
-                    return 0;
-                }
-                let labels = &slot.spec.labels;
-                if !ps
-                    .node_selector
-                    .iter()
-                    .all(|(k, v)| labels.get(k) == Some(v))
-                {
-                    stats.node_selector += 1;
-                    return 0;
-                }
-                if !node_affinity_matches(&ps.required_affinity, labels) {
-                    stats.affinity += 1;
-                    return 0;
+                if sb.tainted[i] || !plain {
+                    let slot = &self.nodes[sb.nodes[i] as usize];
+                    if let Some(t) = first_untolerated(slot, &tolerations) {
+                        *stats.taints.entry(taint_key(t)).or_default() += 1;
+                        return 0;
+                    }
+                    let labels = &slot.spec.labels;
+                    if !ps
+                        .node_selector
+                        .iter()
+                        .all(|(k, v)| labels.get(k) == Some(v))
+                    {
+                        stats.node_selector += 1;
+                        return 0;
+                    }
+                    if !node_affinity_matches(&ps.required_affinity, labels) {
+                        stats.affinity += 1;
+                        return 0;
+                    }
                 }
                 feasible[i] = true;
-                let fit = node_fit(slot, &needs, self.gpu_res, self.blind);
+                let fit = if needs.mig.is_empty() {
+                    batch_fit(batch, i, &needs, nres)
+                } else {
+                    node_fit(
+                        &self.nodes[sb.nodes[i] as usize],
+                        &needs,
+                        self.gpu_res,
+                        self.blind,
+                    )
+                };
                 if fit == 0 {
                     // Counted by resource id; named only if a message is written.
-                    let r = self.limiting_resource(slot, &needs) as usize;
+                    let r = self.limiting_resource(batch, i, &needs, nres) as usize;
                     if excluded_by.len() <= r {
                         excluded_by.resize(r + 1, 0);
                     }
@@ -278,10 +290,7 @@ impl TopoState {
                 .unzip()
         });
         // Kueue fails early when the flavor has no (ready, schedulable) node at all.
-        let no_domains = !sb
-            .nodes
-            .iter()
-            .any(|&id| self.nodes[id as usize].schedulable());
+        let no_domains = !batch.ready.iter().any(|&r| r);
         let sel = Selector {
             sb,
             caps: &caps,
@@ -594,16 +603,20 @@ fn taint_key(t: &crate::types::Taint) -> String {
 }
 
 impl TopoState {
-    /// The resource that leaves no room for one pod on the node (fewest pods, ties by name).
-    fn limiting_resource(&self, slot: &super::NodeSlot, needs: &PodNeeds) -> u32 {
-        let worst = needs
-            .per_pod
-            .iter()
-            .filter(|&&(_, q)| q > 0)
-            .map(|&(r, q)| (slot.free(r).max(0) / q, self.res.name(r), r))
-            .min();
+    /// The resource that leaves no room for one pod on batch node `i` (fewest pods, ties by name: `per_pod` is
+    /// in name order, and its resources head the batch's `free` row).
+    fn limiting_resource(&self, b: &NodeBatch, i: usize, needs: &PodNeeds, nres: usize) -> u32 {
+        let mut worst: Option<(i64, u32)> = None;
+        for (k, &(r, q)) in needs.per_pod.iter().enumerate() {
+            if q > 0 {
+                let pods = b.free[i * nres + k].max(0) / q;
+                if worst.is_none_or(|(w, _)| pods < w) {
+                    worst = Some((pods, r));
+                }
+            }
+        }
         match worst {
-            Some((0, _, r)) => r,
+            Some((0, r)) => r,
             // Room by allocatable, but not in healthy GPUs, islands or MIG instances.
             _ if needs.gpus > 0 => self.gpu_res,
             _ => needs.mig.first().map_or(self.gpu_res, |&(r, _)| r),
@@ -638,13 +651,16 @@ impl Selector<'_> {
     /// their capacity in units of that level (slices down to the slice level, pods below).
     fn group(&self, members: &[usize], level: usize) -> Vec<Dom> {
         let nlev = self.sb.levels.len();
-        let mut idx: HashMap<u32, usize> = HashMap::new();
+        // Domain index by path id: path ids are dense, so a vector beats hashing every member.
+        let mut idx: Vec<u32> = vec![u32::MAX; self.sb.order.len()];
         let mut doms: Vec<Dom> = Vec::new();
         // Pods per slice-level domain inside each domain (levels above the slice level).
         let mut inner: Vec<HashMap<u32, u64>> = Vec::new();
         for &i in members {
             let key = self.sb.path[i * nlev + level];
-            let d = *idx.entry(key).or_insert_with(|| {
+            let slot = &mut idx[key as usize];
+            if *slot == u32::MAX {
+                *slot = doms.len() as u32;
                 doms.push(Dom {
                     members: Vec::new(),
                     cap: 0,
@@ -655,8 +671,8 @@ impl Selector<'_> {
                     order: self.sb.order.get(key as usize).copied().unwrap_or(u32::MAX),
                 });
                 inner.push(HashMap::new());
-                doms.len() - 1
-            });
+            }
+            let d = *slot as usize;
             doms[d].members.push(i);
             doms[d].cap += u64::from(self.caps[i]);
             if level < self.slice_level && self.slice_size > 1 {

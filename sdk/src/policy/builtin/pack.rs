@@ -24,6 +24,10 @@ impl PlacementPolicy for TopologyPack {
         true
     }
 
+    fn row_local(&self) -> bool {
+        true
+    }
+
     fn score(&self, request: &PodSetRequest, nodes: &NodeBatch) -> Result<NodeScores, PolicyError> {
         // Readiness and the per-pod requests, a column at a time; then one pass per node for
         // the GPUs, which needs the node's islands anyway. Only "takes one pod" matters (the
