@@ -36,7 +36,8 @@ enum Command {
     Simulate(SimulateArgs),
     /// Print the CustomResourceDefinitions as YAML: Kueue's (v1beta2 storage, v1beta1 served), then Sluice's own (sluice.dev).
     Crds(CrdsArgs),
-    /// Measure the engine's admission throughput and cycle latency on a synthetic cluster.
+    /// Measure the engine's admission throughput and cycle latency on a synthetic cluster (--topology: the time to
+    /// fill a large topology-aware GPU cluster and to place one gang on it).
     Bench(sluice_operator::bench::BenchArgs),
     /// Print a seeded, production-shaped GPU trace (one ClusterQueue, single-pod tasks, topology-aware nodes) as
     /// manifests for `sluice simulate -f`.

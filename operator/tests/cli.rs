@@ -834,3 +834,49 @@ fn operator_refuses_zero_writes_in_flight_before_reaching_a_cluster() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--writes-in-flight"), "{}", stderr(&o));
 }
+
+#[test]
+fn bench_topology_fills_a_small_cluster_and_prints_its_figures() {
+    let o = sluice(&[
+        "bench",
+        "--topology",
+        "--nodes",
+        "64",
+        "--gangs",
+        "100",
+        "--probes",
+        "5",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let fixed_point = out
+        .lines()
+        .find(|l| l.starts_with("time to fixed point:"))
+        .unwrap_or_else(|| panic!("no fixed-point line in\n{out}"));
+    assert!(fixed_point.ends_with(" cycles)"), "{out}");
+    for needle in [
+        "sluice bench --topology: 64 nodes x 8 GPUs",
+        "GPUs allocated:",
+        "of 5 probes placed)",
+        "peak memory (VmHWM):",
+    ] {
+        assert!(out.contains(needle), "{needle:?} missing from\n{out}");
+    }
+}
+
+#[test]
+fn bench_topology_refuses_bad_values_naming_the_flag() {
+    for (args, flag) in [
+        (&["bench", "--topology", "--nodes", "0"][..], "--nodes"),
+        (&["bench", "--topology", "--gangs", "0"][..], "--gangs"),
+        (&["bench", "--nodes", "64"][..], "--topology"),
+        (
+            &["bench", "--topology", "--fair-sharing"][..],
+            "--fair-sharing",
+        ),
+    ] {
+        let o = sluice(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(flag), "{args:?}: {}", stderr(&o));
+    }
+}

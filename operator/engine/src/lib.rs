@@ -24,6 +24,8 @@
 mod admission_usage;
 mod assign;
 pub mod bench;
+/// `sluice bench --topology`'s workload: topology-aware fill of a large GPU cluster and per-gang placement time.
+pub mod bench_topology;
 mod cycle;
 mod error;
 mod fairness;

@@ -5,6 +5,7 @@
 mod admission_checks;
 mod admission_fair_sharing;
 mod bench_decisions;
+mod bench_topology;
 mod block_admission;
 #[path = "../common/mod.rs"]
 mod common;
