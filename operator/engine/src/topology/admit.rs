@@ -289,13 +289,16 @@ impl Engine {
     pub(crate) fn tas_targets(&mut self, pre: &Preemptor, a: &Assignment) -> Vec<Target> {
         /// Domains searched on their own, the most crowded with candidates first.
         const MAX_DOMAINS: usize = 32;
+        if !self.may_preempt(pre.cq) {
+            // Kueue's default ClusterQueue: no search can name a candidate, so none is run.
+            return Vec::new();
+        }
         let base = self.tas_search(pre, a);
         let Some(level) = self.requested_level(pre.wl, a) else {
             return base;
         };
         let mut best = (self.victims_cost(&base), base);
-        let mut domains: Vec<FastSet<u32>> = self.domains_at(&level).into_values().collect();
-        domains.sort_by_key(|d| std::cmp::Reverse(d.len()));
+        let domains = self.topo.domain_holders(&level);
         // Preempting for room without a cost policy takes only lower priorities: a domain holding none tries no
         // candidate first, so its search would repeat Kueue's order, already searched.
         let plain_room = pre.room_only && !self.costs.any();
@@ -314,6 +317,16 @@ impl Engine {
             }
         }
         best.1
+    }
+
+    /// Whether the ClusterQueue's preemption policy allows any candidate at all: preemption within it, or
+    /// reclaim within its cohort when it has one (borrowWithinCohort only widens reclaim).
+    fn may_preempt(&self, cq: crate::quota::NodeId) -> bool {
+        self.cq(cq).is_some_and(|c| {
+            c.spec.preemption.within_cluster_queue != crate::WithinCqPolicy::Never
+                || (self.tree.parent(cq).is_some()
+                    && c.spec.preemption.reclaim_within_cohort != crate::ReclaimPolicy::Never)
+        })
     }
 
     /// How bad a victim set is: its highest priority, its size, then GPU-milliseconds of work lost. An empty
@@ -362,28 +375,6 @@ impl Engine {
                 _ => t.slice_level.clone(),
             }
         })
-    }
-
-    /// The admitted workloads holding nodes in each domain (node label value) of `level`.
-    fn domains_at(&self, level: &str) -> std::collections::BTreeMap<String, FastSet<u32>> {
-        let mut out: std::collections::BTreeMap<String, FastSet<u32>> = Default::default();
-        for (&w, ps) in &self.topo.holdings {
-            for n in ps.iter().flat_map(|p| &p.nodes) {
-                let Some(&id) = self.topo.node_ids.get(&n.node) else {
-                    continue;
-                };
-                let Some(v) = self
-                    .topo
-                    .nodes
-                    .get(id as usize)
-                    .and_then(|slot| slot.spec.labels.get(level))
-                else {
-                    continue;
-                };
-                out.entry(v.clone()).or_default().insert(w);
-            }
-        }
-        out
     }
 
     fn tas_search(&mut self, pre: &Preemptor, a: &Assignment) -> Vec<Target> {

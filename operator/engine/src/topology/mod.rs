@@ -15,7 +15,7 @@ use sluice_sdk::policy::PlacementPolicy;
 use sluice_sdk::policy::builtin::TopologyPack;
 use sluice_sdk::topology::{GPU_RESOURCE, MIG_RESOURCE_PREFIX, NodeGpus};
 
-use super::fasthash::FastMap;
+use super::fasthash::{FastMap, FastSet};
 use super::types::{Node, PodSet, PodSetPlacement};
 use capacity::StaticBatch;
 
@@ -179,6 +179,31 @@ pub(crate) struct TopoState {
     pub touched: Vec<u32>,
     /// Sequence number of `touched[0]`: entries dropped from the front (a batch older than that rebuilds).
     pub touched_base: u64,
+    /// Bumped when a workload's placements are recorded or released (not when a search moves them out and back).
+    pub holdings_gen: u64,
+    /// The holders of each domain of a level, most holders first, as of (`holdings_gen`, `generation`).
+    pub domain_holders: Option<DomainHolders>,
+    /// Node ids each holding workload's placements use, kept with `holdings` by `hold` and `release`.
+    pub held_nodes: FastMap<u32, Vec<u32>>,
+    /// A placement names a node the inventory does not know yet (a restored admission before its Node): the
+    /// ids are looked up again when a node is added.
+    pub held_unresolved: bool,
+    /// Each node's domain (numbered in label order) at one level: (`generation`, level, domains by node id).
+    pub level_index: Option<(u64, String, LevelIndex)>,
+}
+
+/// Each node's domain at one level, by node id (None: the node lacks the label).
+pub(crate) type LevelIndex = Arc<Vec<Option<u32>>>;
+
+/// The admitted workloads holding nodes in each domain of one topology level.
+#[derive(Clone, Debug)]
+pub(crate) struct DomainHolders {
+    /// `holdings_gen` and `generation` it was built at.
+    pub at: (u64, u64),
+    /// The level (node label key).
+    pub level: String,
+    /// Holders per domain holding any, the most first (ties in the domains' label order).
+    pub domains: Arc<Vec<FastSet<u32>>>,
 }
 
 /// What an empty-topology placement reads beyond static inputs: the placement policy that applies (by
@@ -214,6 +239,11 @@ impl Default for TopoState {
             empty_twin: None,
             touched: Vec::new(),
             touched_base: 0,
+            holdings_gen: 0,
+            domain_holders: None,
+            held_nodes: FastMap::default(),
+            level_index: None,
+            held_unresolved: false,
         }
     }
 }
@@ -243,6 +273,70 @@ impl TopoState {
         self.touched.push(id);
     }
 
+    /// The holders of each domain of `level` (node label key), the domains with most holders first.
+    pub(crate) fn domain_holders(&mut self, level: &str) -> Arc<Vec<FastSet<u32>>> {
+        let at = (self.holdings_gen, self.generation);
+        if let Some(d) = &self.domain_holders
+            && d.at == at
+            && d.level == level
+        {
+            return d.domains.clone();
+        }
+        let dom_of = self.level_index(level);
+        let ndoms = dom_of
+            .iter()
+            .flatten()
+            .map(|&d| d as usize + 1)
+            .max()
+            .unwrap_or(0);
+        let mut sets: Vec<FastSet<u32>> = vec![FastSet::default(); ndoms];
+        for (&w, ids) in &self.held_nodes {
+            for &id in ids {
+                if let Some(Some(d)) = dom_of.get(id as usize) {
+                    sets[*d as usize].insert(w);
+                }
+            }
+        }
+        let mut domains: Vec<FastSet<u32>> = sets.into_iter().filter(|s| !s.is_empty()).collect();
+        domains.sort_by_key(|d| std::cmp::Reverse(d.len()));
+        let domains = Arc::new(domains);
+        self.domain_holders = Some(DomainHolders {
+            at,
+            level: level.to_string(),
+            domains: domains.clone(),
+        });
+        domains
+    }
+
+    /// Each node's domain at `level`, numbered in the order of the label values so that ties keep Kueue's order
+    /// of domains; None for a node without the label. Kept until the inventory changes.
+    fn level_index(&mut self, level: &str) -> LevelIndex {
+        if let Some((g, l, idx)) = &self.level_index
+            && *g == self.generation
+            && l == level
+        {
+            return idx.clone();
+        }
+        let mut values: Vec<&str> = self
+            .nodes
+            .iter()
+            .filter_map(|n| n.spec.labels.get(level).map(String::as_str))
+            .collect();
+        values.sort_unstable();
+        values.dedup();
+        let idx: LevelIndex = Arc::new(
+            self.nodes
+                .iter()
+                .map(|n| {
+                    let v = n.spec.labels.get(level)?;
+                    values.binary_search(&v.as_str()).ok().map(|d| d as u32)
+                })
+                .collect(),
+        );
+        self.level_index = Some((self.generation, level.to_string(), idx.clone()));
+        idx
+    }
+
     /// Sequence number the next touched node gets.
     pub(crate) fn touched_seq(&self) -> u64 {
         self.touched_base + self.touched.len() as u64
@@ -270,6 +364,11 @@ impl TopoState {
                 empty_twin: None,
                 touched: Vec::new(),
                 touched_base: 0,
+                holdings_gen: 0,
+                domain_holders: None,
+                held_nodes: FastMap::default(),
+                level_index: None,
+                held_unresolved: false,
             })
         })
     }
@@ -308,6 +407,14 @@ impl TopoState {
                     islands: Vec::new(),
                 });
                 self.inventory_changed();
+                if std::mem::take(&mut self.held_unresolved) {
+                    let holdings = std::mem::take(&mut self.holdings);
+                    for (&w, ps) in &holdings {
+                        let ids = self.node_ids_of(ps);
+                        self.held_nodes.insert(w, ids);
+                    }
+                    self.holdings = holdings;
+                }
                 false
             }
         }
@@ -422,12 +529,29 @@ impl TopoState {
     /// Records and charges a workload's placements.
     pub(crate) fn hold(&mut self, wl: u32, placements: Vec<PodSetPlacement>) {
         self.release(wl);
+        self.holdings_gen += 1;
         for p in &placements {
             self.apply(p, 1);
         }
         if !placements.is_empty() {
+            let ids = self.node_ids_of(&placements);
+            self.held_nodes.insert(wl, ids);
             self.holdings.insert(wl, placements);
         }
+    }
+
+    /// The known node ids `placements` use, sorted; notes a node not known yet.
+    fn node_ids_of(&mut self, placements: &[PodSetPlacement]) -> Vec<u32> {
+        let mut ids = Vec::new();
+        for n in placements.iter().flat_map(|p| &p.nodes) {
+            match self.node_ids.get(&n.node) {
+                Some(&id) => ids.push(id),
+                None => self.held_unresolved = true,
+            }
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        ids
     }
 
     /// Releases what a workload holds; returns whether it held anything.
@@ -435,6 +559,8 @@ impl TopoState {
         let Some(ps) = self.holdings.remove(&wl) else {
             return false;
         };
+        self.holdings_gen += 1;
+        self.held_nodes.remove(&wl);
         for p in &ps {
             self.apply(p, -1);
         }
@@ -467,5 +593,67 @@ impl TopoState {
         self.policy_failures += 1;
         tracing::warn!(%message, "placement policy failed; using topology-pack");
         self.last_policy_error = Some(message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{NodePlacement, TopologyAssignment};
+
+    fn on(node: &str) -> PodSetPlacement {
+        PodSetPlacement {
+            pod_set: "main".into(),
+            flavor: "f".into(),
+            per_pod: [(GPU_RESOURCE.to_string(), 1)].into(),
+            assignment: TopologyAssignment::default(),
+            nodes: vec![NodePlacement {
+                node: node.into(),
+                pods: 1,
+                gpus: Vec::new(),
+                mig_gpus: Vec::new(),
+            }],
+        }
+    }
+
+    fn node(name: &str, rack: &str) -> Node {
+        Node {
+            name: name.into(),
+            labels: [("rack".to_string(), rack.to_string())].into(),
+            allocatable: [(GPU_RESOURCE.to_string(), 8)].into(),
+            ready: true,
+            ..Node::default()
+        }
+    }
+
+    /// The holders per domain follow holds, releases and relabels, and a placement restored before its Node is
+    /// counted once the Node arrives; domains with more holders come first, ties in label order.
+    #[test]
+    fn domain_holders_follow_holdings_and_late_nodes() {
+        let mut t = TopoState::default();
+        t.upsert_node(node("a", "r2"));
+        t.hold(1, vec![on("a")]);
+        t.hold(2, vec![on("late")]);
+        assert!(t.held_unresolved);
+        let sets = |t: &mut TopoState| -> Vec<Vec<u32>> {
+            t.domain_holders("rack")
+                .iter()
+                .map(|s| {
+                    let mut v: Vec<u32> = s.iter().copied().collect();
+                    v.sort_unstable();
+                    v
+                })
+                .collect()
+        };
+        assert_eq!(sets(&mut t), vec![vec![1]]);
+        t.upsert_node(node("late", "r1"));
+        assert!(!t.held_unresolved);
+        // r1 and r2 hold one each: label order.
+        assert_eq!(sets(&mut t), vec![vec![2], vec![1]]);
+        t.hold(3, vec![on("a")]);
+        assert_eq!(sets(&mut t), vec![vec![1, 3], vec![2]]);
+        t.release(1);
+        t.upsert_node(node("a", "r0"));
+        assert_eq!(sets(&mut t), vec![vec![3], vec![2]]);
     }
 }
