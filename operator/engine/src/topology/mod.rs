@@ -345,11 +345,10 @@ impl TopoState {
     /// This inventory with nothing held (built on first use after a static change).
     pub(crate) fn empty_twin(&mut self) -> &mut TopoState {
         self.empty_twin.get_or_insert_with(|| {
+            // Nothing held, no caches: the rest as a fresh state has it.
             Box::new(TopoState {
                 policy: self.policy.clone(),
                 overrides: self.overrides.clone(),
-                policy_failures: 0,
-                last_policy_error: None,
                 blind: self.blind,
                 res: self.res.clone(),
                 gpu_res: self.gpu_res,
@@ -357,18 +356,7 @@ impl TopoState {
                 node_ids: self.node_ids.clone(),
                 topologies: self.topologies.clone(),
                 generation: self.generation,
-                holdings: FastMap::default(),
-                cache: FastMap::default(),
-                usage_gen: 0,
-                empty_fits: FastMap::default(),
-                empty_twin: None,
-                touched: Vec::new(),
-                touched_base: 0,
-                holdings_gen: 0,
-                domain_holders: None,
-                held_nodes: FastMap::default(),
-                level_index: None,
-                held_unresolved: false,
+                ..TopoState::default()
             })
         })
     }
