@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use super::matching::flavor_mismatch;
 use super::preempt::{Preemptor, Sim, Target};
 use super::quota::{Fr, NodeId};
-use super::{Admission, FlavorPreference, FungibilityPolicy, PodSetAssignment, fmt_quantity};
+use super::vecmap::VecMap;
+use super::{Admission, FlavorPreference, FungibilityPolicy, PodSetAssignment, Qty};
 
 /// Kueue's FlavorAssignmentMode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -146,10 +147,10 @@ pub(crate) enum FlavorReason {
 }
 
 impl FlavorReason {
-    /// Kueue's wording of the reason.
-    fn render(&self, ids: &super::Interner) -> String {
+    /// Appends Kueue's wording of the reason to `out`.
+    fn render_into(&self, ids: &super::Interner, out: &mut String) {
         match self {
-            FlavorReason::Text(t) => t.clone(),
+            FlavorReason::Text(t) => out.push_str(t),
             &FlavorReason::ExceedsMax {
                 fr,
                 assumed,
@@ -158,22 +159,28 @@ impl FlavorReason {
             } => {
                 let (f, r) = ids.fr_parts(fr);
                 let rname = ids.resource_name(r);
-                format!(
-                    "insufficient quota for {rname} in flavor {}, previously considered podsets requests ({}) + current podset request ({}) > maximum capacity ({})",
-                    ids.flavor_name(f),
-                    fmt_quantity(rname, assumed),
-                    fmt_quantity(rname, req),
-                    fmt_quantity(rname, max)
-                )
+                out.push_str("insufficient quota for ");
+                out.push_str(rname);
+                out.push_str(" in flavor ");
+                out.push_str(ids.flavor_name(f));
+                out.push_str(", previously considered podsets requests (");
+                Qty(rname, assumed).write_to(out);
+                out.push_str(") + current podset request (");
+                Qty(rname, req).write_to(out);
+                out.push_str(") > maximum capacity (");
+                Qty(rname, max).write_to(out);
+                out.push(')');
             }
             &FlavorReason::Unused { fr, more } => {
                 let (f, r) = ids.fr_parts(fr);
                 let rname = ids.resource_name(r);
-                format!(
-                    "insufficient unused quota for {rname} in flavor {}, {} more needed",
-                    ids.flavor_name(f),
-                    fmt_quantity(rname, more)
-                )
+                out.push_str("insufficient unused quota for ");
+                out.push_str(rname);
+                out.push_str(" in flavor ");
+                out.push_str(ids.flavor_name(f));
+                out.push_str(", ");
+                Qty(rname, more).write_to(out);
+                out.push_str(" more needed");
             }
         }
     }
@@ -196,7 +203,7 @@ pub(crate) struct PsAssign {
     pub count: i32,
     /// Total requests for `count` pods by interned resource.
     pub requests: Vec<(u32, i64)>,
-    pub flavors: BTreeMap<u32, FlavorChoice>,
+    pub flavors: VecMap<u32, FlavorChoice>,
     pub reasons: Vec<FlavorReason>,
     pub failed: bool,
     /// NoFit flavor attempts: (resource group, reason).
@@ -224,7 +231,7 @@ impl PsAssign {
 pub(crate) struct Assignment {
     pub podsets: Vec<PsAssign>,
     pub borrowing: i32,
-    pub usage: BTreeMap<Fr, i64>,
+    pub usage: VecMap<Fr, i64>,
     pub no_fit_reason: &'static str,
     /// Overrides the computed mode (used to mark recomputed assignments).
     pub forced_mode: Option<Mode>,
@@ -243,7 +250,7 @@ impl Assignment {
     }
 
     /// Scan progress to remember for the next attempt.
-    pub(crate) fn scan_progress(&self) -> Vec<BTreeMap<u32, i32>> {
+    pub(crate) fn scan_progress(&self) -> Vec<VecMap<u32, i32>> {
         self.podsets
             .iter()
             .map(|ps| ps.flavors.iter().map(|(&r, c)| (r, c.tried)).collect())
@@ -290,26 +297,44 @@ impl Assignment {
         let Some(w) = sim.wl(wl) else {
             return String::new();
         };
-        let mut parts = Vec::new();
+        let mut out = String::with_capacity(256);
         for ps in &self.podsets {
             if ps.reasons.is_empty() && !ps.failed {
                 continue;
             }
-            let mut reasons: Vec<String> = ps.reasons.iter().map(|r| r.render(sim.ids)).collect();
-            reasons.sort();
             let name = w
                 .spec
                 .pod_sets
                 .get(ps.ps)
                 .map(|p| p.name.as_str())
                 .unwrap_or("");
-            parts.push(format!(
-                "couldn't assign flavors to pod set {}: {}",
-                name,
-                reasons.join(", ")
-            ));
+            if !out.is_empty() {
+                out.push_str("; ");
+            }
+            out.push_str("couldn't assign flavors to pod set ");
+            out.push_str(name);
+            out.push_str(": ");
+            if let [one] = ps.reasons.as_slice() {
+                one.render_into(sim.ids, &mut out);
+                continue;
+            }
+            // Kueue sorts the reasons' words: they are worded into one buffer and their ranges sorted.
+            let mut words = String::with_capacity(96 * ps.reasons.len());
+            let mut ranges: Vec<std::ops::Range<usize>> = Vec::with_capacity(ps.reasons.len());
+            for r in &ps.reasons {
+                let start = words.len();
+                r.render_into(sim.ids, &mut words);
+                ranges.push(start..words.len());
+            }
+            ranges.sort_by(|a, b| words[a.clone()].cmp(&words[b.clone()]));
+            for (i, r) in ranges.into_iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(&words[r]);
+            }
         }
-        parts.join("; ")
+        out
     }
 
     /// Flavor-resources whose assignment needs preemption.
@@ -376,11 +401,13 @@ impl Assignment {
                 overall = most_severe(overall, NO_MATCHING_FLAVOR);
                 continue;
             }
-            let mut per_rg: BTreeMap<i64, &'static str> = BTreeMap::new();
+            let mut per_rg: VecMap<i64, &'static str> = VecMap::default();
             for &(rg, r) in &ps.nofit_attempts {
-                let e = per_rg.entry(rg).or_insert(r);
-                if severity(r) < severity(e) {
-                    *e = r;
+                match per_rg.get(&rg) {
+                    Some(e) if severity(r) >= severity(e) => {}
+                    _ => {
+                        per_rg.insert(rg, r);
+                    }
                 }
             }
             let ps_reason = per_rg.values().fold("", |acc, r| most_severe(acc, r));
@@ -441,7 +468,7 @@ type Status = Option<(FlavorReason, &'static str)>;
 type PodSetRequests = (usize, i32, Vec<(u32, i64)>);
 /// Outcome of a flavor search: chosen flavors, reasons, NoFit attempts.
 type FlavorSearch = (
-    BTreeMap<u32, FlavorChoice>,
+    VecMap<u32, FlavorChoice>,
     Vec<FlavorReason>,
     Vec<(i64, &'static str)>,
 );
@@ -478,10 +505,11 @@ impl Sim<'_> {
             let mut psa = PsAssign {
                 ps: psi,
                 count,
-                requests: requests.clone(),
+                requests,
                 ..PsAssign::default()
             };
-            for &(res, qty) in &requests {
+            for ri in 0..psa.requests.len() {
+                let (res, qty) = psa.requests[ri];
                 let rg_idx = self
                     .cq(pre.cq)
                     .and_then(|c| c.rg_of_resource.get(&res).copied());
@@ -503,7 +531,7 @@ impl Sim<'_> {
                     continue;
                 }
                 let (flavors, reasons, attempts) =
-                    self.find_flavor(pre, psi, res, &requests, rg_idx, &a.usage);
+                    self.find_flavor(pre, psi, res, &psa.requests, rg_idx, &a.usage);
                 psa.nofit_attempts.extend(attempts);
                 if flavors.is_empty() {
                     psa.reasons = reasons;
@@ -523,7 +551,7 @@ impl Sim<'_> {
                         .find(|(x, _)| *x == r)
                         .map(|(_, q)| *q)
                         .unwrap_or(0);
-                    let u = a.usage.entry(fr).or_default();
+                    let u = a.usage.entry_or_default(fr);
                     *u = u.saturating_add(q);
                 }
             }
@@ -544,7 +572,7 @@ impl Sim<'_> {
         res: u32,
         requests: &[(u32, i64)],
         rg_idx: usize,
-        usage: &BTreeMap<Fr, i64>,
+        usage: &VecMap<Fr, i64>,
     ) -> FlavorSearch {
         let Some(cqd) = self.cq(pre.cq) else {
             return Default::default();
@@ -646,7 +674,7 @@ impl Sim<'_> {
         } else {
             attempted
         };
-        let best: BTreeMap<u32, FlavorChoice> = best
+        let best: VecMap<u32, FlavorChoice> = best
             .into_iter()
             .map(|(r, c)| (r, FlavorChoice { tried, ..c }))
             .collect();

@@ -222,7 +222,7 @@ pub fn measure_with(
     let mut engine_time = Duration::ZERO;
     // Finish times by cycle; an eviction bumps the workload's run number so its old finish is ignored.
     let mut running: BTreeMap<u64, Vec<(WorkloadKey, u64)>> = BTreeMap::new();
-    let mut runs: std::collections::HashMap<WorkloadKey, u64> = std::collections::HashMap::new();
+    let mut runs: crate::fasthash::NameMap<WorkloadKey, u64> = Default::default();
     let (mut admissions, mut evictions) = (0usize, 0usize);
     let mut cycle = 0u64;
     let mut idle = 0;

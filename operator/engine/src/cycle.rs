@@ -50,6 +50,13 @@ struct Entry {
     pinned: bool,
 }
 
+/// The workloads this cycle's preemptions target, each with the root of the quota tree it holds quota in.
+#[derive(Default)]
+pub(crate) struct CycleVictims {
+    set: FastSet<u32>,
+    list: Vec<(NodeId, u32)>,
+}
+
 impl Engine {
     pub(crate) fn sim(&mut self) -> Sim<'_> {
         self.sim_for(true)
@@ -102,6 +109,7 @@ impl Engine {
             }),
             removed: Vec::new(),
             prefer,
+            scratch: &mut self.preempt_scratch,
         }
     }
 
@@ -250,7 +258,7 @@ impl Engine {
             }
         }
         let mut requeues: Vec<(u32, NodeId, Requeue)> = Vec::new();
-        let mut entries = Vec::new();
+        let mut entries = Vec::with_capacity(heads.len());
         let partial = self.config.partial_admission;
         for (wl, cq, generation) in heads {
             if let Some(c) = self.cq_mut(cq) {
@@ -273,8 +281,9 @@ impl Engine {
             // allocatable generation is unchanged.
             let scan = w
                 .last
-                .clone()
-                .filter(|l| self.cycle - l.cycle <= 1 || l.cq_generation >= cq_generation);
+                .as_ref()
+                .filter(|l| self.cycle - l.cycle <= 1 || l.cq_generation >= cq_generation)
+                .cloned();
             // A sticky preemptor asks again for no more than the size its preemptions were
             // computed for: the freed quota justified that size, not the full one.
             let sticky = self.cq(cq).is_some_and(|c| c.sticky == Some(wl));
@@ -335,11 +344,17 @@ impl Engine {
             );
         }
         let mut reserved: Vec<(NodeId, Vec<(Fr, i64)>)> = Vec::new();
-        let mut preempted: FastSet<u32> = FastSet::default();
+        let mut preempted = CycleVictims::default();
         // A preemptor whose victims are gone takes what they freed before anyone else can: otherwise a victim
         // that sorts first takes its place back and is preempted again, in a circle.
-        let (first, mut entries): (Vec<Entry>, Vec<Entry>) =
-            entries.into_iter().partition(|e| e.pinned);
+        // Entries are large: they are moved only when some preemptor is pinned (rare).
+        let first: Vec<Entry> = if entries.iter().any(|e| e.pinned) {
+            let (first, rest) = entries.into_iter().partition(|e| e.pinned);
+            entries = rest;
+            first
+        } else {
+            Vec::new()
+        };
         for e in first {
             self.process(e, now, &mut reserved, &mut preempted, &mut requeues);
         }
@@ -409,7 +424,7 @@ impl Engine {
         e: Entry,
         now: Time,
         reserved: &mut Vec<(NodeId, Vec<(Fr, i64)>)>,
-        preempted: &mut FastSet<u32>,
+        preempted: &mut CycleVictims,
         requeues: &mut Vec<(u32, NodeId, Requeue)>,
     ) {
         if self.waiting_for_pods_ready {
@@ -470,7 +485,7 @@ impl Engine {
             }
             return;
         }
-        if e.targets.iter().any(|t| preempted.contains(&t.wl)) {
+        if e.targets.iter().any(|t| preempted.set.contains(&t.wl)) {
             self.set_pending(
                 e.wl,
                 WAITING_FOR_QUOTA,
@@ -481,20 +496,31 @@ impl Engine {
         }
         let usage = e.assignment.usage_vec();
         let fits = {
-            let mut removed: Vec<u32> = preempted.iter().copied().collect();
+            // Only victims holding quota in this ClusterQueue's tree change what it has available.
+            let root = self.tree.root(e.cq);
+            let mut removed: Vec<u32> = preempted
+                .list
+                .iter()
+                .filter(|&&(r, _)| r == root)
+                .map(|&(_, w)| w)
+                .collect();
             removed.extend(
                 e.targets
                     .iter()
                     .map(|t| t.wl)
-                    .filter(|w| !preempted.contains(w)),
+                    .filter(|w| !preempted.set.contains(w)),
             );
             removed.sort_unstable();
             let mut sim = self.sim();
-            sim.remove_workloads(&removed);
+            if !removed.is_empty() {
+                sim.remove_workloads(&removed);
+            }
             let fits = usage
                 .iter()
                 .all(|&(fr, v)| v <= sim.tree.cq_available(e.cq, fr));
-            sim.add_workloads(&removed);
+            if !removed.is_empty() {
+                sim.add_workloads(&removed);
+            }
             fits
         };
         if !fits {
@@ -506,7 +532,12 @@ impl Engine {
             requeues.push((e.wl, e.cq, Requeue::Immediate));
             return;
         }
-        preempted.extend(e.targets.iter().map(|t| t.wl));
+        for t in &e.targets {
+            if preempted.set.insert(t.wl) {
+                let root = self.tree.root(t.cq);
+                preempted.list.push((root, t.wl));
+            }
+        }
         if mode == Mode::Preempt {
             self.sim().add_usage(e.cq, &usage, 1);
             reserved.push((e.cq, usage));
@@ -582,7 +613,7 @@ impl Engine {
             return;
         }
         self.block_now = self.config.block_admission;
-        let admission = e.assignment.to_admission(&self.sim(), e.cq, e.wl);
+        let admission = std::sync::Arc::new(e.assignment.to_admission(&self.sim(), e.cq, e.wl));
         if let Some(w) = self.wl_mut(e.wl) {
             w.awaiting = None;
         }

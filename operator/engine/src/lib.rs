@@ -40,9 +40,10 @@ mod topology;
 mod tree_fairness;
 mod types;
 mod usage_history;
+mod vecmap;
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 pub use cycle::{WAITING_FOR_PODS_READY, WAITING_FOR_PODS_READY_MESSAGE};
@@ -52,7 +53,7 @@ pub use preemption_cost::PreemptionCost;
 pub use topology::admit::{NODE_FAILURES, TOPOLOGY_PLACEMENT_FAILED};
 pub use types::*;
 
-use fasthash::FastMap;
+use fasthash::{FastMap, NameMap as HashMap};
 use quota::{Fr, NodeId, Tree};
 use tree_fairness::TreeFairness;
 
@@ -187,7 +188,7 @@ pub(crate) enum Phase {
 #[derive(Clone, Debug)]
 pub(crate) struct Adm {
     pub cq: NodeId,
-    pub admission: Admission,
+    pub admission: Arc<Admission>,
     pub usage: Vec<(Fr, i64)>,
     /// [`FrMask`] of `usage`'s flavor-resources: the preemption search asks "does it use one of these" of every
     /// admitted workload in a cohort.
@@ -259,7 +260,7 @@ pub(crate) struct Awaiting {
 /// next attempt resumes after it (Kueue's FlavorFungibilityPreserveScanProgress, on in v0.19).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct ScanProgress {
-    pub tried: Vec<BTreeMap<u32, i32>>,
+    pub tried: Vec<vecmap::VecMap<u32, i32>>,
     pub cycle: u64,
     pub cq_generation: u64,
 }
@@ -317,6 +318,8 @@ pub struct Engine {
     pub(crate) now: Time,
     /// Scheduling cycles run so far.
     pub(crate) cycle: u64,
+    /// Buffers the preemption search reuses.
+    pub(crate) preempt_scratch: preempt::Scratch,
     /// Nodes, GPU reports, Topologies and topology placements (TAS).
     pub(crate) topo: topology::TopoState,
     /// Preemption-cost policies per ClusterQueue.
@@ -345,18 +348,19 @@ impl Engine {
             flavors: Vec::new(),
             tree: Tree::default(),
             cqs: Vec::new(),
-            cq_by_name: HashMap::new(),
-            admission_checks: HashMap::new(),
-            cohort_by_name: HashMap::new(),
+            cq_by_name: HashMap::default(),
+            admission_checks: HashMap::default(),
+            cohort_by_name: HashMap::default(),
             lqs: BTreeMap::new(),
-            namespaces: HashMap::new(),
+            namespaces: HashMap::default(),
             wls: Vec::new(),
-            wl_by_key: HashMap::new(),
+            wl_by_key: HashMap::default(),
             free_wls: Vec::new(),
             out: Vec::new(),
             pods_resource,
             now: 0,
             cycle: 0,
+            preempt_scratch: Default::default(),
             topo: topology::TopoState::default(),
             costs: preemption_cost::PreemptionCosts::default(),
             waiting_for_pods_ready: false,
@@ -455,31 +459,69 @@ impl Engine {
 
 /// Formats a quantity the way Kueue prints it in messages (Kubernetes canonical form: cpu in
 /// DecimalSI milli-units, memory-like resources in BinarySI, everything else DecimalSI).
-pub(crate) fn fmt_quantity(resource: &str, v: i64) -> String {
-    if resource == "cpu" {
-        return decimal_si(v, -3);
-    }
-    let binary =
-        matches!(resource, "memory" | "ephemeral-storage") || resource.starts_with("hugepages-");
-    if binary && v.unsigned_abs() >= 1024 {
-        const SUFFIXES: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
-        let mut m = v;
-        let mut k = 0;
-        while k < SUFFIXES.len() && m % 1024 == 0 {
-            m /= 1024;
-            k += 1;
+/// A quantity of a resource as Kubernetes renders it. Written by hand: pending messages are worded every
+/// cycle a head waits, and core::fmt's machinery (i128 above all) cost more than the rest of the message.
+pub(crate) struct Qty<'a>(pub &'a str, pub i64);
+
+impl Qty<'_> {
+    /// Appends the rendering to `out`.
+    pub(crate) fn write_to(&self, out: &mut String) {
+        let Qty(resource, v) = *self;
+        if resource == "cpu" {
+            return decimal_si(out, v, -3);
         }
-        if k > 0 {
-            return format!("{m}{}", SUFFIXES[k - 1]);
+        let binary = matches!(resource, "memory" | "ephemeral-storage")
+            || resource.starts_with("hugepages-");
+        if binary && v.unsigned_abs() >= 1024 {
+            const SUFFIXES: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+            let mut m = v;
+            let mut k = 0;
+            while k < SUFFIXES.len() && m % 1024 == 0 {
+                m /= 1024;
+                k += 1;
+            }
+            if k > 0 {
+                push_int(out, i128::from(m));
+                out.push_str(SUFFIXES[k - 1]);
+                return;
+            }
+        }
+        decimal_si(out, v, 0)
+    }
+}
+
+impl std::fmt::Display for Qty<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut s = String::new();
+        self.write_to(&mut s);
+        f.write_str(&s)
+    }
+}
+
+/// Appends the decimal digits of `n`.
+fn push_int(out: &mut String, n: i128) {
+    let mut buf = [0u8; 40];
+    let mut i = buf.len();
+    let mut u = n.unsigned_abs();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (u % 10) as u8;
+        u /= 10;
+        if u == 0 {
+            break;
         }
     }
-    decimal_si(v, 0)
+    if n < 0 {
+        out.push('-');
+    }
+    // Only ASCII digits were written.
+    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or_default());
 }
 
 /// Kubernetes' canonical DecimalSI rendering of `m * 10^e`.
-fn decimal_si(m: i64, e: i32) -> String {
+fn decimal_si(out: &mut String, m: i64, e: i32) {
     if m == 0 {
-        return "0".to_string();
+        return out.push('0');
     }
     let (mut m, mut e) = (i128::from(m), e);
     while m % 10 == 0 {
@@ -503,12 +545,17 @@ fn decimal_si(m: i64, e: i32) -> String {
         18 => "E",
         _ => "",
     };
-    format!("{m}{suffix}")
+    push_int(out, m);
+    out.push_str(suffix);
 }
 
 #[cfg(test)]
 mod tests {
-    use super::fmt_quantity;
+    use super::Qty;
+
+    fn fmt_quantity(resource: &str, v: i64) -> String {
+        Qty(resource, v).to_string()
+    }
 
     #[test]
     fn quantities_render_like_kubernetes() {

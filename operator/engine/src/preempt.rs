@@ -82,6 +82,8 @@ pub(crate) struct Sim<'a> {
     pub removed: Vec<u32>,
     /// Candidates tried before the others, in Kueue's order among themselves (those in one topology domain).
     pub prefer: Option<&'a FastSet<u32>>,
+    /// The engine's reusable search buffers.
+    pub scratch: &'a mut Scratch,
 }
 
 /// Places the preemptor's assignment as if the removed workloads were gone.
@@ -119,6 +121,18 @@ type CandidateKey<'a> = (
     Reverse<Time>,
     &'a str,
 );
+
+/// Buffers the classical search keeps between searches: it runs for most heads of every cycle.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Scratch {
+    candidates: Vec<Candidate>,
+    /// The list of each candidate (0 hierarchy, 1 other queues, 2 own queue).
+    lists: Vec<u8>,
+}
+
+/// Sort key of the classical search's whole candidate list: flags (evicting first, the list: hierarchy, other
+/// queues, own queue; preferred first; other queues first), then the rest of the candidate order.
+type AllKey<'a> = (u8, Reverse<u64>, i64, Reverse<Time>, &'a str);
 
 #[derive(Clone, Debug)]
 struct Candidate {
@@ -179,9 +193,14 @@ impl<'a> Sim<'a> {
     }
 
     fn uses_resources(&self, wl: u32, frs: &[Fr]) -> bool {
+        self.uses_any(wl, FrMask::of(frs.iter().copied()), frs)
+    }
+
+    /// [`Sim::uses_resources`] with the mask of `frs` computed by the caller.
+    fn uses_any(&self, wl: u32, mask: FrMask, frs: &[Fr]) -> bool {
         self.wl(wl).and_then(|w| w.adm.as_ref()).is_some_and(|a| {
             a.frs
-                .intersects(FrMask::of(frs.iter().copied()))
+                .intersects(mask)
                 .unwrap_or_else(|| a.usage.iter().any(|(fr, _)| frs.contains(fr)))
         })
     }
@@ -277,6 +296,15 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// Whether the candidates outside `cq` all hold quota in one ClusterQueue: only then are they ordered by
+    /// LocalQueue usage.
+    fn one_other_cq(&self, wls: impl Iterator<Item = u32>, cq: NodeId) -> bool {
+        let mut others = wls
+            .filter_map(|w| self.wl(w).and_then(|w| w.adm.as_ref()).map(|a| a.cq))
+            .filter(|&q| q != cq);
+        others.next().is_none_or(|first| others.all(|q| q == first))
+    }
+
     fn sort_in_kueue_order<T: Clone>(
         &self,
         items: &mut [T],
@@ -284,11 +312,7 @@ impl<'a> Sim<'a> {
         cq: NodeId,
     ) {
         // Candidates from other ClusterQueues are ordered by LocalQueue usage only when they all share one.
-        let mut others = items
-            .iter()
-            .filter_map(|x| self.wl(wl_of(x)).and_then(|w| w.adm.as_ref()).map(|a| a.cq))
-            .filter(|&q| q != cq);
-        let one_other = others.next().is_none_or(|first| others.all(|q| q == first));
+        let one_other = self.one_other_cq(items.iter().map(wl_of), cq);
         let keyed: Option<Vec<(CandidateKey<'a>, T)>> = items
             .iter()
             .map(|x| {
@@ -312,10 +336,10 @@ impl<'a> Sim<'a> {
         pre: &Preemptor,
         cand: u32,
         cand_cq: NodeId,
-        frs: &[Fr],
+        (mask, frs): (FrMask, &[Fr]),
         hierarchical: bool,
     ) -> Option<Variant> {
-        if !self.uses_resources(cand, frs) {
+        if !self.uses_any(cand, mask, frs) {
             return None;
         }
         let c = self.cq(pre.cq)?;
@@ -360,8 +384,9 @@ impl<'a> Sim<'a> {
         out: &mut Vec<Candidate>,
     ) {
         let Some(c) = self.cq(cq) else { return };
+        let mask = FrMask::of(frs.iter().copied());
         for &w in &c.admitted {
-            if let Some(variant) = self.classify(pre, w, cq, frs, hierarchical) {
+            if let Some(variant) = self.classify(pre, w, cq, (mask, frs), hierarchical) {
                 out.push(Candidate {
                     wl: w,
                     cq,
@@ -464,45 +489,62 @@ impl<'a> Sim<'a> {
         let Some(c) = self.cq(pre.cq) else {
             return Vec::new();
         };
-        let mut same = Vec::new();
+        // Candidates in collection order, each with its list: 0 reclaim from the hierarchy, 1 from other
+        // queues by priority, 2 from the preemptor's own queue. The buffer is the engine's, kept between searches.
+        let forbidden =
+            c.spec.preemption.borrow_within_cohort.policy == BorrowWithinCohortPolicy::Never;
+        let under_nominal = frs
+            .iter()
+            .all(|&fr| self.tree.quota(pre.cq, fr).nominal > self.tree.usage(pre.cq, fr));
+        let mut cands = std::mem::take(&mut self.scratch.candidates);
+        cands.clear();
         if c.spec.preemption.within_cluster_queue != WithinCqPolicy::Never {
-            self.candidates_from_cq(pre, pre.cq, None, frs, false, &mut same);
+            self.candidates_from_cq(pre, pre.cq, None, frs, false, &mut cands);
         }
-        let mut hier = Vec::new();
-        let mut prio = Vec::new();
+        let own = cands.len();
+        let mut lists = std::mem::take(&mut self.scratch.lists);
+        lists.clear();
+        lists.resize(own, 2);
         if self.tree.parent(pre.cq).is_some()
             && c.spec.preemption.reclaim_within_cohort != ReclaimPolicy::Never
         {
             let (mut adv, mut remaining) = self.tree.quantities_fit_in_quota(pre.cq, usage);
             let mut prev = None;
-            for anc in self.tree.ancestors(pre.cq) {
-                let list = if adv { &mut hier } else { &mut prio };
-                self.collect_in_subtree(pre, anc, anc, prev, frs, adv, list);
+            let mut next = self.tree.parent(pre.cq);
+            while let Some(anc) = next {
+                next = self.tree.parent(anc);
+                // Outside the hierarchy's reclaim, a ClusterQueue that never preempts while borrowing only gets
+                // candidates it may take without borrowing: none while it is over its nominal quota (the search
+                // then only borrows), so they are not collected.
+                if adv || !forbidden || under_nominal {
+                    self.collect_in_subtree(pre, anc, anc, prev, frs, adv, &mut cands);
+                }
+                lists.resize(cands.len(), if adv { 0 } else { 1 });
                 let (fits, rem) = self.tree.quantities_fit_in_quota(anc, &remaining);
                 remaining = rem;
                 adv = adv || fits;
                 prev = Some(anc);
             }
         }
-        self.sort_candidates(&mut same, |c| c.wl, pre.cq);
-        self.sort_candidates(&mut prio, |c| c.wl, pre.cq);
-        self.sort_candidates(&mut hier, |c| c.wl, pre.cq);
-        let no_other = hier.is_empty() && prio.is_empty();
-        let no_hier = hier.is_empty();
-        let evicted =
-            |s: &Self, x: &Candidate| s.wl(x.wl).is_some_and(|w| w.phase == Phase::Evicting);
-        let mut all = Vec::with_capacity(same.len() + hier.len() + prio.len());
-        for list in [&hier, &prio, &same] {
-            all.extend(list.iter().filter(|x| evicted(self, x)).cloned());
+        let no_other = cands.len() == own;
+        let no_hier = !lists.contains(&0);
+        // Kueue's order: evicting candidates first, then reclaim from the hierarchy, from other queues by
+        // priority, and from the preemptor's own queue, each list in its candidate order with the preferred
+        // (one topology domain) first. One keyed sort gives that order without building the lists again.
+        // Per list, whether its candidates from other queues all come from one (see one_other_cq).
+        let mut one_other = [true; 3];
+        let mut first_other: [Option<NodeId>; 3] = [None; 3];
+        for (cand, &rank) in cands.iter().zip(&lists) {
+            let r = usize::from(rank);
+            if cand.cq == pre.cq || !one_other[r] {
+                continue;
+            }
+            match first_other[r] {
+                None => first_other[r] = Some(cand.cq),
+                Some(q) if q != cand.cq => one_other[r] = false,
+                Some(_) => {}
+            }
         }
-        for list in [&hier, &prio, &same] {
-            all.extend(list.iter().filter(|x| !evicted(self, x)).cloned());
-        }
-        let forbidden =
-            c.spec.preemption.borrow_within_cohort.policy == BorrowWithinCohortPolicy::Never;
-        let under_nominal = frs
-            .iter()
-            .all(|&fr| self.tree.quota(pre.cq, fr).nominal > self.tree.usage(pre.cq, fr));
         let attempts: &[bool] = if no_other || (forbidden && !under_nominal) {
             &[true]
         } else if forbidden && no_hier {
@@ -510,9 +552,30 @@ impl<'a> Sim<'a> {
         } else {
             &[true, false]
         };
-        for &borrow in attempts {
+        // With borrowing as the only attempt, a candidate that may only be reclaimed without borrowing is never
+        // valid: it is left out of the sort (in a loaded cohort most are).
+        let only_borrowing = attempts == [true];
+        let mut keyed: Vec<(AllKey<'a>, u32)> = Vec::with_capacity(cands.len());
+        for (i, (cand, &rank)) in cands.iter().zip(&lists).enumerate() {
+            if only_borrowing && cand.variant == Variant::ReclaimWithoutBorrowing {
+                continue;
+            }
+            let Some(k) = self.candidate_key(cand.wl, pre.cq, one_other[usize::from(rank)]) else {
+                continue;
+            };
+            let preferred = self.prefer.is_some_and(|p| p.contains(&cand.wl));
+            // The flags in one byte: evicting first, then the list, preferred first, own queue last.
+            let flags =
+                (u8::from(!k.0.0) << 4) | (rank << 2) | (u8::from(!preferred) << 1) | u8::from(k.1);
+            keyed.push(((flags, k.2, k.3, k.4, k.5), i as u32));
+        }
+        // The position breaks ties, so the unstable sort orders exactly as a stable one would.
+        keyed.sort_unstable();
+        let mut found = Vec::new();
+        'attempts: for &borrow in attempts {
             let mut targets: Vec<Target> = Vec::new();
-            for cand in &all {
+            for &(_, i) in &keyed {
+                let cand = &cands[i as usize];
                 if !self.candidate_valid(pre, cand, borrow, frs) {
                     continue;
                 }
@@ -523,16 +586,20 @@ impl<'a> Sim<'a> {
                     cq: cand.cq,
                 });
                 if self.workload_fits(pre.cq, usage, borrow) {
-                    let targets = self.fill_back(pre.cq, usage, targets, borrow);
-                    let victims: Vec<u32> = targets.iter().map(|t| t.wl).collect();
-                    self.add_workloads(&victims);
-                    return targets;
+                    found = self.fill_back(pre.cq, usage, targets, borrow);
+                    for t in &found {
+                        self.add_workloads(&[t.wl]);
+                    }
+                    break 'attempts;
                 }
             }
-            let victims: Vec<u32> = targets.iter().map(|t| t.wl).collect();
-            self.add_workloads(&victims);
+            for t in &targets {
+                self.add_workloads(&[t.wl]);
+            }
         }
-        Vec::new()
+        self.scratch.candidates = cands;
+        self.scratch.lists = lists;
+        found
     }
 
     /// Asks the preemptor's ClusterQueue's cost policy about every admitted workload of its cohort tree that

@@ -999,7 +999,7 @@ impl Engine {
     /// Charges an admission's usage to the quota tree and records it.
     pub(crate) fn reserve(&mut self, i: u32, n: NodeId, admission: Admission, time: Time) {
         let usage = self.admission_usage(&admission);
-        self.reserve_with_usage(i, n, admission, usage, time);
+        self.reserve_with_usage(i, n, Arc::new(admission), usage, time);
     }
 
     /// An admission's usage by interned flavor-resource, summed over its pod sets.
@@ -1024,7 +1024,7 @@ impl Engine {
         &mut self,
         i: u32,
         n: NodeId,
-        admission: Admission,
+        admission: Arc<Admission>,
         usage: Vec<(u32, i64)>,
         time: Time,
     ) {

@@ -23,7 +23,9 @@ impl Engine {
                 });
                 WorkloadState::Pending { reason, message }
             }
-            Phase::Admitted => WorkloadState::Admitted(w.adm.as_ref()?.admission.clone()),
+            Phase::Admitted => {
+                WorkloadState::Admitted(crate::Admission::clone(&w.adm.as_ref()?.admission))
+            }
             Phase::Evicting => WorkloadState::Evicting,
             Phase::Finished => WorkloadState::Finished,
         })

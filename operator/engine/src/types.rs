@@ -719,7 +719,7 @@ pub enum Decision {
         /// Workload.
         workload: WorkloadKey,
         /// Admission.
-        admission: Admission,
+        admission: std::sync::Arc<Admission>,
         /// Decision time.
         time: Time,
     },

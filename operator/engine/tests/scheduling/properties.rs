@@ -426,7 +426,9 @@ fn run(specs: Vec<CqSpec>, steps: Vec<Step>, fair: bool) -> Result<(), TestCaseE
                             p.flavors
                         );
                     }
-                    oracle.admitted.insert(workload, admission);
+                    oracle
+                        .admitted
+                        .insert(workload, std::sync::Arc::unwrap_or_clone(admission));
                 }
                 Decision::Evict { workload, .. } => {
                     prop_assert!(

@@ -62,7 +62,11 @@ impl EngineTask {
                         workload,
                         admission,
                         time,
-                    }) => batch.push(StatusWrite::Admit(workload, admission, time)),
+                    }) => batch.push(StatusWrite::Admit(
+                        workload,
+                        std::sync::Arc::unwrap_or_clone(admission),
+                        time,
+                    )),
                     Some(Decision::Pending {
                         workload,
                         reason,
