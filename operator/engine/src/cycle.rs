@@ -382,15 +382,25 @@ impl Engine {
                 self.process(e, now, &mut reserved, &mut preempted, &mut requeues);
             }
         } else {
-            entries.sort_by(|a, b| {
-                a.assignment
-                    .borrowing
-                    .cmp(&b.assignment.borrowing)
-                    .then(b.priority.cmp(&a.priority))
-                    .then(a.timestamp.cmp(&b.timestamp))
-            });
-            for e in entries {
-                self.process(e, now, &mut reserved, &mut preempted, &mut requeues);
+            // Entries are large: their keys are sorted (the position breaks ties, as a stable sort keeps them).
+            let mut order: Vec<(i32, std::cmp::Reverse<i32>, Time, usize)> = entries
+                .iter()
+                .enumerate()
+                .map(|(i, e)| {
+                    (
+                        e.assignment.borrowing,
+                        std::cmp::Reverse(e.priority),
+                        e.timestamp,
+                        i,
+                    )
+                })
+                .collect();
+            order.sort_unstable();
+            let mut slots: Vec<Option<Entry>> = entries.into_iter().map(Some).collect();
+            for (.., i) in order {
+                if let Some(e) = slots[i].take() {
+                    self.process(e, now, &mut reserved, &mut preempted, &mut requeues);
+                }
             }
         }
         for (cq, usage) in reserved {

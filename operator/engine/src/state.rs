@@ -510,14 +510,16 @@ impl Engine {
         let total = self.tree.nodes.len();
         let mut in_cycle = vec![false; total];
         for (n, flag) in in_cycle.iter_mut().enumerate() {
-            let mut seen = HashSet::new();
+            // Every node has at most one parent: a walk that has not reached a root after `total` steps
+            // revisits a node.
             let mut cur = n as NodeId;
-            seen.insert(cur);
+            let mut steps = 0;
             while let Some(p) = self.tree.node(cur).parent {
-                if !seen.insert(p) {
+                if steps == total {
                     *flag = true;
                     break;
                 }
+                steps += 1;
                 cur = p;
             }
         }
