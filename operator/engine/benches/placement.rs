@@ -6,41 +6,13 @@
 //! Run: `CARGO_INCREMENTAL=0 cargo bench -p sluice-engine --bench placement`.
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use sluice_engine::bench_topology::node_gpus;
 use sluice_engine::*;
-use sluice_sdk::topology::{Gpu, GpuHealth, NodeGpus, NvlinkIsland};
 
 const GPU: &str = "nvidia.com/gpu";
 const NODES: usize = 10_000;
 const RACK: usize = 32;
 const BLOCK: usize = 16 * RACK;
-
-fn report() -> NodeGpus {
-    NodeGpus {
-        gpus: (0..8)
-            .map(|i| Gpu {
-                index: i,
-                model: "NVIDIA H100 80GB HBM3".into(),
-                memory_mib: 81_559,
-                health: GpuHealth {
-                    healthy: true,
-                    ..GpuHealth::default()
-                },
-                ..Gpu::default()
-            })
-            .collect(),
-        nvlink_islands: vec![
-            NvlinkIsland {
-                gpus: vec![0, 1, 2, 3],
-                nvswitch: false,
-            },
-            NvlinkIsland {
-                gpus: vec![4, 5, 6, 7],
-                nvswitch: false,
-            },
-        ],
-        ..NodeGpus::default()
-    }
-}
 
 fn workload(name: &str, pods: i32, gpus: i64, mode: TopologyMode, level: Option<&str>) -> Workload {
     Workload {
@@ -110,7 +82,7 @@ fn cluster() -> Engine {
             &mut e,
             Event::UpsertNodeGpus {
                 node: name,
-                gpus: report(),
+                gpus: node_gpus(8),
             },
         );
     }

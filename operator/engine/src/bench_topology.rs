@@ -183,8 +183,8 @@ pub struct TopologyResult {
     pub placement_max_us: f64,
 }
 
-/// A node's GPUs as its agent reports them: healthy GPUs in NVLink islands of [`ISLAND`].
-fn node_gpus(gpus: u32) -> NodeGpus {
+/// A node's GPUs as its agent reports them: healthy H100s in NVLink islands of [`ISLAND`] (4).
+pub fn node_gpus(gpus: u32) -> NodeGpus {
     NodeGpus {
         gpus: (0..gpus)
             .map(|index| Gpu {

@@ -324,11 +324,20 @@ pub(crate) fn fill_dynamic(
         b.dynamic_epoch = next_dynamic_epoch();
         b.changed_rows.clear();
     }
-    sb.synced = Some(Synced {
-        seq,
-        resources: resources.to_vec(),
-        blind: state.blind,
-    });
+    match &mut sb.synced {
+        // The usual case: the same request shape again, so only the log position moves.
+        Some(s) if s.resources == resources => {
+            s.seq = seq;
+            s.blind = state.blind;
+        }
+        _ => {
+            sb.synced = Some(Synced {
+                seq,
+                resources: resources.to_vec(),
+                blind: state.blind,
+            })
+        }
+    }
 }
 
 /// Rewrites node `id`'s dynamic row `i` in place; false when its island count changed (a full fill is due).
