@@ -539,7 +539,7 @@ impl Sim<'_> {
                     psa.failed = true;
                     break;
                 }
-                psa.flavors.extend(flavors);
+                psa.flavors.merge(flavors);
                 psa.reasons.extend(reasons);
             }
             for (&r, c) in &psa.flavors {

@@ -74,6 +74,15 @@ impl<K: Ord + Copy, V> VecMap<K, V> {
         self.0.is_empty()
     }
 
+    /// Adds `other`'s entries (replacing equal keys): a move when this map is empty.
+    pub(crate) fn merge(&mut self, other: VecMap<K, V>) {
+        if self.0.is_empty() {
+            *self = other;
+        } else {
+            self.extend(other);
+        }
+    }
+
     /// Removes every key.
     pub(crate) fn clear(&mut self) {
         self.0.clear();
@@ -90,9 +99,17 @@ impl<K: Ord + Copy, V> Extend<(K, V)> for VecMap<K, V> {
 
 impl<K: Ord + Copy, V> FromIterator<(K, V)> for VecMap<K, V> {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
-        let mut m = VecMap::default();
-        m.extend(iter);
-        m
+        let mut v: Vec<(K, V)> = iter.into_iter().collect();
+        // A stable sort keeps equal keys in order; the last of each wins, as with inserts.
+        v.sort_by_key(|e| e.0);
+        let mut out: Vec<(K, V)> = Vec::with_capacity(v.len());
+        for e in v {
+            match out.last_mut() {
+                Some(last) if last.0 == e.0 => *last = e,
+                _ => out.push(e),
+            }
+        }
+        VecMap(out)
     }
 }
 
