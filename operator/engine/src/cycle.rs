@@ -228,6 +228,8 @@ impl Engine {
         self.block_now = self.config.block_admission && self.holders_not_ready();
         self.cycle += 1;
         self.fairness.advance(&self.tree, self.now);
+        // Shares cached in the last cycle may predate events and the history just advanced.
+        self.preempt_scratch.shares.clear();
         self.sample_admission_usage(self.now);
         // A tree where no head changed and no quota moved since the last cycle would produce the
         // same outcome again, so only trees with work take part.

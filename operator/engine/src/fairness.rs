@@ -85,6 +85,11 @@ pub trait EngineFairness: Debug + Send + Sync {
     }
     /// Computes the share of every input, replacing the contents of `out`.
     fn shares(&self, inputs: &[ShareInput<'_>], out: &mut Vec<Share>);
+    /// Whether each share depends on its own input alone (not on the others in the call): the engine may
+    /// then reuse a node's share while its input is unchanged.
+    fn per_input(&self) -> bool {
+        false
+    }
     /// Orders admission candidates at a cohort level: a permutation of `0..keys.len()`, first
     /// admitted first.
     fn order(&self, keys: &[OrderKey]) -> Vec<usize>;
@@ -174,6 +179,10 @@ impl DrsPolicy {
 impl EngineFairness for DrsPolicy {
     fn name(&self) -> &str {
         "drs"
+    }
+
+    fn per_input(&self) -> bool {
+        true
     }
 
     fn shares(&self, inputs: &[ShareInput<'_>], out: &mut Vec<Share>) {

@@ -125,6 +125,8 @@ type CandidateKey<'a> = (
 /// Buffers the classical search keeps between searches: it runs for most heads of every cycle.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Scratch {
+    /// Shares of this cycle (see [`TreeFairness::shares_cached`]); shares are asked for through `&Sim`.
+    pub(crate) shares: crate::tree_fairness::SharedShareCache,
     candidates: Vec<Candidate>,
     /// The list of each candidate (0 hierarchy, 1 other queues, 2 own queue).
     lists: Vec<u8>,
@@ -660,14 +662,17 @@ impl<'a> Sim<'a> {
 
     /// The node's share, with its current (possibly simulated) usage.
     pub(crate) fn share(&self, n: NodeId) -> Share {
-        self.fairness
-            .share_of(self.tree, self.ids, self.with_history, n)
+        self.shares(&[n])
+            .first()
+            .copied()
+            .unwrap_or_else(Share::negative)
     }
 
     /// The shares of several nodes, in one policy call.
     pub(crate) fn shares(&self, nodes: &[NodeId]) -> Vec<Share> {
+        let mut cache = self.scratch.shares.lock();
         self.fairness
-            .shares_of(self.tree, self.ids, self.with_history, nodes)
+            .shares_cached(self.tree, self.ids, self.with_history, nodes, &mut cache)
     }
 
     fn cq_borrowing_any(&self, cq: NodeId, frs: &[Fr]) -> bool {

@@ -27,6 +27,8 @@ fn same_scheduling_inputs(old: &Workload, new: &Workload) -> bool {
 impl Engine {
     /// Applies one event; returns the decisions it causes (evictions, pending reasons).
     pub fn apply(&mut self, event: Event) -> Result<Vec<Decision>, EngineError> {
+        // An event may move quotas, weights or policies, which cached shares do not key on.
+        self.preempt_scratch.shares.clear();
         match event {
             Event::UpsertFlavor(f) => self.upsert_flavor(f),
             Event::DeleteFlavor(name) => {

@@ -18,6 +18,55 @@ use super::quota::{Fr, NodeId, Tree};
 use super::types::Time;
 use super::usage_history::UsageHistory;
 
+/// Shares computed during one scheduling cycle, per node and history setting, with the node's usage they were
+/// computed from. Within a cycle a node's share input (its borrowing, its parent's lendable capacity, its weight
+/// and history) changes only with its usage, and a search removes and restores usage many times, so the usage
+/// itself is the key.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ShareCache {
+    by_history: [Vec<Option<CachedShare>>; 2],
+}
+
+/// A node's usage and the share computed from it.
+type CachedShare = (Vec<i64>, Share);
+
+/// A [`ShareCache`] that shares are asked for through shared references (`&Sim`); a mutex keeps the engine
+/// `Sync`, and is never contended (one engine, one thread at a time).
+#[derive(Debug, Default)]
+pub(crate) struct SharedShareCache(std::sync::Mutex<ShareCache>);
+
+impl Clone for SharedShareCache {
+    fn clone(&self) -> Self {
+        SharedShareCache(std::sync::Mutex::new(self.lock().clone()))
+    }
+}
+
+impl SharedShareCache {
+    /// The cache (a poisoned lock still holds a usable cache: entries are only ever whole).
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, ShareCache> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Forgets every share.
+    pub(crate) fn clear(&mut self) {
+        self.0
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
+    }
+}
+
+impl ShareCache {
+    /// Forgets every share.
+    pub(crate) fn clear(&mut self) {
+        for v in &mut self.by_history {
+            v.clear();
+        }
+    }
+}
+
 /// The default policy, the per-tree policies (by root cohort name) and their histories.
 #[derive(Clone, Debug)]
 pub(crate) struct TreeFairness {
@@ -140,6 +189,72 @@ impl TreeFairness {
     }
 
     /// Node `n`'s share through its tree's policy (with its history when `with_history`).
+    /// [`TreeFairness::shares_of`] reusing, for a policy whose shares are per input, the shares of nodes
+    /// whose usage is what it was when they were cached. The cache holds only within one scheduling cycle
+    /// or event: the engine clears it whenever quotas, weights, policies or history may have moved.
+    pub(crate) fn shares_cached(
+        &self,
+        tree: &Tree,
+        ids: &Interner,
+        with_history: bool,
+        nodes: &[NodeId],
+        cache: &mut ShareCache,
+    ) -> Vec<Share> {
+        let Some(&first) = nodes.first() else {
+            return Vec::new();
+        };
+        let policy = self.policy_of(tree, first);
+        let cacheable = policy.per_input()
+            && (self.by_root.is_empty()
+                || nodes
+                    .iter()
+                    .all(|&n| same_policy(self.policy_of(tree, n), policy)));
+        if !cacheable {
+            return self.shares_of(tree, ids, with_history, nodes);
+        }
+        let slots = &mut cache.by_history[usize::from(with_history)];
+        let mut out = Vec::with_capacity(nodes.len());
+        let mut missed: Vec<usize> = Vec::new();
+        for (i, &n) in nodes.iter().enumerate() {
+            match slots.get(n as usize) {
+                Some(Some((usage, s))) if *usage == tree.node(n).usage => out.push(*s),
+                _ => {
+                    out.push(Share::negative());
+                    missed.push(i);
+                }
+            }
+        }
+        if missed.is_empty() {
+            return out;
+        }
+        let mut misses: Vec<NodeId> = missed.iter().map(|&i| nodes[i]).collect();
+        misses.sort_unstable();
+        misses.dedup();
+        let mut got = Vec::with_capacity(misses.len());
+        self.call(tree, ids, with_history, policy, &misses, &mut got);
+        for (&n, &s) in misses.iter().zip(&got) {
+            if slots.len() <= n as usize {
+                slots.resize(n as usize + 1, None);
+            }
+            let usage = &tree.node(n).usage;
+            match &mut slots[n as usize] {
+                // The cached usage's buffer is reused.
+                Some((u, old)) => {
+                    u.clear();
+                    u.extend_from_slice(usage);
+                    *old = s;
+                }
+                slot => *slot = Some((usage.clone(), s)),
+            }
+        }
+        for i in missed {
+            if let Some(Some((_, s))) = slots.get(nodes[i] as usize) {
+                out[i] = *s;
+            }
+        }
+        out
+    }
+
     pub(crate) fn share_of(
         &self,
         tree: &Tree,
@@ -365,6 +480,47 @@ mod tests {
         f.set_for_root("x", None);
         assert_eq!(ratios(&f), [1.0, 1.0, 1.0, 1.0]);
         assert!(f.shares_of(&tree, &ids, true, &[]).is_empty());
+    }
+
+    #[test]
+    fn cached_shares_follow_usage_and_only_serve_per_input_policies() {
+        use crate::quota::Quota;
+        let mut ids = Interner::default();
+        let gpu = ids.resource("nvidia.com/gpu");
+        let h100 = ids.flavor("h100");
+        let fr = ids.fr(h100, gpu);
+        let mut tree = Tree::default();
+        let c = tree.add_node("c", false);
+        let (a, b) = (tree.add_node("a", true), tree.add_node("b", true));
+        for q in [a, b] {
+            tree.node_mut(q).parent = Some(c);
+            tree.node_mut(c).child_cqs.push(q);
+            tree.node_mut(q).quotas = vec![Some(Quota {
+                nominal: 10,
+                ..Quota::default()
+            })];
+        }
+        tree.node_mut(c).alive = true;
+        tree.rebuild();
+        let drs = TreeFairness::new(Arc::new(super::super::DrsPolicy));
+        let mut cache = ShareCache::default();
+        let check = |tree: &Tree, cache: &mut ShareCache| {
+            let cached = drs.shares_cached(tree, &ids, false, &[a, b, a], cache);
+            assert_eq!(cached, drs.shares_of(tree, &ids, false, &[a, b, a]));
+            cached
+        };
+        let idle = check(&tree, &mut cache);
+        tree.add_usage(a, fr, 15);
+        let borrowing = check(&tree, &mut cache);
+        assert!(borrowing[0].ratio > idle[0].ratio, "a borrows 5 of b's 10");
+        assert_eq!(borrowing[1], idle[1]);
+        tree.add_usage(a, fr, -15);
+        assert_eq!(check(&tree, &mut cache), idle);
+        // A policy whose shares depend on the whole call is asked every time.
+        let fixed = TreeFairness::new(Arc::new(Fixed(7.0)));
+        let shares = fixed.shares_cached(&tree, &ids, false, &[a], &mut cache);
+        assert_eq!(shares[0].ratio, 7.0);
+        assert!(!Fixed(7.0).per_input());
     }
 
     #[test]
