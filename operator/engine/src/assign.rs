@@ -157,12 +157,7 @@ impl FlavorReason {
                 req,
                 max,
             } => {
-                let (f, r) = ids.fr_parts(fr);
-                let rname = ids.resource_name(r);
-                out.push_str("insufficient quota for ");
-                out.push_str(rname);
-                out.push_str(" in flavor ");
-                out.push_str(ids.flavor_name(f));
+                let rname = quota_words(ids, fr, "insufficient quota for ", out);
                 out.push_str(", previously considered podsets requests (");
                 Qty(rname, assumed).write_to(out);
                 out.push_str(") + current podset request (");
@@ -172,18 +167,24 @@ impl FlavorReason {
                 out.push(')');
             }
             &FlavorReason::Unused { fr, more } => {
-                let (f, r) = ids.fr_parts(fr);
-                let rname = ids.resource_name(r);
-                out.push_str("insufficient unused quota for ");
-                out.push_str(rname);
-                out.push_str(" in flavor ");
-                out.push_str(ids.flavor_name(f));
+                let rname = quota_words(ids, fr, "insufficient unused quota for ", out);
                 out.push_str(", ");
                 Qty(rname, more).write_to(out);
                 out.push_str(" more needed");
             }
         }
     }
+}
+
+/// Appends `lead`, the resource and "in flavor F" (how both quota reasons start); returns the resource's name.
+fn quota_words<'i>(ids: &'i super::Interner, fr: Fr, lead: &str, out: &mut String) -> &'i str {
+    let (f, r) = ids.fr_parts(fr);
+    let rname = ids.resource_name(r);
+    out.push_str(lead);
+    out.push_str(rname);
+    out.push_str(" in flavor ");
+    out.push_str(ids.flavor_name(f));
+    rname
 }
 
 /// An assignment's message as last worded for a workload, with the reasons it was worded from: a head retried
