@@ -298,12 +298,10 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// Whether the candidates outside `cq` all hold quota in one ClusterQueue: only then are they ordered by
-    /// LocalQueue usage.
-    fn one_other_cq(&self, wls: impl Iterator<Item = u32>, cq: NodeId) -> bool {
-        let mut others = wls
-            .filter_map(|w| self.wl(w).and_then(|w| w.adm.as_ref()).map(|a| a.cq))
-            .filter(|&q| q != cq);
+    /// Whether the candidates (by the ClusterQueue holding each) outside `cq` all hold quota in one
+    /// ClusterQueue: only then are they ordered by LocalQueue usage.
+    fn one_other_cq(holders: impl Iterator<Item = NodeId>, cq: NodeId) -> bool {
+        let mut others = holders.filter(|&q| q != cq);
         others.next().is_none_or(|first| others.all(|q| q == first))
     }
 
@@ -314,7 +312,10 @@ impl<'a> Sim<'a> {
         cq: NodeId,
     ) {
         // Candidates from other ClusterQueues are ordered by LocalQueue usage only when they all share one.
-        let one_other = self.one_other_cq(items.iter().map(wl_of), cq);
+        let holders = items
+            .iter()
+            .filter_map(|x| self.wl(wl_of(x)).and_then(|w| w.adm.as_ref()).map(|a| a.cq));
+        let one_other = Self::one_other_cq(holders, cq);
         let keyed: Option<Vec<(CandidateKey<'a>, T)>> = items
             .iter()
             .map(|x| {
@@ -533,20 +534,15 @@ impl<'a> Sim<'a> {
         // Kueue's order: evicting candidates first, then reclaim from the hierarchy, from other queues by
         // priority, and from the preemptor's own queue, each list in its candidate order with the preferred
         // (one topology domain) first. One keyed sort gives that order without building the lists again.
-        // Per list, whether its candidates from other queues all come from one (see one_other_cq).
-        let mut one_other = [true; 3];
-        let mut first_other: [Option<NodeId>; 3] = [None; 3];
-        for (cand, &rank) in cands.iter().zip(&lists) {
-            let r = usize::from(rank);
-            if cand.cq == pre.cq || !one_other[r] {
-                continue;
-            }
-            match first_other[r] {
-                None => first_other[r] = Some(cand.cq),
-                Some(q) if q != cand.cq => one_other[r] = false,
-                Some(_) => {}
-            }
-        }
+        // Per list, whether its candidates from other queues all come from one (a candidate's queue holds it).
+        let one_other: [bool; 3] = std::array::from_fn(|rank| {
+            let holders = cands
+                .iter()
+                .zip(&lists)
+                .filter(|&(_, &l)| usize::from(l) == rank)
+                .map(|(c, _)| c.cq);
+            Self::one_other_cq(holders, pre.cq)
+        });
         let attempts: &[bool] = if no_other || (forbidden && !under_nominal) {
             &[true]
         } else if forbidden && no_hier {
