@@ -36,7 +36,7 @@ pub use engine_task::{Input, WATCHED_KINDS};
 use crate::leader::{LeaderError, Leadership};
 use crate::telemetry::{EventRecorder, Health, Metrics};
 use crate::visibility::SharedSnapshot;
-use watch::spawn_watcher;
+use watch::{Remember, spawn_watcher, spawn_watcher_keeping};
 
 /// Why the operator stopped.
 #[derive(Debug, thiserror::Error)]
@@ -153,21 +153,23 @@ impl Operator {
                 Input::Synced,
                 "Namespace",
             ),
-            spawn_watcher(
+            spawn_watcher_keeping(
                 Api::<api::Workload>::all(c.clone()),
                 cfg(),
                 tx.clone(),
                 Input::Workload,
                 Input::Synced,
                 "Workload",
+                Remember::Metadata,
             ),
-            spawn_watcher(
+            spawn_watcher_keeping(
                 Api::<Job>::all(c.clone()),
                 cfg(),
                 tx.clone(),
                 Input::Job,
                 Input::Synced,
                 "Job",
+                Remember::Metadata,
             ),
             spawn_watcher(
                 Api::<api::WorkloadPriorityClass>::all(c.clone()),
@@ -217,13 +219,14 @@ impl Operator {
                 Input::Synced,
                 "NodeGpuTopology",
             ),
-            spawn_watcher(
+            spawn_watcher_keeping(
                 Api::<Pod>::all(c.clone()),
                 cfg(),
                 tx.clone(),
                 Input::Pod,
                 Input::Synced,
                 "Pod",
+                Remember::Metadata,
             ),
             spawn_watcher(
                 Api::<PolicyModule>::all(c.clone()),

@@ -532,8 +532,8 @@ impl EngineTask {
 
 fn split<K>(c: Change<K>) -> (K, bool) {
     match c {
-        Change::Apply(o) => (o, false),
-        Change::Delete(o) => (o, true),
+        Change::Apply(o) => (*o, false),
+        Change::Delete(o) => (*o, true),
     }
 }
 

@@ -99,7 +99,9 @@ impl EngineTask {
         result: Result<Option<api::Workload>, WriteError>,
     ) -> Option<api::Workload> {
         match result {
-            Ok(Some(w)) => {
+            Ok(Some(mut w)) => {
+                // As the watchers do: the API server's answer carries managedFields, which nothing reads.
+                w.metadata.managed_fields = None;
                 self.cache.workloads.insert(key.clone(), w.clone());
                 Some(w)
             }
@@ -159,7 +161,8 @@ impl EngineTask {
         result: Result<Option<K>, WriteError>,
     ) -> Option<K> {
         match result {
-            Ok(Some(obj)) => {
+            Ok(Some(mut obj)) => {
+                obj.meta_mut().managed_fields = None;
                 let meta = obj.meta();
                 if meta.deletion_timestamp.is_some()
                     && meta.finalizers.as_ref().is_none_or(Vec::is_empty)
