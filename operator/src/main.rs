@@ -12,6 +12,8 @@ use sluice_operator::sim::{self, Simulation};
 
 /// mimalloc rather than glibc's malloc: the engine's cycle allocates many small short-lived vectors, and
 /// glibc's malloc and free were about a quarter of `sluice bench`'s instructions (a fifth fewer in all with it).
+/// (Feature `system-allocator` leaves glibc's in place, for heap profiling.)
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

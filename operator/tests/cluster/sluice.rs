@@ -49,7 +49,16 @@ impl Process {
             .append(true)
             .open(&log)
             .expect("log file");
-        let child = sluice()
+        // SLUICE_E2E_HEAPTRACK=PREFIX profiles the operator's heap (build with feature `system-allocator`).
+        let mut cmd = match std::env::var("SLUICE_E2E_HEAPTRACK") {
+            Ok(out) if args.first().is_some_and(|a| a == "operator") => {
+                let mut c = Command::new("heaptrack");
+                c.args(["-o", &out, env!("CARGO_BIN_EXE_sluice")]);
+                c
+            }
+            _ => sluice(),
+        };
+        let child = cmd
             .args(args)
             .env("KUBECONFIG", kubeconfig)
             .env(
