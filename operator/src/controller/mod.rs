@@ -244,6 +244,7 @@ impl Operator {
                 self.client.clone(),
                 "sluice-operator",
                 Some(self.config.identity.clone()),
+                self.metrics.events_dropped.clone(),
             )
         });
         let task = engine_task::EngineTask::new(

@@ -9,7 +9,6 @@
 //! minutes (a seventh of the operator's heap in a 10,000-Job burst) and scanned them all on every publish.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -18,6 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
+use prometheus_client::metrics::counter::Counter;
 use tokio::sync::mpsc;
 
 /// Event type.
@@ -138,20 +138,24 @@ impl SeriesCache {
 #[derive(Clone)]
 pub struct EventRecorder {
     tx: mpsc::Sender<Pending>,
-    dropped: Arc<std::sync::atomic::AtomicU64>,
+    /// `sluice_events_dropped_total`.
+    dropped: Counter,
 }
 
 impl EventRecorder {
-    /// A recorder reporting as `controller` (instance `instance`); its publisher runs on the current Tokio runtime.
-    pub fn new(client: kube::Client, controller: &str, instance: Option<String>) -> Self {
+    /// A recorder reporting as `controller` (instance `instance`), counting drops in `dropped`; its publisher runs
+    /// on the current Tokio runtime.
+    pub fn new(
+        client: kube::Client,
+        controller: &str,
+        instance: Option<String>,
+        dropped: Counter,
+    ) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
         let controller = controller.to_string();
         let instance = instance.unwrap_or_else(|| controller.clone());
         tokio::spawn(publisher(client, controller, instance, rx));
-        Self {
-            tx,
-            dropped: Arc::default(),
-        }
+        Self { tx, dropped }
     }
 
     /// Queues an event about `object`; drops it when the queue is full.
@@ -171,9 +175,7 @@ impl EventRecorder {
             note,
         };
         if let Err(e) = self.tx.try_send(p) {
-            let n = self
-                .dropped
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let n = self.dropped.inc();
             // One line per thousand drops: a burst must not flood the log either.
             if n.is_multiple_of(1000) {
                 tracing::warn!(dropped = n + 1, error = %e, "event queue full; events dropped");

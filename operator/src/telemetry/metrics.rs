@@ -97,6 +97,8 @@ pub struct Metrics {
     pub api_write_retries: Family<Labels, Counter>,
     /// sluice_watch_events_total{kind}: watch events absorbed.
     pub watch_events: Family<Labels, Counter>,
+    /// sluice_events_dropped_total: Kubernetes Events dropped because the publisher's queue was full.
+    pub events_dropped: Counter,
     /// sluice_checkpoint_wait_seconds{cluster_queue,outcome}: how long a preemption waited for a checkpoint.
     pub checkpoint_wait: Hist,
     /// sluice_policy_calls_total{module,hook,outcome}.
@@ -281,6 +283,12 @@ impl Metrics {
             "1 while this replica holds the leader lease",
             leader.clone(),
         );
+        let events_dropped = Counter::default();
+        registry.register(
+            "sluice_events_dropped",
+            "Kubernetes Events dropped because the publisher's queue was full",
+            events_dropped.clone(),
+        );
         Self {
             registry,
             admission_attempts,
@@ -303,6 +311,7 @@ impl Metrics {
             cycle_seconds,
             api_write_retries,
             watch_events,
+            events_dropped,
             checkpoint_wait,
             policy_calls,
             policy_call_seconds,

@@ -109,6 +109,8 @@ async fn visibility_metrics_health_and_events() {
         r#"kueue_cluster_queue_resource_usage{cohort="",cluster_queue="cq",flavor="a100",resource="nvidia.com/gpu",replica_role="leader"} 2"#,
         r#"kueue_cluster_queue_status{cluster_queue="cq",status="active",replica_role="leader"} 1"#,
         "sluice_leader 1",
+        // Two events and a queue of 1,000: nothing dropped.
+        "sluice_events_dropped_total 0",
     ] {
         assert!(text.contains(line), "missing {line} in\n{text}");
     }
