@@ -36,7 +36,7 @@ pub use engine_task::{Input, WATCHED_KINDS};
 use crate::leader::{LeaderError, Leadership};
 use crate::telemetry::{EventRecorder, Health, Metrics};
 use crate::visibility::SharedSnapshot;
-use watch::{Remember, spawn_watcher, spawn_watcher_keeping};
+use watch::{Remember, spawn_watcher};
 
 /// Why the operator stopped.
 #[derive(Debug, thiserror::Error)]
@@ -120,6 +120,7 @@ impl Operator {
                 Input::Flavor,
                 Input::Synced,
                 "ResourceFlavor",
+                Remember::Whole,
             ),
             spawn_watcher(
                 Api::<api::ClusterQueue>::all(c.clone()),
@@ -128,6 +129,7 @@ impl Operator {
                 Input::ClusterQueue,
                 Input::Synced,
                 "ClusterQueue",
+                Remember::Whole,
             ),
             spawn_watcher(
                 Api::<api::Cohort>::all(c.clone()),
@@ -136,6 +138,7 @@ impl Operator {
                 Input::Cohort,
                 Input::Synced,
                 "Cohort",
+                Remember::Whole,
             ),
             spawn_watcher(
                 Api::<api::LocalQueue>::all(c.clone()),
@@ -144,6 +147,7 @@ impl Operator {
                 Input::LocalQueue,
                 Input::Synced,
                 "LocalQueue",
+                Remember::Whole,
             ),
             spawn_watcher(
                 Api::<Namespace>::all(c.clone()),
@@ -152,8 +156,9 @@ impl Operator {
                 Input::Namespace,
                 Input::Synced,
                 "Namespace",
+                Remember::Whole,
             ),
-            spawn_watcher_keeping(
+            spawn_watcher(
                 Api::<api::Workload>::all(c.clone()),
                 cfg(),
                 tx.clone(),
@@ -162,7 +167,7 @@ impl Operator {
                 "Workload",
                 Remember::Metadata,
             ),
-            spawn_watcher_keeping(
+            spawn_watcher(
                 Api::<Job>::all(c.clone()),
                 cfg(),
                 tx.clone(),
@@ -178,6 +183,7 @@ impl Operator {
                 Input::WorkloadPriorityClass,
                 Input::Synced,
                 "WorkloadPriorityClass",
+                Remember::Whole,
             ),
             spawn_watcher(
                 Api::<PriorityClass>::all(c.clone()),
@@ -186,6 +192,7 @@ impl Operator {
                 Input::PriorityClass,
                 Input::Synced,
                 "PriorityClass",
+                Remember::Whole,
             ),
             spawn_watcher(
                 Api::<Node>::all(c.clone()),
@@ -194,6 +201,7 @@ impl Operator {
                 Input::Node,
                 Input::Synced,
                 "Node",
+                Remember::Whole,
             ),
             spawn_watcher(
                 Api::<api::Topology>::all(c.clone()),
@@ -202,6 +210,7 @@ impl Operator {
                 Input::Topology,
                 Input::Synced,
                 "Topology",
+                Remember::Whole,
             ),
             spawn_watcher(
                 Api::<api::AdmissionCheck>::all(c.clone()),
@@ -210,6 +219,7 @@ impl Operator {
                 Input::AdmissionCheck,
                 Input::Synced,
                 "AdmissionCheck",
+                Remember::Whole,
             ),
             spawn_watcher(
                 Api::<NodeGpuTopology>::all(c.clone()),
@@ -218,8 +228,9 @@ impl Operator {
                 Input::NodeGpuTopology,
                 Input::Synced,
                 "NodeGpuTopology",
+                Remember::Whole,
             ),
-            spawn_watcher_keeping(
+            spawn_watcher(
                 Api::<Pod>::all(c.clone()),
                 cfg(),
                 tx.clone(),
@@ -235,6 +246,7 @@ impl Operator {
                 Input::PolicyModule,
                 Input::Synced,
                 "PolicyModule",
+                Remember::Whole,
             ),
         ];
         let input = tx.downgrade();

@@ -80,26 +80,10 @@ impl Remember {
     }
 }
 
-/// Sends `wrap(change)` for every change of `K` on `tx`, then `synced(kind)` once the first list is complete.
-/// Adding a kind (Nodes, NodeGpuTopology, PolicyModule) is one call of this function with its own `wrap`.
+/// Sends `wrap(change)` for every change of `K` on `tx`, then `synced(kind)` once the first list is complete,
+/// remembering `remember` of each object to report the ones a re-list no longer has. Adding a kind (Nodes,
+/// NodeGpuTopology, PolicyModule) is one call of this function with its own `wrap`.
 pub fn spawn_watcher<K, I>(
-    api: Api<K>,
-    config: watcher::Config,
-    tx: mpsc::Sender<I>,
-    wrap: fn(Change<K>) -> I,
-    synced: fn(&'static str) -> I,
-    kind: &'static str,
-) -> JoinHandle<()>
-where
-    K: Resource + Clone + Default + Debug + DeserializeOwned + Send + Sync + 'static,
-    K::DynamicType: Default,
-    I: Send + 'static,
-{
-    spawn_watcher_keeping(api, config, tx, wrap, synced, kind, Remember::Whole)
-}
-
-/// [`spawn_watcher`], remembering `remember` of each object for a re-list.
-pub fn spawn_watcher_keeping<K, I>(
     api: Api<K>,
     config: watcher::Config,
     tx: mpsc::Sender<I>,

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::{EngineTask, Input};
 use crate::controller::policies::{Notice, merge_status};
-use crate::controller::watch::spawn_watcher;
+use crate::controller::watch::{Remember, spawn_watcher};
 use crate::controller::writer::Endpoint;
 use crate::engine::Time as EngineTime;
 
@@ -97,6 +97,7 @@ impl EngineTask {
                 Input::ConfigMap,
                 Input::Synced,
                 "ConfigMap",
+                Remember::Whole,
             );
             self.config_map_watchers.running.insert((ns, name), handle);
         }
