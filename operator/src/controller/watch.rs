@@ -26,7 +26,7 @@ pub enum Change<K> {
 
 /// Drops what the operator never reads before an object is kept: `metadata.managedFields`, often the largest part
 /// of an object the API server has written several times (Kueue's manager strips it from its cache too).
-fn strip<K: Resource>(o: &mut K) {
+pub(crate) fn strip<K: Resource>(o: &mut K) {
     o.meta_mut().managed_fields = None;
 }
 
@@ -127,14 +127,13 @@ where
                     vec![wrap(Change::Apply(Box::new(o)))]
                 }
                 Ok(Event::InitDone) => {
-                    let mut fresh = relist.take().unwrap_or_default();
-                    // What the re-list no longer has is gone; what it has replaces what was kept.
-                    let gone: Vec<K> = std::mem::take(&mut known)
+                    // What the re-list has replaces what was kept; what it no longer has is gone.
+                    let old = std::mem::replace(&mut known, relist.take().unwrap_or_default());
+                    let gone: Vec<K> = old
                         .into_iter()
-                        .filter(|(k, _)| !fresh.contains_key(k))
+                        .filter(|(k, _)| !known.contains_key(k))
                         .map(|(_, o)| o.into_object())
                         .collect();
-                    std::mem::swap(&mut known, &mut fresh);
                     let mut out: Vec<I> = gone
                         .into_iter()
                         .map(|o| wrap(Change::Delete(Box::new(o))))

@@ -4,7 +4,8 @@
 //! that read's `metadata.resourceVersion`, so the API server rejects it (409) when someone else wrote in between.
 //! A conflict re-reads the object and re-applies the change to the fresh copy; a server error or a broken
 //! connection is retried with exponential backoff; the write is given up only when the object is gone (404) or
-//! the API server refuses the change itself (another 4xx).
+//! the API server refuses the change itself (another 4xx). What the API server answers is returned without its
+//! `managedFields`, as the watchers keep objects: callers cache it, and nothing reads them.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use crate::controller::watch::strip;
 use crate::telemetry::Metrics;
 
 /// A write that cannot succeed.
@@ -178,14 +180,18 @@ impl Writer {
                 Endpoint::Status => "patch_status",
             };
             match result {
-                Ok(obj) => return Ok(Some(obj)),
+                Ok(mut obj) => {
+                    strip(&mut obj);
+                    return Ok(Some(obj));
+                }
                 Err(e) if api_code(&e) == Some(404) => return Ok(None),
                 Err(e) if api_code(&e) == Some(409) => {
                     self.retried(verb, "conflict");
                     tracing::debug!(%object, "conflict; re-reading");
                     loop {
                         match api.get_opt(&name).await {
-                            Ok(Some(fresh)) => {
+                            Ok(Some(mut fresh)) => {
+                                strip(&mut fresh);
                                 current = fresh;
                                 break;
                             }
@@ -223,7 +229,10 @@ impl Writer {
         let mut attempt = 0u32;
         loop {
             match api.create(&PostParams::default(), obj).await {
-                Ok(o) => return Ok(Some(o)),
+                Ok(mut o) => {
+                    strip(&mut o);
+                    return Ok(Some(o));
+                }
                 Err(e) if api_code(&e) == Some(409) => return Ok(None),
                 Err(e) if retryable(&e) => {
                     self.retried("create", "error");

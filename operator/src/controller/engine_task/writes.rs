@@ -99,9 +99,7 @@ impl EngineTask {
         result: Result<Option<api::Workload>, WriteError>,
     ) -> Option<api::Workload> {
         match result {
-            Ok(Some(mut w)) => {
-                // As the watchers do: the API server's answer carries managedFields, which nothing reads.
-                w.metadata.managed_fields = None;
+            Ok(Some(w)) => {
                 self.cache.workloads.insert(key.clone(), w.clone());
                 Some(w)
             }
@@ -161,8 +159,7 @@ impl EngineTask {
         result: Result<Option<K>, WriteError>,
     ) -> Option<K> {
         match result {
-            Ok(Some(mut obj)) => {
-                obj.meta_mut().managed_fields = None;
+            Ok(Some(obj)) => {
                 let meta = obj.meta();
                 if meta.deletion_timestamp.is_some()
                     && meta.finalizers.as_ref().is_none_or(Vec::is_empty)
