@@ -14,6 +14,7 @@
 //! * [`host`] (feature `host`): the wasmtime runtime that runs policy modules in a sandbox.
 //! * [`harness`] (feature `host`): fixtures, builders and assertions for policy authors.
 //! * [`guest`] (feature `guest`): the bindings and export macros for policy modules.
+//! * [`jobset`]: the JobSet kind (`jobset.x-k8s.io/v1alpha2`) as Kueue's JobSet integration reads it.
 //! * [`sluice`]: Sluice's own `sluice.dev` kinds.
 //! * [`topology`]: the GPU topology model (GPUs, NVLink islands, health) the node agent publishes; like
 //!   [`policy`], it builds without Kubernetes types (its JSON Schema derives come with feature `api`).
@@ -46,6 +47,8 @@ pub mod guest;
 pub mod harness;
 #[cfg(all(feature = "host", not(target_arch = "wasm32")))]
 pub mod host;
+#[cfg(feature = "api")]
+pub mod jobset;
 #[cfg(feature = "api")]
 pub mod kueue;
 pub mod policy;

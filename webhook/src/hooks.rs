@@ -6,12 +6,14 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use sluice_sdk::jobset::JobSet;
 use sluice_sdk::kueue::decode::decode;
 use sluice_sdk::kueue::defaults::{self, Gates, JobContext};
 use sluice_sdk::kueue::labels as l;
 use sluice_sdk::kueue::validation::job::{
     validate_job, validate_job_metadata_update, validate_job_update, validate_pod_metadata,
 };
+use sluice_sdk::kueue::validation::jobset::{validate_jobset, validate_jobset_update};
 use sluice_sdk::kueue::validation::{validate, validate_update};
 
 use crate::policy::PolicyModuleValidator;
@@ -25,6 +27,10 @@ pub enum Hook {
     MutateJob,
     /// Kueue's Job label and annotation rules.
     ValidateJob,
+    /// Kueue's JobSet defaulting (default LocalQueue, suspend).
+    MutateJobSet,
+    /// Kueue's JobSet label, annotation and topology rules.
+    ValidateJobSet,
     /// Kueue's plain-pod defaulting (default LocalQueue, managed label, scheduling gates).
     MutatePod,
     /// Kueue's job-framework label rules on plain pods.
@@ -45,6 +51,14 @@ pub const CONVERT_PATH: &str = "/convert";
 pub const ROUTES: &[(&str, Hook)] = &[
     ("/mutate-batch-v1-job", Hook::MutateJob),
     ("/validate-batch-v1-job", Hook::ValidateJob),
+    (
+        "/mutate-jobset-x-k8s-io-v1alpha2-jobset",
+        Hook::MutateJobSet,
+    ),
+    (
+        "/validate-jobset-x-k8s-io-v1alpha2-jobset",
+        Hook::ValidateJobSet,
+    ),
     ("/mutate--v1-pod", Hook::MutatePod),
     ("/validate--v1-pod", Hook::ValidatePod),
     (
@@ -175,6 +189,8 @@ impl Hooks {
         match hook {
             Hook::MutateJob => self.mutate_job(req),
             Hook::ValidateJob => self.validate_job(req),
+            Hook::MutateJobSet => self.mutate_jobset(req),
+            Hook::ValidateJobSet => self.validate_jobset(req),
             Hook::MutatePod => self.mutate_pod(req),
             Hook::ValidatePod => self.validate_pod(req),
             Hook::MutateKueue(kind) => self.mutate_kueue(kind, req),
@@ -240,6 +256,53 @@ impl Hooks {
                 if req.operation == Operation::Create {
                     v.warnings
                         .extend(self.missing_queue_warning(raw, ns, "Job"));
+                }
+                v
+            }
+        }
+    }
+
+    fn mutate_jobset(&self, req: &AdmissionRequest) -> Verdict {
+        if req.operation != Operation::Create {
+            return Verdict::allow();
+        }
+        let object = match typed::<JobSet>(req.object.as_ref(), "JobSet", "object") {
+            Ok((raw, _)) => raw,
+            Err(v) => return v,
+        };
+        let mut mutated = object.clone();
+        defaults::default_jobset(&mut mutated, self.job_context(req.namespace()));
+        Verdict::patched(object, &mutated)
+    }
+
+    fn validate_jobset(&self, req: &AdmissionRequest) -> Verdict {
+        let (raw, new) = match req.operation {
+            Operation::Create | Operation::Update => {
+                match typed::<JobSet>(req.object.as_ref(), "JobSet", "object") {
+                    Ok(pair) => pair,
+                    Err(v) => return v,
+                }
+            }
+            Operation::Delete | Operation::Connect => return Verdict::allow(),
+        };
+        let ns = req.namespace();
+        let result = if req.operation == Operation::Update {
+            let old = match typed::<JobSet>(req.old_object.as_ref(), "JobSet", "oldObject") {
+                Ok((_, old)) => old,
+                Err(v) => return v,
+            };
+            let default_queue = self.queues.exists(ns, l::DEFAULT_LOCAL_QUEUE_NAME);
+            validate_jobset_update(&old, &new, default_queue)
+        } else {
+            validate_jobset(&new)
+        };
+        match result {
+            Err(e) => Verdict::deny(e.to_string()),
+            Ok(()) => {
+                let mut v = Verdict::allow();
+                if req.operation == Operation::Create {
+                    v.warnings
+                        .extend(self.missing_queue_warning(raw, ns, "JobSet"));
                 }
                 v
             }

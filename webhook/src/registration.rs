@@ -66,6 +66,14 @@ pub const REGISTRATIONS: &[Registration] = &[
         operations: CREATE,
     },
     Registration {
+        name: "mjobset.kb.io",
+        path: "/mutate-jobset-x-k8s-io-v1alpha2-jobset",
+        group: "jobset.x-k8s.io",
+        version: "v1alpha2",
+        resources: &["jobsets"],
+        operations: CREATE,
+    },
+    Registration {
         name: "mpod.kb.io",
         path: "/mutate--v1-pod",
         group: "",
@@ -97,6 +105,14 @@ pub const REGISTRATIONS: &[Registration] = &[
         group: "batch",
         version: "v1",
         resources: &["jobs"],
+        operations: CREATE_UPDATE,
+    },
+    Registration {
+        name: "vjobset.kb.io",
+        path: "/validate-jobset-x-k8s-io-v1alpha2-jobset",
+        group: "jobset.x-k8s.io",
+        version: "v1alpha2",
+        resources: &["jobsets"],
         operations: CREATE_UPDATE,
     },
     Registration {

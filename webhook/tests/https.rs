@@ -121,6 +121,87 @@ async fn jobs_kueue_does_not_manage_are_untouched() {
     assert!(resp.get("patch").is_none(), "{resp}");
 }
 
+// ---------------------------------------------------------------- JobSet
+
+fn jobset(namespace: &str, labels: Value, worker_annotations: Value) -> Value {
+    json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "train", "namespace": namespace, "labels": labels},
+        "spec": {
+            "successPolicy": {"operator": "All"},
+            "replicatedJobs": [{"name": "workers", "replicas": 2, "template": {"spec": {
+                "parallelism": 2, "completions": 2,
+                "template": {"metadata": {"annotations": worker_annotations}, "spec": {"restartPolicy": "Never",
+                    "containers": [{"name": "w", "image": "busybox",
+                        "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}}}}]
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_jobset_is_suspended_and_only_that_changes() {
+    let s = start(None).await;
+    let mut c = s.client().await;
+    let js = jobset("team", json!({"kueue.x-k8s.io/queue-name": "q"}), json!({}));
+    let path = "/mutate-jobset-x-k8s-io-v1alpha2-jobset";
+    let resp = c.review(path, &admission_review("CREATE", &js, None)).await;
+    assert_allowed(&resp);
+    let out = apply_patch(&js, &resp);
+    let mut expected = js.clone();
+    expected["spec"]["suspend"] = json!(true);
+    assert_eq!(out, expected);
+    // Without a queue name it gets the namespace's default LocalQueue ("team" has one).
+    let bare = jobset("team", json!({}), json!({}));
+    let out = apply_patch(
+        &bare,
+        &c.review(path, &admission_review("CREATE", &bare, None))
+            .await,
+    );
+    assert_eq!(
+        out["metadata"]["labels"]["kueue.x-k8s.io/queue-name"],
+        "default"
+    );
+    assert_eq!(out["spec"]["suspend"], true);
+}
+
+#[tokio::test]
+async fn jobset_rules_name_the_replicated_job_and_field() {
+    let s = start(None).await;
+    let mut c = s.client().await;
+    let path = "/validate-jobset-x-k8s-io-v1alpha2-jobset";
+    let bad = jobset(
+        "team",
+        json!({"kueue.x-k8s.io/queue-name": "q"}),
+        json!({"kueue.x-k8s.io/podset-slice-required-topology": "rack",
+               "kueue.x-k8s.io/podset-slice-size": "5"}),
+    );
+    let resp = c
+        .review(path, &admission_review("CREATE", &bad, None))
+        .await;
+    assert_denied(
+        &resp,
+        &[
+            "JobSet.jobset.x-k8s.io \"train\" is invalid",
+            "spec.replicatedJobs[0].template.spec.template.metadata.annotations[kueue.x-k8s.io/podset-slice-size]",
+            "must not be greater than pod set count 4",
+        ],
+    );
+    // The queue name may not change while the JobSet runs.
+    let mut old = jobset("team", json!({"kueue.x-k8s.io/queue-name": "q"}), json!({}));
+    old["spec"]["suspend"] = json!(false);
+    let mut new = old.clone();
+    new["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = json!("other");
+    let resp = c
+        .review(path, &admission_review("UPDATE", &new, Some(&old)))
+        .await;
+    assert_denied(&resp, &["metadata.labels[kueue.x-k8s.io/queue-name]"]);
+    let good = jobset("team", json!({"kueue.x-k8s.io/queue-name": "q"}), json!({}));
+    assert_allowed(
+        &c.review(path, &admission_review("CREATE", &good, None))
+            .await,
+    );
+}
+
 #[tokio::test]
 async fn elastic_job_pods_get_the_elastic_gate() {
     let s = start(None).await;

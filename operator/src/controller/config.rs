@@ -409,6 +409,9 @@ impl WaitForPodsReady {
     }
 }
 
+/// Kueue's framework name of the JobSet integration in `integrations.frameworks`.
+pub const JOBSET_FRAMEWORK: &str = "jobset.x-k8s.io/jobset";
+
 /// Everything the controllers need to know.
 #[derive(Clone, Debug)]
 pub struct OperatorConfig {
@@ -420,6 +423,8 @@ pub struct OperatorConfig {
     pub manage_jobs_without_queue_name: bool,
     /// Whether batch/v1 Jobs are managed.
     pub batch_jobs: bool,
+    /// Whether JobSets (`jobset.x-k8s.io/v1alpha2`) are managed, once their CRD is served.
+    pub jobsets: bool,
     /// Whether plain Pods and Pod groups (Kueue's `pod` framework) are managed.
     pub pod_groups: bool,
     /// Write Kueue's detailed pending reasons instead of "Pending".
@@ -448,6 +453,7 @@ impl Default for OperatorConfig {
             wait_for_pods_ready: Some(WaitForPodsReady::default()),
             manage_jobs_without_queue_name: false,
             batch_jobs: true,
+            jobsets: true,
             pod_groups: true,
             detailed_pending_reasons: false,
             retry_base: Duration::from_millis(100),
@@ -608,6 +614,7 @@ impl OperatorConfig {
         out.manage_jobs_without_queue_name = file.manage_jobs_without_queue_name.unwrap_or(false);
         if let Some(i) = file.integrations {
             out.batch_jobs = i.frameworks.iter().any(|f| f == "batch/job");
+            out.jobsets = i.frameworks.iter().any(|f| f == JOBSET_FRAMEWORK);
             out.pod_groups = i.frameworks.iter().any(|f| f == "pod");
         }
         Ok(out)
@@ -696,15 +703,15 @@ integrations: {frameworks: ["batch/job"]}
         assert_eq!(w.backoff_limit_count, Some(3));
         assert!(c.manage_jobs_without_queue_name);
         assert!(
-            c.batch_jobs && !c.pod_groups,
+            c.batch_jobs && !c.pod_groups && !c.jobsets,
             "frameworks list: only batch/job"
         );
         let both = OperatorConfig::from_yaml(
             "cfg",
-            "integrations: {frameworks: [\"batch/job\", \"pod\"]}",
+            "integrations: {frameworks: [\"batch/job\", \"pod\", \"jobset.x-k8s.io/jobset\"]}",
         )
         .unwrap();
-        assert!(both.batch_jobs && both.pod_groups);
+        assert!(both.batch_jobs && both.pod_groups && both.jobsets);
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub use engine_task::{Input, WATCHED_KINDS};
 use crate::leader::{LeaderError, Leadership};
 use crate::telemetry::{EventRecorder, Health, Metrics};
 use crate::visibility::SharedSnapshot;
-use watch::{Remember, spawn_watcher};
+use watch::{Change, Remember, spawn_watcher};
 
 /// Why the operator stopped.
 #[derive(Debug, thiserror::Error)]
@@ -249,6 +249,22 @@ impl Operator {
                 Remember::Whole,
             ),
         ];
+        let mut handles = handles;
+        let mut optional_kinds = Vec::new();
+        if self.config.jobsets {
+            // Kueue's integration waits for its kind's CRD: JobSets are watched once the API server serves them.
+            let served = api_served(c, sluice_sdk::jobset::API_VERSION).await;
+            if served {
+                optional_kinds.push(sluice_sdk::jobset::KIND);
+            }
+            handles.push(spawn_watcher_when_served(
+                c.clone(),
+                served,
+                tx.clone(),
+                Input::JobSet,
+                sluice_sdk::jobset::KIND,
+            ));
+        }
         let input = tx.downgrade();
         drop(tx);
         let events = self.events.then(|| {
@@ -268,11 +284,82 @@ impl Operator {
             self.health,
             self.snapshot,
         )
-        .with_input(input);
+        .with_input(input)
+        .with_synced_kinds(optional_kinds);
         let result = task.run(rx).await;
         for h in handles {
             h.abort();
         }
         result
+    }
+}
+
+/// How long the operator waits between two looks for an API its integrations need.
+const API_POLL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Whether the API server serves `api_version` (a group/version); a discovery error other than not-found is logged
+/// and counts as not served.
+async fn api_served(client: &Client, api_version: &str) -> bool {
+    match client.list_api_group_resources(api_version).await {
+        Ok(_) => true,
+        Err(kube::Error::Api(e)) if e.code == 404 => false,
+        Err(e) => {
+            tracing::warn!(%api_version, error = %e, "API discovery failed");
+            false
+        }
+    }
+}
+
+/// Watches `K` now when `served`, else once the API server starts serving it (its CRD installed later).
+fn spawn_watcher_when_served<K>(
+    client: Client,
+    served: bool,
+    tx: mpsc::Sender<Input>,
+    wrap: fn(Change<K>) -> Input,
+    kind: &'static str,
+) -> tokio::task::JoinHandle<()>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + Default
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    tokio::spawn(async move {
+        let api_version = K::api_version(&()).into_owned();
+        if !served {
+            tracing::info!(%kind, %api_version, "not served; the integration waits for its CRD");
+            loop {
+                tokio::time::sleep(API_POLL).await;
+                if api_served(&client, &api_version).await {
+                    tracing::info!(%kind, %api_version, "now served; watching it");
+                    break;
+                }
+            }
+        }
+        let watcher = spawn_watcher(
+            Api::<K>::all(client),
+            watcher::Config::default(),
+            tx,
+            wrap,
+            Input::Synced,
+            kind,
+            Remember::Metadata,
+        );
+        // Ending this task ends the watcher with it.
+        let _abort_on_drop = AbortOnDrop(watcher.abort_handle());
+        let _ = watcher.await;
+    })
+}
+
+/// Aborts a task when dropped (the waiting task above is aborted with the operator's other watchers).
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

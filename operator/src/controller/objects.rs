@@ -81,17 +81,31 @@ pub fn workload_key(wl: &api::Workload) -> WorkloadKey {
 
 /// The (namespace, name) of the batch/v1 Job that controls the workload, if any.
 pub fn owner_job(wl: &api::Workload) -> Option<(String, String)> {
+    controller_owner(wl, "batch/v1", "Job")
+}
+
+/// The (namespace, name) of the controller owner of `kind` in `api_version` of the workload, if any.
+pub fn controller_owner(
+    wl: &api::Workload,
+    api_version: &str,
+    kind: &str,
+) -> Option<(String, String)> {
     wl.metadata
         .owner_references
         .iter()
         .flatten()
-        .find(|o| o.kind == "Job" && o.api_version == "batch/v1" && o.controller == Some(true))
+        .find(|o| o.kind == kind && o.api_version == api_version && o.controller == Some(true))
         .map(|o| (wl.namespace().unwrap_or_default(), o.name.clone()))
 }
 
 /// A Job's (namespace, name).
 pub fn job_key(job: &Job) -> (String, String) {
-    (job.namespace().unwrap_or_default(), job.name_any())
+    object_key(job)
+}
+
+/// A namespaced object's (namespace, name).
+pub fn object_key<K: kube::Resource>(obj: &K) -> (String, String) {
+    (obj.namespace().unwrap_or_default(), obj.name_any())
 }
 
 /// Whether the object carries a finalizer.

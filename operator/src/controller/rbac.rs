@@ -81,6 +81,11 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: &["get"],
     },
     Permission {
+        group: "jobset.x-k8s.io",
+        resource: "jobsets",
+        verbs: WATCH_UPDATE,
+    },
+    Permission {
         group: "",
         resource: "pods",
         // delete: pods of an evicted plain-pod group are ended, as Kueue does.

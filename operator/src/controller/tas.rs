@@ -175,11 +175,50 @@ pub fn pod_workload(pod: &Pod) -> Option<(String, String)> {
 /// Node label -> value a pod must be placed on.
 pub type NodeSelector = BTreeMap<String, String>;
 
-fn rank_of(pod: &Pod) -> Option<usize> {
-    pod.labels()
-        .get(JOB_COMPLETION_INDEX)
-        .or_else(|| pod.annotations().get(JOB_COMPLETION_INDEX))
-        .and_then(|v| v.parse().ok())
+/// How a pod set's pods are ranked: the label of a pod's index within its group (a Job's completion index) and,
+/// for kinds with several groups (a JobSet's Jobs), the label of the group's index with the number of groups.
+struct Ranking<'a> {
+    pod_index: &'a str,
+    sub_group: Option<(&'a str, i32)>,
+    pods: i32,
+}
+
+impl<'a> Ranking<'a> {
+    /// As the pod set's topology request says (the completion index when it says nothing).
+    fn of(ps: Option<&'a api::PodSet>) -> Self {
+        let req = ps.and_then(|p| p.topology_request.as_ref());
+        Ranking {
+            pod_index: req
+                .and_then(|r| r.pod_index_label.as_deref())
+                .unwrap_or(JOB_COMPLETION_INDEX),
+            sub_group: req.and_then(|r| {
+                Some((r.sub_group_index_label.as_deref()?, r.sub_group_count?))
+                    .filter(|(_, n)| *n > 0)
+            }),
+            pods: ps.map_or(0, |p| p.count),
+        }
+    }
+
+    /// The pod's rank in the pod set: group index x pods per group + index in the group.
+    fn rank(&self, pod: &Pod) -> Option<usize> {
+        let read = |key: &str| -> Option<usize> {
+            pod.labels()
+                .get(key)
+                .or_else(|| pod.annotations().get(key))
+                .and_then(|v| v.parse().ok())
+        };
+        let index = read(self.pod_index)?;
+        match self.sub_group {
+            None => Some(index),
+            Some((label, groups)) => {
+                let per_group = usize::try_from(self.pods / groups).ok()?;
+                if index >= per_group {
+                    return None;
+                }
+                Some(read(label)? * per_group + index)
+            }
+        }
+    }
 }
 
 fn selector_matches(pod: &Pod, levels: &[String], values: &[String]) -> bool {
@@ -217,11 +256,19 @@ pub fn plan_ungates(
             continue;
         }
         gated.sort_by_key(|p| p.name_any());
+        let ranking = Ranking::of(wl.spec.pod_sets.iter().find(|ps| ps.name == psa.name));
+        let rank_of = |p: &Pod| ranking.rank(p);
         let expanded = expand_topology_assignment(ta).map_err(|e| format!("{field}: {e}"))?;
         let total: i64 = expanded.domains.iter().map(|d| i64::from(d.count)).sum();
         let ranked = gated
             .iter()
             .all(|p| rank_of(p).is_some_and(|r| (r as i64) < total));
+        // Two pods claiming one rank (a pod set whose ranks are not those of its request) are placed unranked.
+        let ranked = ranked && {
+            let mut ranks: Vec<usize> = gated.iter().filter_map(|p| rank_of(p)).collect();
+            ranks.sort_unstable();
+            ranks.windows(2).all(|w| w[0] != w[1])
+        };
         if ranked {
             for p in gated {
                 let rank = rank_of(p).unwrap_or_default();
@@ -342,6 +389,43 @@ spec: {{schedulingGates: {gates}, nodeSelector: {sel}, containers: []}}
         let plan = plan_ungates(&w, &[&x, &y, &z]).unwrap();
         assert_eq!(plan.len(), 2);
         assert!(plan.iter().all(|(_, s)| s["rack"] == "r2"));
+    }
+
+    #[test]
+    fn jobset_pods_rank_by_job_index_then_completion_index() {
+        // Two Jobs of two pods each over racks r1 and r2: each Job's pods share a rack, as Kueue's sub-groups do.
+        let mut w = wl("rack", "r1, r2", "2, 2");
+        w.spec.pod_sets[0].count = 4;
+        w.spec.pod_sets[0].topology_request = Some(api::PodSetTopologyRequest {
+            required: Some("rack".into()),
+            pod_index_label: Some(JOB_COMPLETION_INDEX.into()),
+            sub_group_index_label: Some("jobset.sigs.k8s.io/job-index".into()),
+            sub_group_count: Some(2),
+            ..Default::default()
+        });
+        let member = |name: &str, job: u32, index: u32| {
+            let mut p = pod(name, Some(index), true, None);
+            p.labels_mut()
+                .insert("jobset.sigs.k8s.io/job-index".into(), job.to_string());
+            p
+        };
+        // Names whose order (the fallback for unranked pods) would put a and b together.
+        let pods = [
+            member("a", 1, 0),
+            member("b", 0, 1),
+            member("c", 1, 1),
+            member("d", 0, 0),
+        ];
+        let refs: Vec<&Pod> = pods.iter().collect();
+        let plan = plan_ungates(&w, &refs).unwrap();
+        let rack: BTreeMap<_, _> = plan
+            .iter()
+            .map(|(p, s)| (p.as_str(), s["rack"].as_str()))
+            .collect();
+        assert_eq!(
+            rack,
+            [("a", "r2"), ("b", "r1"), ("c", "r2"), ("d", "r1")].into()
+        );
     }
 
     #[test]

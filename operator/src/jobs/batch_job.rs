@@ -10,13 +10,14 @@ use sluice_sdk::kueue::v1beta2::{
     DEFAULT_POD_SET_NAME, PodSet, PodSetTopologyRequest, Workload, WorkloadSpec,
 };
 
+use super::topology_request::template_topology_request;
 use super::{
     JobError, JobIntegration, PodSetInfo, PriorityClasses, SuspendableJob, admitted_pods,
     workload_name,
 };
 
 /// Label Kubernetes sets on each pod of an Indexed Job with its completion index.
-const JOB_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+pub(super) const JOB_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 
 /// batch/v1 Job.
 pub struct BatchJob;
@@ -81,9 +82,8 @@ impl BatchJob {
         Ok(Some(n))
     }
 
-    /// The pod set's topology request, built from the pod template's annotations as Kueue's builder does: one of
-    /// required, preferred or unconstrained (in that precedence), the slice layer and group name, and always the
-    /// completion-index label so that ranks map onto domains.
+    /// The pod set's topology request from the pod template's annotations, with the completion-index label so that
+    /// ranks map onto domains.
     fn topology_request(job: &Job) -> Result<PodSetTopologyRequest, JobError> {
         let empty = BTreeMap::new();
         let ann = job
@@ -92,57 +92,14 @@ impl BatchJob {
             .and_then(|s| s.template.metadata.as_ref())
             .and_then(|m| m.annotations.as_ref())
             .unwrap_or(&empty);
-        let field = |key: &str| format!("spec.template.metadata.annotations[{key}]");
-        let mut req = PodSetTopologyRequest {
-            pod_index_label: Some(JOB_COMPLETION_INDEX.to_string()),
-            ..Default::default()
-        };
-        if let Some(v) = ann.get(labels::PODSET_REQUIRED_TOPOLOGY_ANNOTATION) {
-            req.required = Some(v.clone());
-        } else if let Some(v) = ann.get(labels::PODSET_PREFERRED_TOPOLOGY_ANNOTATION) {
-            req.preferred = Some(v.clone());
-        } else if let Some(v) = ann.get(labels::PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION) {
-            let parsed = match v.as_str() {
-                "1" | "t" | "T" | "true" | "TRUE" | "True" => true,
-                "0" | "f" | "F" | "false" | "FALSE" | "False" => false,
-                _ => {
-                    let key = labels::PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION;
-                    return Err(error(job, &field(key), format!("{v:?} is not a boolean")));
-                }
-            };
-            req.unconstrained = Some(parsed);
-        }
-        // Kueue v0.19 (TASMultiLayerTopology, beta and on) reads the constraints list first.
-        if let Some(json) = ann.get(labels::PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS_ANNOTATION) {
-            let key = labels::PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS_ANNOTATION;
-            let layers: Vec<sluice_sdk::kueue::v1beta2::PodsetSliceRequiredTopologyConstraint> =
-                serde_json::from_str(json)
-                    .map_err(|e| error(job, &field(key), format!("invalid JSON: {e}")))?;
-            if layers.is_empty() || layers.len() > 3 {
-                return Err(error(
-                    job,
-                    &field(key),
-                    format!("must have 1 to 3 layers, got {}", layers.len()),
-                ));
-            }
-            req.podset_slice_required_topology_constraints = layers;
-        } else if let (Some(topology), Some(size)) = (
-            ann.get(labels::PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION),
-            ann.get(labels::PODSET_SLICE_SIZE_ANNOTATION),
-        ) {
-            let key = labels::PODSET_SLICE_SIZE_ANNOTATION;
-            let size: i32 = size
-                .parse()
-                .map_err(|_| error(job, &field(key), format!("{size:?} is not an integer")))?;
-            req.pod_set_slice_required_topology = Some(topology.clone());
-            req.pod_set_slice_size = Some(size);
-        }
-        // Kueue keeps the group name only beside a required or preferred level.
-        if let Some(group) = ann.get(labels::PODSET_GROUP_NAME_ANNOTATION)
-            && (req.required.is_some() || req.preferred.is_some())
-        {
-            req.pod_set_group_name = Some(group.clone());
-        }
+        let mut req = template_topology_request(ann).map_err(|(key, message)| {
+            error(
+                job,
+                &format!("spec.template.metadata.annotations[{key}]"),
+                message,
+            )
+        })?;
+        req.pod_index_label = Some(JOB_COMPLETION_INDEX.to_string());
         Ok(req)
     }
 

@@ -1,17 +1,21 @@
 //! Job integrations: how a kind of job becomes a Workload, starts on admission and stops on eviction.
 //!
 //! Each kind implements [`JobIntegration`] (what the reconciler reads), and [`SuspendableJob`] when it has a
-//! suspend field: the batch/v1 Job ([`BatchJob`]) and plain Pods and pod groups ([`PodGroups`]). The operator's
+//! suspend field: the batch/v1 Job ([`BatchJob`]), the JobSet ([`JobSetJob`]), and plain Pods and pod groups
+//! ([`PodGroups`]). The operator's
 //! one job reconciler (`controller/engine_task/reconciler.rs`) is generic over these traits; the simulator drives
 //! suspendable kinds through them.
 
 mod batch_job;
+mod jobset;
 pub mod pod_group;
 mod podset_info;
 mod priority;
 pub mod topology;
+mod topology_request;
 
 pub use batch_job::BatchJob;
+pub use jobset::JobSetJob;
 pub use pod_group::{PodGroup, PodGroupKey, PodGroups};
 pub use podset_info::{PodSetInfo, merge_check_updates, pod_set_infos};
 pub use priority::{PriorityClasses, ResolvedPriority};

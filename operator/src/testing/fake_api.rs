@@ -108,6 +108,8 @@ struct State {
     delayed_now: usize,
     delayed_max: usize,
     disconnected: Vec<String>,
+    /// Group/versions whose discovery (`GET /apis/<group>/<version>`) is answered, as once a CRD is installed.
+    served: Vec<(String, Vec<String>)>,
 }
 
 /// The fake API server. Cloning shares the state.
@@ -347,6 +349,15 @@ impl FakeApi {
         kube::Client::new(svc, "default")
     }
 
+    /// Answers discovery of `group_version` (e.g. `jobset.x-k8s.io/v1alpha2`) listing `resources`, as an API server
+    /// does once their CRD is installed.
+    pub fn serve_api(&self, group_version: &str, resources: &[&str]) {
+        self.lock().served.push((
+            group_version.to_string(),
+            resources.iter().map(|r| r.to_string()).collect(),
+        ));
+    }
+
     /// Stores an object as if created by someone else (no request logged). Returns it as stored.
     pub fn put<K>(&self, obj: &K) -> Value
     where
@@ -541,6 +552,22 @@ impl FakeApi {
             record.status = code;
             st.log.push(record);
             return respond(code, &v);
+        }
+        if parts.method == Method::GET
+            && let Some((gv, resources)) = st
+                .served
+                .iter()
+                .find(|(gv, _)| path.trim_matches('/') == format!("apis/{gv}"))
+        {
+            let list = json!({
+                "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
+                "resources": resources.iter().map(|r| json!({
+                    "name": r, "singularName": "", "namespaced": true, "kind": r,
+                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]
+                })).collect::<Vec<_>>()
+            });
+            st.log.push(record);
+            return respond(200, &list);
         }
         let Some(target) = parse_path(&path) else {
             let (code, v) = error(404, &format!("no such path {path}"));

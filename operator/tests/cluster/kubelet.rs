@@ -136,6 +136,13 @@ async fn create_node(api: &Api<Node>, n: &FakeNode) {
     api.patch_status(&n.name, &PatchParams::default(), &Patch::Merge(&status))
         .await
         .expect("fake Node status");
+    // The API server taints every new Node not-ready; the node lifecycle controller (off on this control plane:
+    // nothing renews node leases) would lift the taint once the Node is Ready. Topology-aware admission, as
+    // Kueue's, leaves nodes with untolerated NoSchedule taints out.
+    let taints = json!({"spec": {"taints": n.taints}});
+    api.patch(&n.name, &PatchParams::default(), &Patch::Merge(&taints))
+        .await
+        .expect("fake Node taints");
 }
 
 fn now() -> String {

@@ -16,6 +16,7 @@ mod cli;
 mod failover;
 mod fair_sharing;
 mod gpu_use;
+mod jobsets;
 mod pods;
 mod policy;
 mod restart;

@@ -9,6 +9,7 @@ mod checkpoint;
 mod failover;
 mod gpu_use;
 mod jobs;
+mod jobsets;
 mod pod_groups;
 mod pods_ready;
 mod policy_modules;

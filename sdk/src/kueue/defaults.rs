@@ -97,23 +97,7 @@ pub fn default_kueue_object(obj: &mut Value, gates: Gates) {
 /// job Kueue manages (not for jobs controlled by an integrated owner, which its own integration handles), and the
 /// elastic-job scheduling gate on the pod template of elastic Jobs.
 pub fn default_job(job: &mut Value, ctx: JobContext, gates: Gates) {
-    if !owner_integrated(job) {
-        if queue_name(job).is_empty() && ctx.default_local_queue_exists && ctx.namespace_managed {
-            set_label(job, l::QUEUE_NAME_LABEL, l::DEFAULT_LOCAL_QUEUE_NAME);
-        }
-        let managed = !queue_name(job).is_empty()
-            || (ctx.manage_jobs_without_queue_name && ctx.namespace_managed);
-        let suspended = job
-            .pointer("/spec/suspend")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        if managed
-            && !suspended
-            && let Some(spec) = object_at(job, "spec")
-        {
-            spec.insert("suspend".to_owned(), Value::Bool(true));
-        }
-    }
+    default_queue_and_suspend(job, ctx);
     let elastic = job
         .pointer("/metadata/annotations")
         .and_then(|a| a.get(l::ELASTIC_JOB_ANNOTATION))
@@ -124,6 +108,36 @@ pub fn default_job(job: &mut Value, ctx: JobContext, gates: Gates) {
         && let Some(template) = object_at(job, "spec").and_then(|s| child_object(s, "template"))
     {
         add_scheduling_gate_in(template, l::ELASTIC_JOB_SCHEDULING_GATE);
+    }
+}
+
+/// Applies Kueue's JobSet defaulting to a JobSet document: the namespace's default LocalQueue, and `spec.suspend`
+/// when the JobSet is managed (Kueue's MultiKueue `managedBy` defaulting does not apply: Sluice has no MultiKueue).
+pub fn default_jobset(jobset: &mut Value, ctx: JobContext) {
+    default_queue_and_suspend(jobset, ctx);
+}
+
+/// The steps every kind with a `spec.suspend` field shares (Kueue's `ApplyDefaultLocalQueue` and
+/// `ApplyDefaultForSuspend`): a job not owned by another integrated kind gets the `default` LocalQueue when its
+/// namespace has one, and is suspended when managed.
+fn default_queue_and_suspend(job: &mut Value, ctx: JobContext) {
+    if owner_integrated(job) {
+        return;
+    }
+    if queue_name(job).is_empty() && ctx.default_local_queue_exists && ctx.namespace_managed {
+        set_label(job, l::QUEUE_NAME_LABEL, l::DEFAULT_LOCAL_QUEUE_NAME);
+    }
+    let managed = !queue_name(job).is_empty()
+        || (ctx.manage_jobs_without_queue_name && ctx.namespace_managed);
+    let suspended = job
+        .pointer("/spec/suspend")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if managed
+        && !suspended
+        && let Some(spec) = object_at(job, "spec")
+    {
+        spec.insert("suspend".to_owned(), Value::Bool(true));
     }
 }
 
@@ -271,6 +285,24 @@ mod tests {
             namespace_managed: true,
             manage_jobs_without_queue_name: false,
         }
+    }
+
+    #[test]
+    fn a_jobset_is_suspended_with_the_default_queue_unless_a_trainjob_owns_it() {
+        let mut js =
+            json!({"kind": "JobSet", "metadata": {"name": "t"}, "spec": {"replicatedJobs": []}});
+        default_jobset(&mut js, managed_ns(true));
+        assert_eq!(js["spec"]["suspend"], true);
+        assert_eq!(js["metadata"]["labels"][l::QUEUE_NAME_LABEL], "default");
+        let mut unmanaged = json!({"kind": "JobSet", "metadata": {"name": "t"}, "spec": {}});
+        default_jobset(&mut unmanaged, managed_ns(false));
+        assert!(unmanaged["spec"].get("suspend").is_none());
+        let mut child = json!({"kind": "JobSet", "metadata": {"name": "t", "ownerReferences": [
+            {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "t", "uid": "u", "controller": true}
+        ]}, "spec": {}});
+        default_jobset(&mut child, managed_ns(true));
+        assert!(child["spec"].get("suspend").is_none());
+        assert!(child["metadata"].get("labels").is_none());
     }
 
     #[test]

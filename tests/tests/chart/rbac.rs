@@ -46,6 +46,13 @@ const OPERATOR_CLUSTER: &[(&str, &str, &[&str])] = &[
     // Workloads are owned by their Job with blockOwnerDeletion, which needs this.
     ("batch", "jobs/finalizers", &["update"]),
     ("batch", "jobs/status", &["get"]),
+    (
+        "jobset.x-k8s.io",
+        "jobsets",
+        &["get", "list", "watch", "update", "patch"],
+    ),
+    // Workloads are owned by their JobSet with blockOwnerDeletion.
+    ("jobset.x-k8s.io", "jobsets/finalizers", &["update"]),
     ("", "pods", &["get", "list", "watch", "patch", "delete"]),
     ("", "pods/status", &["patch"]),
     // A single plain pod owns its Workload with blockOwnerDeletion.

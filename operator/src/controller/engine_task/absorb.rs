@@ -266,6 +266,23 @@ impl EngineTask {
                 self.policies.config_map_changed(obj, deleted);
                 self.policies_dirty = true;
             }
+            Input::JobSet(c) => {
+                self.count_event("JobSet");
+                let (obj, deleted) = split(c);
+                let key = object_key(&obj);
+                if deleted {
+                    self.cache.jobsets.remove(&key);
+                    self.deleted_jobsets.push(obj);
+                } else {
+                    if let Some(cached) = self.cache.jobsets.get(&key)
+                        && is_stale(cached, &obj)
+                    {
+                        return;
+                    }
+                    self.cache.jobsets.insert(key.clone(), obj);
+                    self.kinds.jobsets.dirty.insert(key);
+                }
+            }
             Input::Job(c) => {
                 self.count_event("Job");
                 let (obj, deleted) = split(c);

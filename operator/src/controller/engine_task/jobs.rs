@@ -305,6 +305,12 @@ impl EngineTask {
         let Some(name) = BatchJob::workload_name(job) else {
             return;
         };
+        self.owner_gone(ns, name).await;
+    }
+
+    /// The owner of Workload `namespace/name` is gone: the Workload is finished (OwnerNotFound) unless it is
+    /// already, and loses its finalizer.
+    pub(super) async fn owner_gone(&mut self, ns: String, name: String) {
         let wkey = WorkloadKey::new(ns, name);
         let Some(wl) = self.cache.workloads.get(&wkey).cloned() else {
             return;

@@ -1,5 +1,5 @@
 //! The job kinds the engine task reconciles, and the only place that lists them: each function below has one
-//! line per kind, in the order the kinds are reconciled (batch Jobs, then plain Pods and pod groups).
+//! line per kind, in the order the kinds are reconciled (batch Jobs, JobSets, then plain Pods and pod groups).
 
 use std::collections::BTreeSet;
 
@@ -7,7 +7,7 @@ use sluice_sdk::kueue::v1beta2 as api;
 
 use super::EngineTask;
 use super::reconciler::Reconciled;
-use crate::jobs::{BatchJob, PodGroupKey, PodGroups};
+use crate::jobs::{BatchJob, JobSetJob, PodGroupKey, PodGroups};
 
 /// The jobs of one kind waiting to be reconciled.
 pub(super) struct KindQueues<K> {
@@ -32,6 +32,8 @@ impl<K> Default for KindQueues<K> {
 pub(super) struct Kinds {
     /// batch/v1 Jobs, by (namespace, name).
     pub jobs: KindQueues<(String, String)>,
+    /// JobSets, by (namespace, name).
+    pub jobsets: KindQueues<(String, String)>,
     /// Plain pods and pod groups.
     pub pod_groups: KindQueues<PodGroupKey>,
 }
@@ -41,6 +43,7 @@ impl EngineTask {
     /// admitted; returns whether anything was written.
     pub(super) async fn reconcile_dirty_jobs(&mut self) -> bool {
         let mut did = self.reconcile_dirty::<BatchJob>().await;
+        did |= self.reconcile_dirty::<JobSetJob>().await;
         did |= self.reconcile_dirty::<PodGroups>().await;
         self.create_owned_workloads().await;
         self.start_jobs().await;
@@ -49,30 +52,36 @@ impl EngineTask {
 
     /// Whether any job of any kind waits to be reconciled.
     pub(super) fn any_dirty_job(&self) -> bool {
-        !self.kinds.jobs.dirty.is_empty() || !self.kinds.pod_groups.dirty.is_empty()
+        !self.kinds.jobs.dirty.is_empty()
+            || !self.kinds.jobsets.dirty.is_empty()
+            || !self.kinds.pod_groups.dirty.is_empty()
     }
 
     /// Reconciles again the jobs whose Workload could not be built.
     pub(super) fn retry_unbuilt(&mut self) {
         self.retry_unbuilt_of::<BatchJob>();
+        self.retry_unbuilt_of::<JobSetJob>();
         self.retry_unbuilt_of::<PodGroups>();
     }
 
     /// Marks the job that owns `wl` for reconciling, whatever its kind.
     pub(super) fn mark_owner_dirty(&mut self, wl: &api::Workload) {
         self.mark_owner_of::<BatchJob>(wl);
+        self.mark_owner_of::<JobSetJob>(wl);
         self.mark_owner_of::<PodGroups>(wl);
     }
 
     /// Whether the job that owns the evicted `wl` must stop before the eviction completes.
     pub(super) fn owner_needs_stopping(&self, wl: &api::Workload) -> bool {
         self.owner_of_needs_stopping::<BatchJob>(wl)
+            || self.owner_of_needs_stopping::<JobSetJob>(wl)
             || self.owner_of_needs_stopping::<PodGroups>(wl)
     }
 
     /// Marks every cached job for reconciling (after the engine is rebuilt).
     pub(super) fn mark_all_jobs_dirty(&mut self) {
         self.mark_all_of::<BatchJob>();
+        self.mark_all_of::<JobSetJob>();
         self.mark_all_of::<PodGroups>();
     }
 

@@ -22,6 +22,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, ObjectReference, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::{Api, Client, Resource};
+use sluice_sdk::jobset::JobSet;
 use sluice_sdk::kueue::v1beta2 as api;
 use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
 use sluice_sdk::sluice::policy_module::PolicyModule;
@@ -34,6 +35,7 @@ mod checks;
 mod decisions;
 mod gpu_use;
 mod jobs;
+mod jobsets;
 mod kinds;
 mod owners;
 mod pod_groups;
@@ -75,6 +77,8 @@ pub enum Input {
     Workload(Change<api::Workload>),
     /// A batch/v1 Job changed.
     Job(Change<Job>),
+    /// A JobSet changed.
+    JobSet(Change<JobSet>),
     /// A WorkloadPriorityClass changed.
     WorkloadPriorityClass(Change<api::WorkloadPriorityClass>),
     /// A pod PriorityClass changed.
@@ -126,6 +130,7 @@ struct Cache {
     namespaces: BTreeMap<String, Namespace>,
     workloads: BTreeMap<WorkloadKey, api::Workload>,
     jobs: BTreeMap<(String, String), Job>,
+    jobsets: BTreeMap<(String, String), JobSet>,
     priorities: PriorityClasses,
     nodes: BTreeMap<String, Node>,
     topologies: BTreeMap<String, api::Topology>,
@@ -177,6 +182,8 @@ pub struct EngineTask {
     cache: Cache,
     engine: Option<Engine>,
     synced: BTreeSet<&'static str>,
+    /// Kinds beyond [`WATCHED_KINDS`] whose first list must be complete before leading.
+    also_synced: Vec<&'static str>,
     /// Decisions returned by `Engine::apply`, carried out with the next cycle's.
     queued: Vec<Decision>,
     dirty_workloads: BTreeSet<WorkloadKey>,
@@ -185,6 +192,7 @@ pub struct EngineTask {
     /// TAS workloads whose gated pods may need their node selector.
     dirty_ungates: BTreeSet<WorkloadKey>,
     deleted_jobs: Vec<Job>,
+    deleted_jobsets: Vec<JobSet>,
     /// Workloads built by this round's job reconciles, created together at its end (with the owner to announce
     /// them on).
     creates: Vec<(Option<ObjectReference>, api::Workload)>,
@@ -251,11 +259,13 @@ impl EngineTask {
             cache: Cache::default(),
             engine: None,
             synced: BTreeSet::new(),
+            also_synced: Vec::new(),
             queued: Vec::new(),
             dirty_workloads: BTreeSet::new(),
             kinds: kinds::Kinds::default(),
             dirty_ungates: BTreeSet::new(),
             deleted_jobs: Vec::new(),
+            deleted_jobsets: Vec::new(),
             creates: Vec::new(),
             job_starts: Vec::new(),
             queues_dirty: false,
@@ -279,8 +289,17 @@ impl EngineTask {
         self
     }
 
+    /// Also waits for the first list of these kinds (optional integrations whose API was served at start).
+    pub fn with_synced_kinds(mut self, kinds: Vec<&'static str>) -> Self {
+        self.also_synced = kinds;
+        self
+    }
+
     fn synced_all(&self) -> bool {
-        WATCHED_KINDS.iter().all(|k| self.synced.contains(k))
+        WATCHED_KINDS
+            .iter()
+            .chain(&self.also_synced)
+            .all(|k| self.synced.contains(k))
     }
 
     /// Runs until the input channel closes (Ok) or leadership is lost after leading (Err).
@@ -372,6 +391,10 @@ impl EngineTask {
                 did = true;
                 self.job_deleted(&job).await;
             }
+            for js in std::mem::take(&mut self.deleted_jobsets) {
+                did = true;
+                self.jobset_deleted(&js).await;
+            }
             for key in std::mem::take(&mut self.dirty_workloads) {
                 self.reconcile_workload(&key).await;
             }
@@ -404,7 +427,8 @@ impl EngineTask {
                 || self.any_dirty_job()
                 || !self.dirty_workloads.is_empty()
                 || !self.dirty_ungates.is_empty()
-                || !self.deleted_jobs.is_empty();
+                || !self.deleted_jobs.is_empty()
+                || !self.deleted_jobsets.is_empty();
             if acted || did || more {
                 idle = 0;
                 continue;

@@ -138,7 +138,7 @@ impl EngineTask {
 
     /// One write of a job kind's object, based on the cached copy; the cache keeps what the API server
     /// returned (an object found gone, or being deleted with no finalizer left, leaves it).
-    async fn write_cached<K: Cached>(
+    pub(super) async fn write_cached<K: Cached>(
         &mut self,
         key: &(String, String),
         endpoint: Endpoint,

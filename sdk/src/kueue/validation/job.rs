@@ -158,7 +158,7 @@ pub fn job_pods_count(job: &Job) -> i32 {
     }
 }
 
-fn name(meta: &ObjectMeta) -> &str {
+pub(super) fn name(meta: &ObjectMeta) -> &str {
     meta.name
         .as_deref()
         .or(meta.generate_name.as_deref())
@@ -210,7 +210,7 @@ fn subdomain(errs: &mut Errors, path: Path, value: &str) {
     }
 }
 
-fn meta_create_rules(errs: &mut Errors, meta: &ObjectMeta) {
+pub(super) fn meta_create_rules(errs: &mut Errors, meta: &ObjectMeta) {
     if let Some(q) = label(meta, l::QUEUE_NAME_LABEL) {
         subdomain(errs, labels_path(l::QUEUE_NAME_LABEL), q);
     }
@@ -232,7 +232,7 @@ fn meta_create_rules(errs: &mut Errors, meta: &ObjectMeta) {
     }
 }
 
-fn meta_update_rules(
+pub(super) fn meta_update_rules(
     errs: &mut Errors,
     old: &ObjectMeta,
     new: &ObjectMeta,
@@ -423,6 +423,17 @@ fn topology_rules(errs: &mut Errors, job: &Job) {
         .child("template")
         .child("metadata")
         .child("annotations");
+    template_topology_rules(errs, ann, &path, job_pods_count(job));
+}
+
+/// The topology annotations of one pod template at `path` (its `metadata.annotations`), for a pod set of
+/// `pods` pods.
+pub(super) fn template_topology_rules(
+    errs: &mut Errors,
+    ann: &BTreeMap<String, String>,
+    path: &Path,
+    pods: i32,
+) {
     let required = ann.get(l::PODSET_REQUIRED_TOPOLOGY_ANNOTATION);
     let preferred = ann.get(l::PODSET_PREFERRED_TOPOLOGY_ANNOTATION);
     let unconstrained = ann.get(l::PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION);
@@ -434,7 +445,7 @@ fn topology_rules(errs: &mut Errors, job: &Job) {
         .count();
     if found > 1 {
         errs.invalid(
-            &path,
+            path,
             "",
             format!(
                 "must not contain more than one topology annotation: [{}, {}, {}]",
@@ -486,13 +497,10 @@ fn topology_rules(errs: &mut Errors, job: &Job) {
         let spath = path.key(l::PODSET_SLICE_SIZE_ANNOTATION);
         match size.parse::<i64>() {
             Ok(n) if n < 1 => errs.invalid_str(&spath, size, "must be greater than or equal to 1"),
-            Ok(n) if n > i64::from(job_pods_count(job)) => errs.invalid_str(
+            Ok(n) if n > i64::from(pods) => errs.invalid_str(
                 &spath,
                 size,
-                format!(
-                    "must not be greater than pod set count {}",
-                    job_pods_count(job)
-                ),
+                format!("must not be greater than pod set count {pods}"),
             ),
             Ok(_) => {}
             Err(_) => errs.invalid_str(&spath, size, "must be a numeric value"),

@@ -31,6 +31,7 @@ mod common;
 mod errors;
 mod gates;
 pub mod job;
+pub mod jobset;
 mod localqueue;
 mod names;
 mod quantity;

@@ -1,0 +1,531 @@
+//! The JobSet integration (`jobset.x-k8s.io/v1alpha2`), as Kueue's: one pod set per replicated job, named after it
+//! (lowercased), counting replicas x min(parallelism, completions) pods; no partial admission.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::ResourceExt;
+use sluice_sdk::jobset::{self, JobSet};
+use sluice_sdk::kueue::labels;
+use sluice_sdk::kueue::v1beta2::{PodSet, PodSetTopologyRequest, Workload, WorkloadSpec};
+
+use super::batch_job::JOB_COMPLETION_INDEX;
+use super::topology_request::template_topology_request;
+use super::{
+    JobError, JobIntegration, PodSetInfo, PriorityClasses, SuspendableJob, admitted_pods,
+    workload_name,
+};
+
+/// The JobSet kind.
+pub struct JobSetJob;
+
+fn error(js: &JobSet, field: &str, message: impl Into<String>) -> JobError {
+    JobError {
+        kind: JobSetJob::KIND.to_string(),
+        namespace: js.metadata.namespace.clone().unwrap_or_default(),
+        name: js.metadata.name.clone().unwrap_or_default(),
+        field: field.to_string(),
+        message: message.into(),
+    }
+}
+
+fn label<'a>(js: &'a JobSet, key: &str) -> Option<&'a str> {
+    js.metadata
+        .labels
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+}
+
+fn template_path(i: usize) -> String {
+    format!("spec.replicatedJobs[{i}].template.spec.template")
+}
+
+impl JobSetJob {
+    /// Kueue's pod sets: per replicated job its name (lowercased), its Jobs' pod template and its pod count, with a
+    /// topology request whose ranks are the completion index within a Job and the Job's index within the
+    /// replicated job.
+    fn pod_sets(js: &JobSet) -> Result<Vec<PodSet>, JobError> {
+        let empty = BTreeMap::new();
+        js.replicated_jobs()
+            .iter()
+            .enumerate()
+            .map(|(i, rj)| {
+                let template = rj.pod_template().cloned().ok_or_else(|| {
+                    error(
+                        js,
+                        &format!("spec.replicatedJobs[{i}].template.spec"),
+                        "required",
+                    )
+                })?;
+                let ann = template
+                    .metadata
+                    .as_ref()
+                    .and_then(|m| m.annotations.as_ref())
+                    .unwrap_or(&empty);
+                let mut req: PodSetTopologyRequest =
+                    template_topology_request(ann).map_err(|(key, message)| {
+                        error(
+                            js,
+                            &format!("{}.metadata.annotations[{key}]", template_path(i)),
+                            message,
+                        )
+                    })?;
+                req.pod_index_label = Some(JOB_COMPLETION_INDEX.to_string());
+                req.sub_group_index_label = Some(jobset::JOB_INDEX_LABEL.to_string());
+                req.sub_group_count = Some(rj.replicas);
+                Ok(PodSet {
+                    name: rj.name.to_lowercase(),
+                    template,
+                    count: rj.pods_count(),
+                    min_count: None,
+                    topology_request: Some(req),
+                })
+            })
+            .collect()
+    }
+
+    /// The Workload Kueue builds for the JobSet (name, owner, a pod set per replicated job, priority, queue).
+    pub fn workload(js: &JobSet, priorities: &PriorityClasses) -> Result<Workload, JobError> {
+        let name = js
+            .metadata
+            .name
+            .clone()
+            .ok_or_else(|| error(js, "metadata.name", "required"))?;
+        let namespace = js
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_string());
+        let uid = js
+            .metadata
+            .uid
+            .clone()
+            .ok_or_else(|| error(js, "metadata.uid", "required"))?;
+        if js.spec.is_none() {
+            return Err(error(js, "spec", "required"));
+        }
+        let pod_sets = Self::pod_sets(js)?;
+        if pod_sets.is_empty() {
+            return Err(error(js, "spec.replicatedJobs", "must have at least one"));
+        }
+        // Kueue takes the first pod set's priorityClassName that is set.
+        let pod_class = pod_sets.iter().find_map(|ps| {
+            ps.template
+                .spec
+                .as_ref()
+                .and_then(|s| s.priority_class_name.as_deref())
+                .filter(|n| !n.is_empty())
+        });
+        let wpc = label(js, labels::PRIORITY_CLASS_LABEL);
+        let priority = priorities.resolve(wpc, pod_class).map_err(|m| {
+            let field = if wpc.is_some() {
+                format!("metadata.labels[{}]", labels::PRIORITY_CLASS_LABEL)
+            } else {
+                "spec.replicatedJobs[*].template.spec.template.spec.priorityClassName".to_string()
+            };
+            error(js, &field, m)
+        })?;
+        let max_exec = match label(js, labels::MAX_EXEC_TIME_SECONDS_LABEL) {
+            None => None,
+            Some(v) => Some(v.parse::<i32>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                error(
+                    js,
+                    &format!("metadata.labels[{}]", labels::MAX_EXEC_TIME_SECONDS_LABEL),
+                    format!("{v:?} is not a positive integer"),
+                )
+            })?),
+        };
+        let owner = OwnerReference {
+            api_version: Self::API_VERSION.to_string(),
+            kind: Self::KIND.to_string(),
+            name: name.clone(),
+            uid: uid.clone(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        };
+        let metadata = ObjectMeta {
+            name: Some(workload_name(Self::KIND, Self::GROUP, &name, &uid)),
+            namespace: Some(namespace),
+            labels: Some(BTreeMap::from([(
+                labels::JOB_UID_LABEL.to_string(),
+                uid.clone(),
+            )])),
+            owner_references: Some(vec![owner]),
+            finalizers: Some(vec![labels::RESOURCE_IN_USE_FINALIZER.to_string()]),
+            creation_timestamp: js.metadata.creation_timestamp.clone(),
+            ..Default::default()
+        };
+        Ok(Workload {
+            metadata,
+            spec: WorkloadSpec {
+                pod_sets,
+                queue_name: Self::queue_name(js).unwrap_or_default(),
+                priority_class_ref: priority.class_ref,
+                priority: Some(priority.value),
+                maximum_execution_time_seconds: max_exec,
+                ..Default::default()
+            },
+            status: None,
+        })
+    }
+}
+
+impl JobIntegration for JobSetJob {
+    type Job = JobSet;
+    const KIND: &'static str = jobset::KIND;
+    const GROUP: &'static str = jobset::GROUP;
+    const API_VERSION: &'static str = jobset::API_VERSION;
+
+    fn queue_name(js: &JobSet) -> Option<String> {
+        label(js, labels::QUEUE_NAME_LABEL).map(str::to_string)
+    }
+
+    fn workload_name(js: &JobSet) -> Option<String> {
+        let uid = js.metadata.uid.as_deref()?;
+        Some(workload_name(Self::KIND, Self::GROUP, &js.name_any(), uid))
+    }
+
+    fn compose(js: &JobSet, priorities: &PriorityClasses) -> Result<Option<Workload>, JobError> {
+        Self::workload(js, priorities).map(Some)
+    }
+
+    fn is_suspended(js: &JobSet) -> bool {
+        js.is_suspended()
+    }
+
+    /// Any replicated job with an active Job.
+    fn is_active(js: &JobSet) -> bool {
+        js.status
+            .as_ref()
+            .is_some_and(|s| s.replicated_jobs_status.iter().any(|r| r.active > 0))
+    }
+
+    /// `Completed` True succeeds, `Failed` True fails, with the condition's message.
+    fn finished(js: &JobSet) -> Result<Option<(bool, String)>, JobError> {
+        let Some(status) = js.status.as_ref() else {
+            return Ok(None);
+        };
+        let find = |t: &str| {
+            status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == t && c.status == "True")
+                .map(|c| c.message.clone())
+        };
+        Ok(find(jobset::COMPLETED)
+            .map(|m| (true, m))
+            .or_else(|| find(jobset::FAILED).map(|m| (false, m))))
+    }
+
+    /// Kueue counts Jobs, not pods: the ready and succeeded Jobs over every replicated job equal all replicas.
+    fn pods_ready(js: &JobSet, wl: &Workload) -> bool {
+        let replicas: i32 = js.replicated_jobs().iter().map(|r| r.replicas).sum();
+        let ready: i32 = js
+            .status
+            .as_ref()
+            .map(|s| {
+                s.replicated_jobs_status
+                    .iter()
+                    .map(|r| r.ready + r.succeeded)
+                    .sum()
+            })
+            .unwrap_or(0);
+        // An admission with nothing to run is never ready.
+        replicas == ready && admitted_pods(wl) > 0
+    }
+}
+
+impl SuspendableJob for JobSetJob {
+    fn suspend(js: &mut JobSet) {
+        js.spec.get_or_insert_with(Default::default).suspend = Some(true);
+    }
+
+    /// Unsuspends with each pod set's info merged into its replicated job's pod template, by index.
+    fn run_with(js: &mut JobSet, infos: &[PodSetInfo]) -> Result<(), JobError> {
+        let n = js.replicated_jobs().len();
+        if infos.len() != n {
+            return Err(error(
+                js,
+                "status.admission.podSetAssignments",
+                format!("expected {n} pod sets, got {}", infos.len()),
+            ));
+        }
+        let mut merged = js.clone();
+        let spec = merged.spec.get_or_insert_with(Default::default);
+        for (i, (rj, info)) in spec.replicated_jobs.iter_mut().zip(infos).enumerate() {
+            info.merge_into(rj.pod_template_mut())
+                .map_err(|m| error(js, &template_path(i), m))?;
+        }
+        spec.suspend = Some(false);
+        *js = merged;
+        Ok(())
+    }
+
+    /// Puts back each replicated job's pod template as the Workload recorded it.
+    fn restore(js: &mut JobSet, infos: &[PodSetInfo]) {
+        let Some(spec) = js.spec.as_mut() else {
+            return;
+        };
+        for (rj, info) in spec.replicated_jobs.iter_mut().zip(infos) {
+            info.restore_into(rj.pod_template_mut());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_sdk::kueue::v1beta2::{Admission, PodSetAssignment, ResourceFlavor};
+
+    fn jobset() -> JobSet {
+        serde_yaml::from_str(
+            r#"
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: train
+  namespace: team-a
+  uid: 0f0f0f0f-2222-3333-4444-555555555555
+  labels: {kueue.x-k8s.io/queue-name: lq}
+spec:
+  suspend: true
+  replicatedJobs:
+  - name: Driver
+    replicas: 1
+    template:
+      spec:
+        template:
+          spec:
+            containers: [{name: d, image: x, resources: {requests: {cpu: "1"}}}]
+  - name: workers
+    replicas: 3
+    template:
+      spec:
+        parallelism: 4
+        completions: 4
+        template:
+          metadata:
+            annotations: {kueue.x-k8s.io/podset-required-topology: rack}
+          spec:
+            priorityClassName: high
+            nodeSelector: {zone: a}
+            containers: [{name: w, image: x, resources: {requests: {nvidia.com/gpu: "8"}}}]
+"#,
+        )
+        .unwrap()
+    }
+
+    fn priorities() -> PriorityClasses {
+        let mut p = PriorityClasses::default();
+        let mut pc = k8s_openapi::api::scheduling::v1::PriorityClass::default();
+        pc.metadata.name = Some("high".into());
+        pc.value = Some(1000);
+        p.upsert_pod_class(&pc);
+        p
+    }
+
+    #[test]
+    fn one_pod_set_per_replicated_job_with_kueues_names_and_counts() {
+        let wl = JobSetJob::workload(&jobset(), &priorities()).unwrap();
+        let name = wl.metadata.name.as_deref().unwrap();
+        assert!(name.starts_with("jobset-train-"), "{name}");
+        assert_eq!(
+            name,
+            workload_name(
+                "JobSet",
+                "jobset.x-k8s.io",
+                "train",
+                "0f0f0f0f-2222-3333-4444-555555555555"
+            )
+        );
+        let owner = &wl.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.api_version.as_str(), owner.kind.as_str()),
+            ("jobset.x-k8s.io/v1alpha2", "JobSet")
+        );
+        let sets: Vec<(&str, i32, Option<i32>)> = wl
+            .spec
+            .pod_sets
+            .iter()
+            .map(|p| (p.name.as_str(), p.count, p.min_count))
+            .collect();
+        assert_eq!(sets, [("driver", 1, None), ("workers", 12, None)]);
+        assert_eq!(wl.spec.queue_name, "lq");
+        // The first pod set with a priorityClassName gives the priority.
+        assert_eq!(wl.spec.priority, Some(1000));
+        let req = wl.spec.pod_sets[1].topology_request.as_ref().unwrap();
+        assert_eq!(req.required.as_deref(), Some("rack"));
+        assert_eq!(
+            req.pod_index_label.as_deref(),
+            Some("batch.kubernetes.io/job-completion-index")
+        );
+        assert_eq!(
+            req.sub_group_index_label.as_deref(),
+            Some("jobset.sigs.k8s.io/job-index")
+        );
+        assert_eq!(req.sub_group_count, Some(3));
+    }
+
+    #[test]
+    fn a_missing_priority_class_names_the_field() {
+        let e = JobSetJob::workload(&jobset(), &PriorityClasses::default()).unwrap_err();
+        assert_eq!(e.kind, "JobSet");
+        assert!(e.field.contains("priorityClassName"), "{e}");
+        assert!(
+            e.to_string().contains("PriorityClass \"high\" not found"),
+            "{e}"
+        );
+    }
+
+    fn admitted(wl: &Workload) -> Vec<PodSetInfo> {
+        let mut flavor = ResourceFlavor::default();
+        flavor.metadata.name = Some("gpu".into());
+        flavor.spec.node_labels = BTreeMap::from([("pool".to_string(), "h100".to_string())]);
+        let admission = Admission {
+            cluster_queue: "cq".into(),
+            pod_set_assignments: wl
+                .spec
+                .pod_sets
+                .iter()
+                .map(|ps| PodSetAssignment {
+                    name: ps.name.clone(),
+                    flavors: BTreeMap::from([("cpu".to_string(), "gpu".to_string())]),
+                    count: Some(ps.count),
+                    ..Default::default()
+                })
+                .collect(),
+        };
+        super::super::pod_set_infos(
+            &admission,
+            &wl.spec.pod_sets,
+            "lq",
+            wl.metadata.name.as_deref().unwrap(),
+            |n| (n == "gpu").then_some(&flavor),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn runs_with_each_replicated_jobs_admission_and_restores_after_eviction() {
+        let original = jobset();
+        let wl = JobSetJob::workload(&original, &priorities()).unwrap();
+        let infos = admitted(&wl);
+        let mut js = original.clone();
+        JobSetJob::run_with(&mut js, &infos).unwrap();
+        assert!(!js.is_suspended());
+        for rj in js.replicated_jobs() {
+            let spec = rj.pod_template().unwrap().spec.as_ref().unwrap();
+            assert_eq!(spec.node_selector.as_ref().unwrap()["pool"], "h100");
+            let labels = rj.pod_template().unwrap().metadata.as_ref().unwrap();
+            assert_eq!(
+                labels.labels.as_ref().unwrap()[labels::PODSET_LABEL],
+                rj.name.to_lowercase()
+            );
+        }
+        // The workers' own node selector stays.
+        let workers = &js.replicated_jobs()[1];
+        let ns = workers.pod_template().unwrap().spec.as_ref().unwrap();
+        assert_eq!(ns.node_selector.as_ref().unwrap()["zone"], "a");
+
+        JobSetJob::suspend(&mut js);
+        let originals: Vec<PodSetInfo> = wl
+            .spec
+            .pod_sets
+            .iter()
+            .map(|ps| PodSetInfo::from_template(&ps.name, ps.count, &ps.template))
+            .collect();
+        JobSetJob::restore(&mut js, &originals);
+        assert!(js.is_suspended());
+        // The same templates, up to an empty `metadata: {}` the merge left behind.
+        assert_eq!(pruned(&js), pruned(&original));
+    }
+
+    /// The JobSet's spec as JSON without empty objects.
+    fn pruned(js: &JobSet) -> serde_json::Value {
+        fn prune(v: &mut serde_json::Value) {
+            if let serde_json::Value::Object(m) = v {
+                m.values_mut().for_each(prune);
+                m.retain(|_, v| !v.as_object().is_some_and(|o| o.is_empty()));
+            } else if let serde_json::Value::Array(a) = v {
+                a.iter_mut().for_each(prune);
+            }
+        }
+        let mut v = serde_json::to_value(&js.spec).unwrap();
+        prune(&mut v);
+        v
+    }
+
+    #[test]
+    fn a_wrong_number_of_pod_sets_is_refused_and_changes_nothing() {
+        let wl = JobSetJob::workload(&jobset(), &priorities()).unwrap();
+        let mut infos = admitted(&wl);
+        infos.pop();
+        let mut js = jobset();
+        let e = JobSetJob::run_with(&mut js, &infos).unwrap_err();
+        assert!(e.message.contains("expected 2 pod sets, got 1"), "{e}");
+        assert_eq!(js, jobset());
+    }
+
+    #[test]
+    fn a_conflicting_node_selector_is_refused_and_changes_nothing() {
+        let mut original = jobset();
+        let wl = JobSetJob::workload(&original, &priorities()).unwrap();
+        let infos = admitted(&wl);
+        original.spec.as_mut().unwrap().replicated_jobs[0]
+            .pod_template_mut()
+            .spec
+            .get_or_insert_with(Default::default)
+            .node_selector = Some(BTreeMap::from([("pool".to_string(), "a100".to_string())]));
+        let mut js = original.clone();
+        let e = JobSetJob::run_with(&mut js, &infos).unwrap_err();
+        assert!(e.field.starts_with("spec.replicatedJobs[0]"), "{e}");
+        assert_eq!(js, original);
+    }
+
+    #[test]
+    fn finished_active_and_ready_read_the_jobset_status() {
+        let wl = JobSetJob::workload(&jobset(), &priorities()).unwrap();
+        let mut js = jobset();
+        assert_eq!(JobSetJob::finished(&js).unwrap(), None);
+        assert!(!JobSetJob::is_active(&js));
+        let mut admitted_wl = wl.clone();
+        admitted_wl.status = Some(sluice_sdk::kueue::v1beta2::WorkloadStatus {
+            admission: Some(Admission {
+                cluster_queue: "cq".into(),
+                pod_set_assignments: wl
+                    .spec
+                    .pod_sets
+                    .iter()
+                    .map(|ps| PodSetAssignment {
+                        name: ps.name.clone(),
+                        count: Some(ps.count),
+                        ..Default::default()
+                    })
+                    .collect(),
+            }),
+            ..Default::default()
+        });
+        js.status = serde_json::from_value(serde_json::json!({
+            "replicatedJobsStatus": [
+                {"name": "Driver", "ready": 1, "active": 1},
+                {"name": "workers", "ready": 2, "succeeded": 0, "active": 3}
+            ]
+        }))
+        .unwrap();
+        assert!(JobSetJob::is_active(&js));
+        assert!(!JobSetJob::pods_ready(&js, &admitted_wl));
+        js.status.as_mut().unwrap().replicated_jobs_status[1].succeeded = 1;
+        assert!(JobSetJob::pods_ready(&js, &admitted_wl));
+        js.status = serde_json::from_value(serde_json::json!({
+            "conditions": [{"type": "Failed", "status": "True", "reason": "FailedJobs",
+                "message": "jobset failed due to reaching max restarts",
+                "lastTransitionTime": "2026-12-04T00:00:00Z"}]
+        }))
+        .unwrap();
+        assert_eq!(
+            JobSetJob::finished(&js).unwrap(),
+            Some((false, "jobset failed due to reaching max restarts".into()))
+        );
+    }
+}
