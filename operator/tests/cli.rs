@@ -144,6 +144,67 @@ fn yaml_output_parses_as_a_list() {
 }
 
 #[test]
+fn jobsets_are_planned_as_gangs_inside_one_rack() {
+    let o = sluice(&[
+        "simulate",
+        "-f",
+        "examples/jobset/cluster.yaml",
+        "-f",
+        "examples/jobset/nodes.yaml",
+        "-f",
+        "tests/fixtures/jobset-gangs.yaml",
+        "-o",
+        "yaml",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let list: Value = serde_yaml::from_str(&stdout(&o)).expect("YAML List");
+    let wls = items_of_kind(&list, "Workload");
+    assert_eq!(wls.len(), 2);
+    for w in &wls {
+        let name = w["metadata"]["name"].as_str().unwrap();
+        assert!(name.starts_with("jobset-"), "{name}");
+        assert_eq!(w["metadata"]["ownerReferences"][0]["kind"], "JobSet");
+        let workers = w["status"]["admission"]["podSetAssignments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "workers")
+            .expect("workers admitted");
+        // Hostnames of one rack: gpu-r0-* or gpu-r1-*.
+        let roots = workers["topologyAssignment"]["slices"][0]["valuesPerLevel"].to_string();
+        let racks: Vec<&str> = ["gpu-r0-", "gpu-r1-"]
+            .into_iter()
+            .filter(|r| roots.contains(r))
+            .collect();
+        assert_eq!(racks.len(), 1, "{name} spread over racks: {roots}");
+    }
+    let a = wls
+        .iter()
+        .find(|w| w["metadata"]["ownerReferences"][0]["name"] == "a")
+        .unwrap();
+    let sets: Vec<(&str, i64)> = a["spec"]["podSets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap(), p["count"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(sets, [("driver", 1), ("workers", 4)]);
+    let jobsets = items_of_kind(&list, "JobSet");
+    assert_eq!(jobsets.len(), 2);
+    for js in jobsets {
+        assert_eq!(js["apiVersion"], "jobset.x-k8s.io/v1alpha2");
+        assert_eq!(js["spec"]["suspend"], false, "{js}");
+        for rj in js["spec"]["replicatedJobs"].as_array().unwrap() {
+            let sel = &rj["template"]["spec"]["template"]["spec"]["nodeSelector"];
+            assert_eq!(
+                sel["nvidia.com/gpu.product"], "NVIDIA-H100-80GB-HBM3",
+                "{rj}"
+            );
+        }
+    }
+}
+
+#[test]
 fn v1beta1_input_is_converted() {
     let o = sluice(&[
         "simulate",

@@ -6,13 +6,16 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde::de::DeserializeOwned;
+use sluice_sdk::jobset::{self, JobSet};
 use sluice_sdk::kueue::decode::{
     DecodeError, KueueObject, StrictError, decode_strict, deserialize_strict,
 };
 use sluice_sdk::kueue::v1beta2 as api;
+use sluice_sdk::kueue::validation::jobset::validate_jobset;
 use sluice_sdk::kueue::validation::validate;
 use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
 
+use super::job::{JobKey, SimJob};
 use crate::manifest::{Document, Origin};
 
 /// A document the simulator cannot use.
@@ -76,9 +79,9 @@ pub struct ClusterObjects {
     pub node_gpu_topologies: BTreeMap<String, Loaded<NodeGpuTopology>>,
     /// PriorityClasses by name.
     pub priority_classes: BTreeMap<String, Loaded<PriorityClass>>,
-    /// batch/v1 Jobs by namespace/name.
-    pub jobs: BTreeMap<NsName, Loaded<Job>>,
-    /// Document order of Workloads and Jobs ("Workload"/"Job", namespace, name), for FIFO tie-breaks.
+    /// Jobs of every kind (batch/v1 Jobs, JobSets) by kind, namespace and name.
+    pub jobs: BTreeMap<JobKey, Loaded<SimJob>>,
+    /// Document order of Workloads and jobs ("Workload" or the job's kind, namespace, name), for FIFO tie-breaks.
     pub submission_order: Vec<(&'static str, String, String)>,
 }
 
@@ -232,15 +235,26 @@ impl ClusterObjects {
                 let mut job: Job = typed(doc)?;
                 job.metadata.namespace = Some(ns());
                 self.submission_order.push(("Job", ns(), name.clone()));
-                insert(&mut self.jobs, (ns(), name), o, what, job)
+                let key = ("Job", ns(), name);
+                insert(&mut self.jobs, key, o, what, SimJob::Batch(job))
+            }
+            (jobset::API_VERSION, jobset::KIND) => {
+                let mut js: JobSet = typed(doc)?;
+                js.metadata.namespace = Some(ns());
+                // The same rules as the webhook's.
+                validate_jobset(&js).map_err(|e| LoadError::new(o, &what, e.to_string()))?;
+                self.submission_order
+                    .push((jobset::KIND, ns(), name.clone()));
+                let key = (jobset::KIND, ns(), name);
+                insert(&mut self.jobs, key, o, what, SimJob::JobSet(js))
             }
             (v, k) => Err(LoadError::new(
                 o,
                 what,
                 format!(
                     "unsupported kind {k:?} in {v:?}: the simulator reads Kueue's kinds (kueue.x-k8s.io/v1beta2 or \
-                     v1beta1), v1 Namespace and Node, scheduling.k8s.io/v1 PriorityClass, batch/v1 Job and sluice.dev/v1alpha1 \
-                     NodeGpuTopology"
+                     v1beta1), v1 Namespace and Node, scheduling.k8s.io/v1 PriorityClass, batch/v1 Job, jobset.x-k8s.io/v1alpha2 \
+                     JobSet and sluice.dev/v1alpha1 NodeGpuTopology"
                 ),
             )),
         }
@@ -250,10 +264,10 @@ impl ClusterObjects {
     /// `default` of its namespace, when there is one.
     fn default_job_queues(&mut self) {
         use sluice_sdk::kueue::labels::{DEFAULT_LOCAL_QUEUE_NAME, QUEUE_NAME_LABEL};
-        for ((ns, _), job) in self.jobs.iter_mut() {
+        for ((_, ns, _), job) in self.jobs.iter_mut() {
             let labels = job
                 .object
-                .metadata
+                .metadata_mut()
                 .labels
                 .get_or_insert_with(Default::default);
             let default_lq = (ns.clone(), DEFAULT_LOCAL_QUEUE_NAME.to_string());
@@ -382,9 +396,9 @@ impl ClusterObjects {
                 "spec.queueName",
             );
         }
-        for ((ns, name), job) in &self.jobs {
-            let what = format!("Job {ns}/{name}");
-            let labels = job.object.metadata.labels.clone().unwrap_or_default();
+        for ((kind, ns, name), job) in &self.jobs {
+            let what = format!("{kind} {ns}/{name}");
+            let labels = job.object.metadata().labels.clone().unwrap_or_default();
             let Some(queue) = labels.get(QUEUE_NAME_LABEL) else {
                 return Err(LoadError::new(
                     &job.origin,

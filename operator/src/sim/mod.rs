@@ -5,6 +5,7 @@
 mod checks;
 pub mod config;
 pub mod generate;
+mod job;
 mod load;
 pub(crate) mod metrics;
 mod output;
@@ -12,6 +13,7 @@ pub mod report;
 mod timing;
 pub mod topology;
 
+pub use job::{JobKey, SimJob};
 pub use load::{ClusterObjects, LoadError, Loaded, NsName};
 pub use metrics::{Recorder, RunEnd, SimulationReport, jain};
 pub use output::{render_final_state, render_report};
@@ -22,7 +24,6 @@ use sluice_sdk::topology::GPU_RESOURCE;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
-use k8s_openapi::api::batch::v1::Job;
 use sluice_sdk::kueue::labels;
 use sluice_sdk::kueue::v1beta2 as api;
 
@@ -30,10 +31,7 @@ use crate::admission_checks::{self, Verdict};
 use crate::controller::config::WaitForPodsReady;
 use crate::engine::{self, Decision, Engine, EngineConfig, Event, Time, WorkloadKey};
 use crate::ingest::{self, IngestError};
-use crate::jobs::{
-    BatchJob, JobError, PodSetInfo, PriorityClasses, SuspendableJob, merge_check_updates,
-    pod_set_infos,
-};
+use crate::jobs::{JobError, PodSetInfo, PriorityClasses, merge_check_updates, pod_set_infos};
 use crate::manifest::Document;
 use crate::status;
 
@@ -89,8 +87,8 @@ pub enum SimError {
 pub struct SimWorkload {
     /// The Workload as Kueue would store it, status included.
     pub workload: api::Workload,
-    /// The owning Job's namespace/name.
-    pub job: Option<NsName>,
+    /// The job that owns it (kind, namespace, name).
+    pub job: Option<JobKey>,
     /// When it arrives (virtual ms since the epoch).
     pub arrival: Time,
     /// How long it runs once admitted; None = until the end.
@@ -128,8 +126,8 @@ pub struct Simulation {
     pub objects: ClusterObjects,
     /// Workloads by key.
     pub workloads: BTreeMap<WorkloadKey, SimWorkload>,
-    /// Jobs by namespace/name, updated as they are admitted and evicted.
-    pub jobs: BTreeMap<NsName, Job>,
+    /// Jobs of every kind, updated as they are admitted and evicted.
+    pub jobs: BTreeMap<JobKey, SimJob>,
     /// The engine.
     pub engine: Engine,
     timed: bool,
@@ -470,26 +468,26 @@ impl Simulation {
             let key = (ns.clone(), name.clone());
             // Document order breaks ties between objects without timestamps, as creation order does in Kueue.
             let default_created = SIM_EPOCH + index as Time;
-            let (wl, job, origin, meta) = if *kind == "Job" {
-                let loaded = &sim.objects.jobs[&key];
+            let (wl, job, origin, meta) = if *kind != "Workload" {
+                let jkey: JobKey = (kind, ns.clone(), name.clone());
+                let loaded = &sim.objects.jobs[&jkey];
                 let mut job = loaded.object.clone();
-                job.metadata
+                job.metadata_mut()
                     .uid
-                    .get_or_insert_with(|| synthetic_uid("Job", ns, name));
-                BatchJob::suspend(&mut job);
-                let mut wl =
-                    BatchJob::workload(&job, &priorities).map_err(|error| SimError::Job {
-                        origin: loaded.origin.to_string(),
-                        error: Box::new(error),
-                    })?;
+                    .get_or_insert_with(|| synthetic_uid(kind, ns, name));
+                job.suspend();
+                let mut wl = job.workload(&priorities).map_err(|error| SimError::Job {
+                    origin: loaded.origin.to_string(),
+                    error: Box::new(error),
+                })?;
                 // A UID, as the API server gives every object: preemption messages name workloads by it.
                 let wl_name = wl.metadata.name.clone().unwrap_or_default();
                 wl.metadata
                     .uid
                     .get_or_insert_with(|| synthetic_uid("Workload", ns, &wl_name));
-                let meta = job.metadata.clone();
-                sim.jobs.insert(key.clone(), job);
-                (wl, Some(key.clone()), loaded.origin.clone(), meta)
+                let meta = job.metadata().clone();
+                sim.jobs.insert(jkey.clone(), job);
+                (wl, Some(jkey), loaded.origin.clone(), meta)
             } else {
                 let loaded = &sim.objects.workloads[&key];
                 let mut wl = loaded.object.clone();
@@ -880,8 +878,7 @@ impl Simulation {
                     if let Some(job_key) = &sw.job
                         && let Some(job) = self.jobs.get_mut(job_key)
                     {
-                        BatchJob::suspend(job);
-                        BatchJob::restore(job, &sw.original);
+                        job.stop_and_restore(&sw.original);
                     }
                     // In virtual time the pods take their grace to stop, and the quota and nodes stay held
                     // until then, as on a cluster; a fixed-point run has no time to wait.
@@ -948,7 +945,7 @@ impl Simulation {
                 .and_then(|mut infos| merge_check_updates(&mut infos, checks).map(|()| infos));
             match infos {
                 Ok(infos) => {
-                    if let Err(e) = BatchJob::run_with(job, &infos) {
+                    if let Err(e) = job.run_with(&infos) {
                         tracing::warn!(job = %e, "could not start job");
                     }
                 }
@@ -1258,7 +1255,7 @@ impl Simulation {
         let checkpoint = grace_of(&sw.workload.metadata)
             .or_else(|| {
                 let job = self.jobs.get(sw.job.as_ref()?)?;
-                grace_of(&job.metadata)
+                grace_of(job.metadata())
             })
             .unwrap_or(0);
         pods.saturating_add(checkpoint)
@@ -1400,15 +1397,7 @@ impl Simulation {
         if let Some(job_key) = &sw.job
             && let Some(job) = self.jobs.get_mut(job_key)
         {
-            let st = job.status.get_or_insert_with(Default::default);
-            st.conditions.get_or_insert_with(Vec::new).push(
-                k8s_openapi::api::batch::v1::JobCondition {
-                    type_: "Complete".into(),
-                    status: "True".into(),
-                    last_transition_time: Some(status::k8s_time(now)),
-                    ..Default::default()
-                },
-            );
+            job.complete(now);
         }
         match self.engine.apply(Event::FinishWorkload(key.clone())) {
             Ok(more) => {

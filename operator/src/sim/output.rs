@@ -71,11 +71,7 @@ fn final_objects(sim: &Simulation, now: i64) -> Vec<Value> {
         ));
     }
     for job in sim.jobs.values() {
-        items.push(with_type_meta(
-            serde_json::to_value(job).unwrap_or(Value::Null),
-            "batch/v1",
-            "Job",
-        ));
+        items.push(job.to_value());
     }
     items
 }
