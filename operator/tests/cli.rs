@@ -205,6 +205,29 @@ fn jobsets_are_planned_as_gangs_inside_one_rack() {
 }
 
 #[test]
+fn pytorchjobs_are_simulated_with_their_workers_in_one_rack() {
+    let o = sluice(&[
+        "simulate",
+        "-f",
+        "examples/jobset/cluster.yaml",
+        "-f",
+        "examples/jobset/nodes.yaml",
+        "-f",
+        "examples/pytorchjob",
+        "--no-progress",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(report["report"]["admitted"], 2, "{report}");
+    assert_eq!(
+        report["report"]["topology"]["gangsInOneRack"], 2,
+        "{report}"
+    );
+}
+
+#[test]
 fn v1beta1_input_is_converted() {
     let o = sluice(&[
         "simulate",

@@ -15,6 +15,7 @@
 //! * [`harness`] (feature `host`): fixtures, builders and assertions for policy authors.
 //! * [`guest`] (feature `guest`): the bindings and export macros for policy modules.
 //! * [`jobset`]: the JobSet kind (`jobset.x-k8s.io/v1alpha2`) as Kueue's JobSet integration reads it.
+//! * [`kubeflow`]: the Kubeflow training v1 PyTorchJob (`kubeflow.org/v1`) as Kueue's integration reads it.
 //! * [`sluice`]: Sluice's own `sluice.dev` kinds.
 //! * [`topology`]: the GPU topology model (GPUs, NVLink islands, health) the node agent publishes; like
 //!   [`policy`], it builds without Kubernetes types (its JSON Schema derives come with feature `api`).
@@ -49,6 +50,8 @@ pub mod harness;
 pub mod host;
 #[cfg(feature = "api")]
 pub mod jobset;
+#[cfg(feature = "api")]
+pub mod kubeflow;
 #[cfg(feature = "api")]
 pub mod kueue;
 pub mod policy;

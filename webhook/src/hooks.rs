@@ -7,13 +7,16 @@ use k8s_openapi::api::core::v1::Pod;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sluice_sdk::jobset::JobSet;
+use sluice_sdk::kubeflow::PyTorchJob;
 use sluice_sdk::kueue::decode::decode;
 use sluice_sdk::kueue::defaults::{self, Gates, JobContext};
 use sluice_sdk::kueue::labels as l;
+use sluice_sdk::kueue::validation::ValidationErrors;
 use sluice_sdk::kueue::validation::job::{
     validate_job, validate_job_metadata_update, validate_job_update, validate_pod_metadata,
 };
 use sluice_sdk::kueue::validation::jobset::{validate_jobset, validate_jobset_update};
+use sluice_sdk::kueue::validation::kubeflow::{validate_pytorchjob, validate_pytorchjob_update};
 use sluice_sdk::kueue::validation::{validate, validate_update};
 
 use crate::policy::PolicyModuleValidator;
@@ -31,6 +34,10 @@ pub enum Hook {
     MutateJobSet,
     /// Kueue's JobSet label, annotation and topology rules.
     ValidateJobSet,
+    /// Kueue's PyTorchJob defaulting (default LocalQueue, `spec.runPolicy.suspend`).
+    MutatePyTorchJob,
+    /// Kueue's PyTorchJob label, annotation and topology rules.
+    ValidatePyTorchJob,
     /// Kueue's plain-pod defaulting (default LocalQueue, managed label, scheduling gates).
     MutatePod,
     /// Kueue's job-framework label rules on plain pods.
@@ -58,6 +65,11 @@ pub const ROUTES: &[(&str, Hook)] = &[
     (
         "/validate-jobset-x-k8s-io-v1alpha2-jobset",
         Hook::ValidateJobSet,
+    ),
+    ("/mutate-kubeflow-org-v1-pytorchjob", Hook::MutatePyTorchJob),
+    (
+        "/validate-kubeflow-org-v1-pytorchjob",
+        Hook::ValidatePyTorchJob,
     ),
     ("/mutate--v1-pod", Hook::MutatePod),
     ("/validate--v1-pod", Hook::ValidatePod),
@@ -191,6 +203,8 @@ impl Hooks {
             Hook::ValidateJob => self.validate_job(req),
             Hook::MutateJobSet => self.mutate_jobset(req),
             Hook::ValidateJobSet => self.validate_jobset(req),
+            Hook::MutatePyTorchJob => self.mutate_pytorchjob(req),
+            Hook::ValidatePyTorchJob => self.validate_pytorchjob(req),
             Hook::MutatePod => self.mutate_pod(req),
             Hook::ValidatePod => self.validate_pod(req),
             Hook::MutateKueue(kind) => self.mutate_kueue(kind, req),
@@ -276,9 +290,42 @@ impl Hooks {
     }
 
     fn validate_jobset(&self, req: &AdmissionRequest) -> Verdict {
+        self.validate_kind::<JobSet>(req, "JobSet", validate_jobset, validate_jobset_update)
+    }
+
+    fn mutate_pytorchjob(&self, req: &AdmissionRequest) -> Verdict {
+        if req.operation != Operation::Create {
+            return Verdict::allow();
+        }
+        let object = match typed::<PyTorchJob>(req.object.as_ref(), "PyTorchJob", "object") {
+            Ok((raw, _)) => raw,
+            Err(v) => return v,
+        };
+        let mut mutated = object.clone();
+        defaults::default_kubeflow_job(&mut mutated, self.job_context(req.namespace()));
+        Verdict::patched(object, &mutated)
+    }
+
+    fn validate_pytorchjob(&self, req: &AdmissionRequest) -> Verdict {
+        self.validate_kind::<PyTorchJob>(
+            req,
+            "PyTorchJob",
+            validate_pytorchjob,
+            validate_pytorchjob_update,
+        )
+    }
+
+    /// A job kind's validation on create and update (with a missing-queue warning on create).
+    fn validate_kind<T: DeserializeOwned>(
+        &self,
+        req: &AdmissionRequest,
+        kind: &str,
+        on_create: fn(&T) -> Result<(), ValidationErrors>,
+        on_update: fn(&T, &T, bool) -> Result<(), ValidationErrors>,
+    ) -> Verdict {
         let (raw, new) = match req.operation {
             Operation::Create | Operation::Update => {
-                match typed::<JobSet>(req.object.as_ref(), "JobSet", "object") {
+                match typed::<T>(req.object.as_ref(), kind, "object") {
                     Ok(pair) => pair,
                     Err(v) => return v,
                 }
@@ -287,22 +334,21 @@ impl Hooks {
         };
         let ns = req.namespace();
         let result = if req.operation == Operation::Update {
-            let old = match typed::<JobSet>(req.old_object.as_ref(), "JobSet", "oldObject") {
+            let old = match typed::<T>(req.old_object.as_ref(), kind, "oldObject") {
                 Ok((_, old)) => old,
                 Err(v) => return v,
             };
             let default_queue = self.queues.exists(ns, l::DEFAULT_LOCAL_QUEUE_NAME);
-            validate_jobset_update(&old, &new, default_queue)
+            on_update(&old, &new, default_queue)
         } else {
-            validate_jobset(&new)
+            on_create(&new)
         };
         match result {
             Err(e) => Verdict::deny(e.to_string()),
             Ok(()) => {
                 let mut v = Verdict::allow();
                 if req.operation == Operation::Create {
-                    v.warnings
-                        .extend(self.missing_queue_warning(raw, ns, "JobSet"));
+                    v.warnings.extend(self.missing_queue_warning(raw, ns, kind));
                 }
                 v
             }

@@ -74,6 +74,14 @@ pub const REGISTRATIONS: &[Registration] = &[
         operations: CREATE,
     },
     Registration {
+        name: "mpytorchjob.kb.io",
+        path: "/mutate-kubeflow-org-v1-pytorchjob",
+        group: "kubeflow.org",
+        version: "v1",
+        resources: &["pytorchjobs"],
+        operations: CREATE,
+    },
+    Registration {
         name: "mpod.kb.io",
         path: "/mutate--v1-pod",
         group: "",
@@ -113,6 +121,14 @@ pub const REGISTRATIONS: &[Registration] = &[
         group: "jobset.x-k8s.io",
         version: "v1alpha2",
         resources: &["jobsets"],
+        operations: CREATE_UPDATE,
+    },
+    Registration {
+        name: "vpytorchjob.kb.io",
+        path: "/validate-kubeflow-org-v1-pytorchjob",
+        group: "kubeflow.org",
+        version: "v1",
+        resources: &["pytorchjobs"],
         operations: CREATE_UPDATE,
     },
     Registration {

@@ -203,6 +203,46 @@ async fn jobset_rules_name_the_replicated_job_and_field() {
 }
 
 #[tokio::test]
+async fn a_pytorchjob_is_suspended_in_its_run_policy_and_checked_per_replica_type() {
+    let s = start(None).await;
+    let mut c = s.client().await;
+    let job = json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": "mnist", "namespace": "team", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+        "spec": {"runPolicy": {"cleanPodPolicy": "None"}, "pytorchReplicaSpecs": {
+            "Worker": {"replicas": 2, "template": {"metadata": {"annotations": {
+                "kueue.x-k8s.io/podset-required-topology": "rack",
+                "kueue.x-k8s.io/podset-preferred-topology": "block"}},
+                "spec": {"containers": [{"name": "pytorch", "image": "x"}]}}}}}
+    });
+    let resp = c
+        .review(
+            "/mutate-kubeflow-org-v1-pytorchjob",
+            &admission_review("CREATE", &job, None),
+        )
+        .await;
+    assert_allowed(&resp);
+    let out = apply_patch(&job, &resp);
+    let mut expected = job.clone();
+    expected["spec"]["runPolicy"]["suspend"] = json!(true);
+    assert_eq!(out, expected);
+    let resp = c
+        .review(
+            "/validate-kubeflow-org-v1-pytorchjob",
+            &admission_review("CREATE", &job, None),
+        )
+        .await;
+    assert_denied(
+        &resp,
+        &[
+            "PyTorchJob.kubeflow.org \"mnist\" is invalid",
+            "spec.pytorchReplicaSpecs[Worker].template.metadata.annotations",
+            "must not contain more than one topology annotation",
+        ],
+    );
+}
+
+#[tokio::test]
 async fn elastic_job_pods_get_the_elastic_gate() {
     let s = start(None).await;
     let mut c = s.client().await;

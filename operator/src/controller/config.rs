@@ -411,6 +411,8 @@ impl WaitForPodsReady {
 
 /// Kueue's framework name of the JobSet integration in `integrations.frameworks`.
 pub const JOBSET_FRAMEWORK: &str = "jobset.x-k8s.io/jobset";
+/// Kueue's framework name of the PyTorchJob integration.
+pub const PYTORCHJOB_FRAMEWORK: &str = "kubeflow.org/pytorchjob";
 
 /// Everything the controllers need to know.
 #[derive(Clone, Debug)]
@@ -425,6 +427,9 @@ pub struct OperatorConfig {
     pub batch_jobs: bool,
     /// Whether JobSets (`jobset.x-k8s.io/v1alpha2`) are managed, once their CRD is served.
     pub jobsets: bool,
+    /// Whether Kubeflow PyTorchJobs (`kubeflow.org/v1`) are managed, once their CRD is served; off unless the
+    /// Configuration's frameworks name them (Kueue v0.19 took the Kubeflow v1 kinds out of its default list).
+    pub pytorchjobs: bool,
     /// Whether plain Pods and Pod groups (Kueue's `pod` framework) are managed.
     pub pod_groups: bool,
     /// Write Kueue's detailed pending reasons instead of "Pending".
@@ -454,6 +459,7 @@ impl Default for OperatorConfig {
             manage_jobs_without_queue_name: false,
             batch_jobs: true,
             jobsets: true,
+            pytorchjobs: false,
             pod_groups: true,
             detailed_pending_reasons: false,
             retry_base: Duration::from_millis(100),
@@ -615,6 +621,7 @@ impl OperatorConfig {
         if let Some(i) = file.integrations {
             out.batch_jobs = i.frameworks.iter().any(|f| f == "batch/job");
             out.jobsets = i.frameworks.iter().any(|f| f == JOBSET_FRAMEWORK);
+            out.pytorchjobs = i.frameworks.iter().any(|f| f == PYTORCHJOB_FRAMEWORK);
             out.pod_groups = i.frameworks.iter().any(|f| f == "pod");
         }
         Ok(out)
@@ -708,10 +715,11 @@ integrations: {frameworks: ["batch/job"]}
         );
         let both = OperatorConfig::from_yaml(
             "cfg",
-            "integrations: {frameworks: [\"batch/job\", \"pod\", \"jobset.x-k8s.io/jobset\"]}",
+            "integrations: {frameworks: [\"batch/job\", \"pod\", \"jobset.x-k8s.io/jobset\", \"kubeflow.org/pytorchjob\"]}",
         )
         .unwrap();
-        assert!(both.batch_jobs && both.pod_groups && both.jobsets);
+        assert!(both.batch_jobs && both.pod_groups && both.jobsets && both.pytorchjobs);
+        assert!(!OperatorConfig::default().pytorchjobs);
     }
 
     #[test]

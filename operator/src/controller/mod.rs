@@ -251,8 +251,8 @@ impl Operator {
         ];
         let mut handles = handles;
         let mut optional_kinds = Vec::new();
+        // Kueue's integrations wait for their kind's CRD: these kinds are watched once the API server serves them.
         if self.config.jobsets {
-            // Kueue's integration waits for its kind's CRD: JobSets are watched once the API server serves them.
             let served = api_served(c, sluice_sdk::jobset::API_VERSION).await;
             if served {
                 optional_kinds.push(sluice_sdk::jobset::KIND);
@@ -263,6 +263,19 @@ impl Operator {
                 tx.clone(),
                 Input::JobSet,
                 sluice_sdk::jobset::KIND,
+            ));
+        }
+        if self.config.pytorchjobs {
+            let served = api_served(c, sluice_sdk::kubeflow::API_VERSION).await;
+            if served {
+                optional_kinds.push(sluice_sdk::kubeflow::PYTORCH_JOB_KIND);
+            }
+            handles.push(spawn_watcher_when_served(
+                c.clone(),
+                served,
+                tx.clone(),
+                Input::PyTorchJob,
+                sluice_sdk::kubeflow::PYTORCH_JOB_KIND,
             ));
         }
         let input = tx.downgrade();

@@ -86,6 +86,11 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: WATCH_UPDATE,
     },
     Permission {
+        group: "kubeflow.org",
+        resource: "pytorchjobs",
+        verbs: WATCH_UPDATE,
+    },
+    Permission {
         group: "",
         resource: "pods",
         // delete: pods of an evicted plain-pod group are ended, as Kueue does.

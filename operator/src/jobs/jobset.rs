@@ -3,17 +3,16 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
 use sluice_sdk::jobset::{self, JobSet};
 use sluice_sdk::kueue::labels;
-use sluice_sdk::kueue::v1beta2::{PodSet, PodSetTopologyRequest, Workload, WorkloadSpec};
+use sluice_sdk::kueue::v1beta2::{PodSet, PodSetTopologyRequest, Workload};
 
 use super::batch_job::JOB_COMPLETION_INDEX;
 use super::topology_request::template_topology_request;
 use super::{
-    JobError, JobIntegration, PodSetInfo, PriorityClasses, SuspendableJob, admitted_pods,
-    workload_name,
+    JobError, JobIntegration, Owner, PodSetInfo, PriorityClasses, SuspendableJob, admitted_pods,
+    owned_workload, workload_name,
 };
 
 /// The JobSet kind.
@@ -87,21 +86,6 @@ impl JobSetJob {
 
     /// The Workload Kueue builds for the JobSet (name, owner, a pod set per replicated job, priority, queue).
     pub fn workload(js: &JobSet, priorities: &PriorityClasses) -> Result<Workload, JobError> {
-        let name = js
-            .metadata
-            .name
-            .clone()
-            .ok_or_else(|| error(js, "metadata.name", "required"))?;
-        let namespace = js
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".to_string());
-        let uid = js
-            .metadata
-            .uid
-            .clone()
-            .ok_or_else(|| error(js, "metadata.uid", "required"))?;
         if js.spec.is_none() {
             return Err(error(js, "spec", "required"));
         }
@@ -110,64 +94,19 @@ impl JobSetJob {
             return Err(error(js, "spec.replicatedJobs", "must have at least one"));
         }
         // Kueue takes the first pod set's priorityClassName that is set.
-        let pod_class = pod_sets.iter().find_map(|ps| {
-            ps.template
-                .spec
-                .as_ref()
-                .and_then(|s| s.priority_class_name.as_deref())
-                .filter(|n| !n.is_empty())
+        let pod_class = pod_sets.iter().enumerate().find_map(|(i, ps)| {
+            let name = ps.template.spec.as_ref()?.priority_class_name.as_deref()?;
+            (!name.is_empty())
+                .then(|| (name, format!("{}.spec.priorityClassName", template_path(i))))
         });
-        let wpc = label(js, labels::PRIORITY_CLASS_LABEL);
-        let priority = priorities.resolve(wpc, pod_class).map_err(|m| {
-            let field = if wpc.is_some() {
-                format!("metadata.labels[{}]", labels::PRIORITY_CLASS_LABEL)
-            } else {
-                "spec.replicatedJobs[*].template.spec.template.spec.priorityClassName".to_string()
-            };
-            error(js, &field, m)
-        })?;
-        let max_exec = match label(js, labels::MAX_EXEC_TIME_SECONDS_LABEL) {
-            None => None,
-            Some(v) => Some(v.parse::<i32>().ok().filter(|n| *n > 0).ok_or_else(|| {
-                error(
-                    js,
-                    &format!("metadata.labels[{}]", labels::MAX_EXEC_TIME_SECONDS_LABEL),
-                    format!("{v:?} is not a positive integer"),
-                )
-            })?),
+        let owner = Owner {
+            meta: &js.metadata,
+            kind: Self::KIND,
+            group: Self::GROUP,
+            api_version: Self::API_VERSION,
+            pod_class,
         };
-        let owner = OwnerReference {
-            api_version: Self::API_VERSION.to_string(),
-            kind: Self::KIND.to_string(),
-            name: name.clone(),
-            uid: uid.clone(),
-            controller: Some(true),
-            block_owner_deletion: Some(true),
-        };
-        let metadata = ObjectMeta {
-            name: Some(workload_name(Self::KIND, Self::GROUP, &name, &uid)),
-            namespace: Some(namespace),
-            labels: Some(BTreeMap::from([(
-                labels::JOB_UID_LABEL.to_string(),
-                uid.clone(),
-            )])),
-            owner_references: Some(vec![owner]),
-            finalizers: Some(vec![labels::RESOURCE_IN_USE_FINALIZER.to_string()]),
-            creation_timestamp: js.metadata.creation_timestamp.clone(),
-            ..Default::default()
-        };
-        Ok(Workload {
-            metadata,
-            spec: WorkloadSpec {
-                pod_sets,
-                queue_name: Self::queue_name(js).unwrap_or_default(),
-                priority_class_ref: priority.class_ref,
-                priority: Some(priority.value),
-                maximum_execution_time_seconds: max_exec,
-                ..Default::default()
-            },
-            status: None,
-        })
+        owned_workload(owner, pod_sets.clone(), priorities)
     }
 }
 

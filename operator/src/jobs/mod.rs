@@ -1,8 +1,8 @@
 //! Job integrations: how a kind of job becomes a Workload, starts on admission and stops on eviction.
 //!
 //! Each kind implements [`JobIntegration`] (what the reconciler reads), and [`SuspendableJob`] when it has a
-//! suspend field: the batch/v1 Job ([`BatchJob`]), the JobSet ([`JobSetJob`]), and plain Pods and pod groups
-//! ([`PodGroups`]). The operator's
+//! suspend field: the batch/v1 Job ([`BatchJob`]), the JobSet ([`JobSetJob`]), the Kubeflow PyTorchJob
+//! ([`PyTorchJobJob`]), and plain Pods and pod groups ([`PodGroups`]). The operator's
 //! one job reconciler (`controller/engine_task/reconciler.rs`) is generic over these traits; the simulator drives
 //! suspendable kinds through them.
 
@@ -11,6 +11,7 @@ mod jobset;
 pub mod pod_group;
 mod podset_info;
 mod priority;
+mod pytorchjob;
 pub mod topology;
 mod topology_request;
 
@@ -19,7 +20,9 @@ pub use jobset::JobSetJob;
 pub use pod_group::{PodGroup, PodGroupKey, PodGroups};
 pub use podset_info::{PodSetInfo, merge_check_updates, pod_set_infos};
 pub use priority::{PriorityClasses, ResolvedPriority};
+pub use pytorchjob::PyTorchJobJob;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use sluice_sdk::kueue::v1beta2::Workload;
 
 /// An error turning a job into a Workload or applying an admission to it.
@@ -87,6 +90,108 @@ pub trait SuspendableJob: JobIntegration {
 
     /// Undoes `run_with` after an eviction: restores what it injected, keeping the job suspended.
     fn restore(job: &mut Self::Job, infos: &[PodSetInfo]);
+}
+
+/// What a kind's Workload takes from the job's metadata, beside its pod sets.
+pub(crate) struct Owner<'a> {
+    /// The job's metadata.
+    pub meta: &'a ObjectMeta,
+    /// Its kind, group and apiVersion.
+    pub kind: &'static str,
+    /// Its API group.
+    pub group: &'static str,
+    /// Its apiVersion.
+    pub api_version: &'static str,
+    /// The pod PriorityClass the kind names, if any, and the field that names it (for errors).
+    pub pod_class: Option<(&'a str, String)>,
+}
+
+/// The Workload Kueue's job framework builds for a job of any kind: its name (kind, group, name and uid hashed),
+/// controller owner reference, `kueue.x-k8s.io/job-uid` label, finalizer, queue, priority (the
+/// `kueue.x-k8s.io/priority-class` label, else the kind's pod PriorityClass, else the default) and maximum execution
+/// time, with `pod_sets`.
+pub(crate) fn owned_workload(
+    owner: Owner<'_>,
+    pod_sets: Vec<sluice_sdk::kueue::v1beta2::PodSet>,
+    priorities: &PriorityClasses,
+) -> Result<Workload, JobError> {
+    use sluice_sdk::kueue::labels;
+    let meta = owner.meta;
+    let error = |field: &str, message: String| JobError {
+        kind: owner.kind.to_string(),
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+        field: field.to_string(),
+        message,
+    };
+    let label = |key: &str| {
+        meta.labels
+            .as_ref()
+            .and_then(|l| l.get(key))
+            .map(String::as_str)
+    };
+    let name = meta
+        .name
+        .clone()
+        .ok_or_else(|| error("metadata.name", "required".into()))?;
+    let uid = meta
+        .uid
+        .clone()
+        .ok_or_else(|| error("metadata.uid", "required".into()))?;
+    let wpc = label(labels::PRIORITY_CLASS_LABEL);
+    let (pod_class, pod_class_field) = owner.pod_class.unzip();
+    let priority = priorities.resolve(wpc, pod_class).map_err(|m| {
+        let field = match (wpc, pod_class_field) {
+            (Some(_), _) | (None, None) => {
+                format!("metadata.labels[{}]", labels::PRIORITY_CLASS_LABEL)
+            }
+            (None, Some(f)) => f,
+        };
+        error(&field, m)
+    })?;
+    let max_exec = match label(labels::MAX_EXEC_TIME_SECONDS_LABEL) {
+        None => None,
+        Some(v) => Some(v.parse::<i32>().ok().filter(|n| *n > 0).ok_or_else(|| {
+            error(
+                &format!("metadata.labels[{}]", labels::MAX_EXEC_TIME_SECONDS_LABEL),
+                format!("{v:?} is not a positive integer"),
+            )
+        })?),
+    };
+    let reference = OwnerReference {
+        api_version: owner.api_version.to_string(),
+        kind: owner.kind.to_string(),
+        name: name.clone(),
+        uid: uid.clone(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    };
+    let metadata = ObjectMeta {
+        name: Some(workload_name(owner.kind, owner.group, &name, &uid)),
+        namespace: Some(meta.namespace.clone().unwrap_or_else(|| "default".into())),
+        labels: Some(std::collections::BTreeMap::from([(
+            labels::JOB_UID_LABEL.to_string(),
+            uid,
+        )])),
+        owner_references: Some(vec![reference]),
+        finalizers: Some(vec![labels::RESOURCE_IN_USE_FINALIZER.to_string()]),
+        creation_timestamp: meta.creation_timestamp.clone(),
+        ..Default::default()
+    };
+    Ok(Workload {
+        metadata,
+        spec: sluice_sdk::kueue::v1beta2::WorkloadSpec {
+            pod_sets,
+            queue_name: label(labels::QUEUE_NAME_LABEL)
+                .unwrap_or_default()
+                .to_string(),
+            priority_class_ref: priority.class_ref,
+            priority: Some(priority.value),
+            maximum_execution_time_seconds: max_exec,
+            ..Default::default()
+        },
+        status: None,
+    })
 }
 
 /// Pods the Workload's admission admitted (each pod set's assigned count, or its spec count).

@@ -5,11 +5,13 @@ use k8s_openapi::api::batch::v1::{Job, JobCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use serde_json::Value;
 use sluice_sdk::jobset::{self, JobSet};
+use sluice_sdk::kubeflow::{self, PyTorchJob};
 use sluice_sdk::kueue::v1beta2 as api;
 
 use crate::engine::Time;
 use crate::jobs::{
-    BatchJob, JobError, JobIntegration, JobSetJob, PodSetInfo, PriorityClasses, SuspendableJob,
+    BatchJob, JobError, JobIntegration, JobSetJob, PodSetInfo, PriorityClasses, PyTorchJobJob,
+    SuspendableJob,
 };
 use crate::status;
 
@@ -24,6 +26,8 @@ pub enum SimJob {
     Batch(Job),
     /// A JobSet.
     JobSet(JobSet),
+    /// A Kubeflow PyTorchJob.
+    PyTorchJob(PyTorchJob),
 }
 
 impl SimJob {
@@ -32,6 +36,7 @@ impl SimJob {
         match self {
             SimJob::Batch(_) => BatchJob::KIND,
             SimJob::JobSet(_) => JobSetJob::KIND,
+            SimJob::PyTorchJob(_) => PyTorchJobJob::KIND,
         }
     }
 
@@ -40,6 +45,7 @@ impl SimJob {
         match self {
             SimJob::Batch(j) => &j.metadata,
             SimJob::JobSet(j) => &j.metadata,
+            SimJob::PyTorchJob(j) => &j.metadata,
         }
     }
 
@@ -48,6 +54,7 @@ impl SimJob {
         match self {
             SimJob::Batch(j) => &mut j.metadata,
             SimJob::JobSet(j) => &mut j.metadata,
+            SimJob::PyTorchJob(j) => &mut j.metadata,
         }
     }
 
@@ -56,6 +63,7 @@ impl SimJob {
         match self {
             SimJob::Batch(j) => BatchJob::suspend(j),
             SimJob::JobSet(j) => JobSetJob::suspend(j),
+            SimJob::PyTorchJob(j) => PyTorchJobJob::suspend(j),
         }
     }
 
@@ -64,6 +72,7 @@ impl SimJob {
         match self {
             SimJob::Batch(j) => BatchJob::workload(j, priorities),
             SimJob::JobSet(j) => JobSetJob::workload(j, priorities),
+            SimJob::PyTorchJob(j) => PyTorchJobJob::workload(j, priorities),
         }
     }
 
@@ -72,6 +81,7 @@ impl SimJob {
         match self {
             SimJob::Batch(j) => BatchJob::run_with(j, infos),
             SimJob::JobSet(j) => JobSetJob::run_with(j, infos),
+            SimJob::PyTorchJob(j) => PyTorchJobJob::run_with(j, infos),
         }
     }
 
@@ -85,6 +95,10 @@ impl SimJob {
             SimJob::JobSet(j) => {
                 JobSetJob::suspend(j);
                 JobSetJob::restore(j, originals);
+            }
+            SimJob::PyTorchJob(j) => {
+                PyTorchJobJob::suspend(j);
+                PyTorchJobJob::restore(j, originals);
             }
         }
     }
@@ -114,6 +128,16 @@ impl SimJob {
                     observed_generation: None,
                 });
             }
+            SimJob::PyTorchJob(j) => {
+                let st = j.status.get_or_insert_with(Default::default);
+                st.conditions.push(kubeflow::JobCondition {
+                    type_: kubeflow::SUCCEEDED.into(),
+                    status: "True".into(),
+                    reason: "PyTorchJobSucceeded".into(),
+                    message: "simulated run completed".into(),
+                    other: Default::default(),
+                });
+            }
         }
     }
 
@@ -122,6 +146,7 @@ impl SimJob {
         let (v, api_version) = match self {
             SimJob::Batch(j) => (serde_json::to_value(j), BatchJob::API_VERSION),
             SimJob::JobSet(j) => (serde_json::to_value(j), JobSetJob::API_VERSION),
+            SimJob::PyTorchJob(j) => (serde_json::to_value(j), PyTorchJobJob::API_VERSION),
         };
         let mut v = v.unwrap_or(Value::Null);
         if let Value::Object(m) = &mut v {

@@ -7,11 +7,13 @@ use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde::de::DeserializeOwned;
 use sluice_sdk::jobset::{self, JobSet};
+use sluice_sdk::kubeflow::{self, PyTorchJob};
 use sluice_sdk::kueue::decode::{
     DecodeError, KueueObject, StrictError, decode_strict, deserialize_strict,
 };
 use sluice_sdk::kueue::v1beta2 as api;
 use sluice_sdk::kueue::validation::jobset::validate_jobset;
+use sluice_sdk::kueue::validation::kubeflow::validate_pytorchjob;
 use sluice_sdk::kueue::validation::validate;
 use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
 
@@ -248,13 +250,22 @@ impl ClusterObjects {
                 let key = (jobset::KIND, ns(), name);
                 insert(&mut self.jobs, key, o, what, SimJob::JobSet(js))
             }
+            (kubeflow::API_VERSION, kubeflow::PYTORCH_JOB_KIND) => {
+                let mut job: PyTorchJob = typed(doc)?;
+                job.metadata.namespace = Some(ns());
+                validate_pytorchjob(&job).map_err(|e| LoadError::new(o, &what, e.to_string()))?;
+                self.submission_order
+                    .push((kubeflow::PYTORCH_JOB_KIND, ns(), name.clone()));
+                let key = (kubeflow::PYTORCH_JOB_KIND, ns(), name);
+                insert(&mut self.jobs, key, o, what, SimJob::PyTorchJob(job))
+            }
             (v, k) => Err(LoadError::new(
                 o,
                 what,
                 format!(
                     "unsupported kind {k:?} in {v:?}: the simulator reads Kueue's kinds (kueue.x-k8s.io/v1beta2 or \
                      v1beta1), v1 Namespace and Node, scheduling.k8s.io/v1 PriorityClass, batch/v1 Job, jobset.x-k8s.io/v1alpha2 \
-                     JobSet and sluice.dev/v1alpha1 NodeGpuTopology"
+                     JobSet, kubeflow.org/v1 PyTorchJob and sluice.dev/v1alpha1 NodeGpuTopology"
                 ),
             )),
         }

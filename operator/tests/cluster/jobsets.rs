@@ -109,8 +109,9 @@ fn racks() -> Vec<FakeNode> {
         .collect()
 }
 
-/// JobSet's CRD from its Go module, as `tests/control-plane/crds` prints it.
-fn jobset_crd() -> String {
+/// The CRDs of the other projects' kinds Sluice integrates (JobSet, PyTorchJob), from their Go modules, as
+/// `tests/control-plane/crds` prints them.
+pub fn third_party_crds() -> String {
     let out = Command::new(repo_root().join("tests/control-plane/crds"))
         .output()
         .expect("running tests/control-plane/crds");
@@ -119,8 +120,13 @@ fn jobset_crd() -> String {
         "tests/control-plane/crds: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|path| {
+            let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+            format!("---\n{text}\n")
+        })
+        .collect()
 }
 
 /// The hostnames of the Workload's topology assignment for pod set `name`.
@@ -154,7 +160,10 @@ async fn jobsets_are_admitted_in_one_rack_and_preempted_through_the_api_server()
         return;
     };
     // JobSet's CRD first, so that the operator finds the API served when it starts.
-    plane.kubectl(&["apply", "--server-side", "-f", "-"], Some(&jobset_crd()));
+    plane.kubectl(
+        &["apply", "--server-side", "-f", "-"],
+        Some(&third_party_crds()),
+    );
     let installed = install(&plane, None, racks()).await;
     let client = installed.client.clone();
     plane.kubectl(&["apply", "-f", "-"], Some(SETUP));

@@ -19,6 +19,7 @@ mod gpu_use;
 mod jobsets;
 mod pods;
 mod policy;
+mod pytorchjobs;
 mod restart;
 mod samples;
 mod scripts;

@@ -117,6 +117,37 @@ pub fn default_jobset(jobset: &mut Value, ctx: JobContext) {
     default_queue_and_suspend(jobset, ctx);
 }
 
+/// Applies Kueue's defaulting of the Kubeflow training v1 kinds (PyTorchJob) to a document: the namespace's
+/// default LocalQueue, and `spec.runPolicy.suspend` when the job is managed.
+pub fn default_kubeflow_job(job: &mut Value, ctx: JobContext) {
+    if owner_integrated(job) {
+        return;
+    }
+    default_queue(job, ctx);
+    let suspended = job
+        .pointer("/spec/runPolicy/suspend")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if managed(job, ctx)
+        && !suspended
+        && let Some(policy) = object_at(job, "spec").and_then(|s| child_object(s, "runPolicy"))
+    {
+        policy.insert("suspend".to_owned(), Value::Bool(true));
+    }
+}
+
+/// The namespace's `default` LocalQueue for a job without a queue name (Kueue's `ApplyDefaultLocalQueue`).
+fn default_queue(job: &mut Value, ctx: JobContext) {
+    if queue_name(job).is_empty() && ctx.default_local_queue_exists && ctx.namespace_managed {
+        set_label(job, l::QUEUE_NAME_LABEL, l::DEFAULT_LOCAL_QUEUE_NAME);
+    }
+}
+
+/// Whether Kueue manages the job: it names a queue, or jobs without one are managed in its namespace.
+fn managed(job: &Value, ctx: JobContext) -> bool {
+    !queue_name(job).is_empty() || (ctx.manage_jobs_without_queue_name && ctx.namespace_managed)
+}
+
 /// The steps every kind with a `spec.suspend` field shares (Kueue's `ApplyDefaultLocalQueue` and
 /// `ApplyDefaultForSuspend`): a job not owned by another integrated kind gets the `default` LocalQueue when its
 /// namespace has one, and is suspended when managed.
@@ -124,16 +155,12 @@ fn default_queue_and_suspend(job: &mut Value, ctx: JobContext) {
     if owner_integrated(job) {
         return;
     }
-    if queue_name(job).is_empty() && ctx.default_local_queue_exists && ctx.namespace_managed {
-        set_label(job, l::QUEUE_NAME_LABEL, l::DEFAULT_LOCAL_QUEUE_NAME);
-    }
-    let managed = !queue_name(job).is_empty()
-        || (ctx.manage_jobs_without_queue_name && ctx.namespace_managed);
+    default_queue(job, ctx);
     let suspended = job
         .pointer("/spec/suspend")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    if managed
+    if managed(job, ctx)
         && !suspended
         && let Some(spec) = object_at(job, "spec")
     {
@@ -303,6 +330,20 @@ mod tests {
         default_jobset(&mut child, managed_ns(true));
         assert!(child["spec"].get("suspend").is_none());
         assert!(child["metadata"].get("labels").is_none());
+    }
+
+    #[test]
+    fn a_pytorchjob_is_suspended_in_its_run_policy() {
+        let mut j = json!({"kind": "PyTorchJob", "metadata": {"name": "t", "labels": {l::QUEUE_NAME_LABEL: "q"}},
+            "spec": {"pytorchReplicaSpecs": {}}});
+        default_kubeflow_job(&mut j, managed_ns(false));
+        assert_eq!(j["spec"]["runPolicy"]["suspend"], true);
+        let mut other = json!({"kind": "PyTorchJob", "metadata": {"name": "t"}, "spec": {"runPolicy": {"cleanPodPolicy": "None"}}});
+        default_kubeflow_job(&mut other, managed_ns(false));
+        assert_eq!(
+            other["spec"]["runPolicy"],
+            json!({"cleanPodPolicy": "None"})
+        );
     }
 
     #[test]

@@ -53,6 +53,12 @@ const OPERATOR_CLUSTER: &[(&str, &str, &[&str])] = &[
     ),
     // Workloads are owned by their JobSet with blockOwnerDeletion.
     ("jobset.x-k8s.io", "jobsets/finalizers", &["update"]),
+    (
+        "kubeflow.org",
+        "pytorchjobs",
+        &["get", "list", "watch", "update", "patch"],
+    ),
+    ("kubeflow.org", "pytorchjobs/finalizers", &["update"]),
     ("", "pods", &["get", "list", "watch", "patch", "delete"]),
     ("", "pods/status", &["patch"]),
     // A single plain pod owns its Workload with blockOwnerDeletion.

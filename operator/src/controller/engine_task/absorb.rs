@@ -7,12 +7,13 @@ use sluice_sdk::kueue::labels::condition;
 use sluice_sdk::kueue::v1beta2 as api;
 use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
 
-use super::{EngineTask, Input, now_ms};
+use super::{EngineTask, Input, crd_kinds, now_ms};
 use crate::controller::objects::*;
 use crate::controller::tas;
 use crate::controller::watch::Change;
 use crate::engine::{self, Engine, Event, WorkloadKey};
 use crate::ingest;
+use crate::jobs::{JobSetJob, PyTorchJobJob};
 
 impl EngineTask {
     fn count_event(&self, kind: &str) {
@@ -269,19 +270,24 @@ impl EngineTask {
             Input::JobSet(c) => {
                 self.count_event("JobSet");
                 let (obj, deleted) = split(c);
-                let key = object_key(&obj);
-                if deleted {
-                    self.cache.jobsets.remove(&key);
-                    self.deleted_jobsets.push(obj);
-                } else {
-                    if let Some(cached) = self.cache.jobsets.get(&key)
-                        && is_stale(cached, &obj)
-                    {
-                        return;
-                    }
-                    self.cache.jobsets.insert(key.clone(), obj);
-                    self.kinds.jobsets.dirty.insert(key);
-                }
+                let gone = crd_kinds::absorb_change::<JobSetJob>(
+                    &mut self.cache.jobsets,
+                    &mut self.kinds,
+                    obj,
+                    deleted,
+                );
+                self.owners_gone.extend(gone);
+            }
+            Input::PyTorchJob(c) => {
+                self.count_event("PyTorchJob");
+                let (obj, deleted) = split(c);
+                let gone = crd_kinds::absorb_change::<PyTorchJobJob>(
+                    &mut self.cache.pytorchjobs,
+                    &mut self.kinds,
+                    obj,
+                    deleted,
+                );
+                self.owners_gone.extend(gone);
             }
             Input::Job(c) => {
                 self.count_event("Job");

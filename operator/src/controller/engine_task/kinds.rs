@@ -1,5 +1,6 @@
 //! The job kinds the engine task reconciles, and the only place that lists them: each function below has one
-//! line per kind, in the order the kinds are reconciled (batch Jobs, JobSets, then plain Pods and pod groups).
+//! line per kind, in the order the kinds are reconciled (batch Jobs, JobSets, PyTorchJobs, then plain Pods and pod
+//! groups).
 
 use std::collections::BTreeSet;
 
@@ -7,7 +8,7 @@ use sluice_sdk::kueue::v1beta2 as api;
 
 use super::EngineTask;
 use super::reconciler::Reconciled;
-use crate::jobs::{BatchJob, JobSetJob, PodGroupKey, PodGroups};
+use crate::jobs::{BatchJob, JobSetJob, PodGroupKey, PodGroups, PyTorchJobJob};
 
 /// The jobs of one kind waiting to be reconciled.
 pub(super) struct KindQueues<K> {
@@ -34,6 +35,8 @@ pub(super) struct Kinds {
     pub jobs: KindQueues<(String, String)>,
     /// JobSets, by (namespace, name).
     pub jobsets: KindQueues<(String, String)>,
+    /// Kubeflow PyTorchJobs, by (namespace, name).
+    pub pytorchjobs: KindQueues<(String, String)>,
     /// Plain pods and pod groups.
     pub pod_groups: KindQueues<PodGroupKey>,
 }
@@ -44,6 +47,7 @@ impl EngineTask {
     pub(super) async fn reconcile_dirty_jobs(&mut self) -> bool {
         let mut did = self.reconcile_dirty::<BatchJob>().await;
         did |= self.reconcile_dirty::<JobSetJob>().await;
+        did |= self.reconcile_dirty::<PyTorchJobJob>().await;
         did |= self.reconcile_dirty::<PodGroups>().await;
         self.create_owned_workloads().await;
         self.start_jobs().await;
@@ -54,6 +58,7 @@ impl EngineTask {
     pub(super) fn any_dirty_job(&self) -> bool {
         !self.kinds.jobs.dirty.is_empty()
             || !self.kinds.jobsets.dirty.is_empty()
+            || !self.kinds.pytorchjobs.dirty.is_empty()
             || !self.kinds.pod_groups.dirty.is_empty()
     }
 
@@ -61,6 +66,7 @@ impl EngineTask {
     pub(super) fn retry_unbuilt(&mut self) {
         self.retry_unbuilt_of::<BatchJob>();
         self.retry_unbuilt_of::<JobSetJob>();
+        self.retry_unbuilt_of::<PyTorchJobJob>();
         self.retry_unbuilt_of::<PodGroups>();
     }
 
@@ -68,6 +74,7 @@ impl EngineTask {
     pub(super) fn mark_owner_dirty(&mut self, wl: &api::Workload) {
         self.mark_owner_of::<BatchJob>(wl);
         self.mark_owner_of::<JobSetJob>(wl);
+        self.mark_owner_of::<PyTorchJobJob>(wl);
         self.mark_owner_of::<PodGroups>(wl);
     }
 
@@ -75,6 +82,7 @@ impl EngineTask {
     pub(super) fn owner_needs_stopping(&self, wl: &api::Workload) -> bool {
         self.owner_of_needs_stopping::<BatchJob>(wl)
             || self.owner_of_needs_stopping::<JobSetJob>(wl)
+            || self.owner_of_needs_stopping::<PyTorchJobJob>(wl)
             || self.owner_of_needs_stopping::<PodGroups>(wl)
     }
 
@@ -82,6 +90,7 @@ impl EngineTask {
     pub(super) fn mark_all_jobs_dirty(&mut self) {
         self.mark_all_of::<BatchJob>();
         self.mark_all_of::<JobSetJob>();
+        self.mark_all_of::<PyTorchJobJob>();
         self.mark_all_of::<PodGroups>();
     }
 

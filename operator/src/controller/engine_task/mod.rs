@@ -23,6 +23,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, ObjectReference, Po
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::{Api, Client, Resource};
 use sluice_sdk::jobset::JobSet;
+use sluice_sdk::kubeflow::PyTorchJob;
 use sluice_sdk::kueue::v1beta2 as api;
 use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
 use sluice_sdk::sluice::policy_module::PolicyModule;
@@ -32,10 +33,10 @@ use tokio::time::Instant;
 mod absorb;
 mod checkpoints;
 mod checks;
+mod crd_kinds;
 mod decisions;
 mod gpu_use;
 mod jobs;
-mod jobsets;
 mod kinds;
 mod owners;
 mod pod_groups;
@@ -79,6 +80,8 @@ pub enum Input {
     Job(Change<Job>),
     /// A JobSet changed.
     JobSet(Change<JobSet>),
+    /// A Kubeflow PyTorchJob changed.
+    PyTorchJob(Change<PyTorchJob>),
     /// A WorkloadPriorityClass changed.
     WorkloadPriorityClass(Change<api::WorkloadPriorityClass>),
     /// A pod PriorityClass changed.
@@ -131,6 +134,7 @@ struct Cache {
     workloads: BTreeMap<WorkloadKey, api::Workload>,
     jobs: BTreeMap<(String, String), Job>,
     jobsets: BTreeMap<(String, String), JobSet>,
+    pytorchjobs: BTreeMap<(String, String), PyTorchJob>,
     priorities: PriorityClasses,
     nodes: BTreeMap<String, Node>,
     topologies: BTreeMap<String, api::Topology>,
@@ -192,7 +196,8 @@ pub struct EngineTask {
     /// TAS workloads whose gated pods may need their node selector.
     dirty_ungates: BTreeSet<WorkloadKey>,
     deleted_jobs: Vec<Job>,
-    deleted_jobsets: Vec<JobSet>,
+    /// Workloads (namespace, name) whose owner of a [`crd_kinds::CrdKind`] was deleted.
+    owners_gone: Vec<(String, String)>,
     /// Workloads built by this round's job reconciles, created together at its end (with the owner to announce
     /// them on).
     creates: Vec<(Option<ObjectReference>, api::Workload)>,
@@ -265,7 +270,7 @@ impl EngineTask {
             kinds: kinds::Kinds::default(),
             dirty_ungates: BTreeSet::new(),
             deleted_jobs: Vec::new(),
-            deleted_jobsets: Vec::new(),
+            owners_gone: Vec::new(),
             creates: Vec::new(),
             job_starts: Vec::new(),
             queues_dirty: false,
@@ -391,9 +396,9 @@ impl EngineTask {
                 did = true;
                 self.job_deleted(&job).await;
             }
-            for js in std::mem::take(&mut self.deleted_jobsets) {
+            for (ns, name) in std::mem::take(&mut self.owners_gone) {
                 did = true;
-                self.jobset_deleted(&js).await;
+                self.owner_gone(ns, name).await;
             }
             for key in std::mem::take(&mut self.dirty_workloads) {
                 self.reconcile_workload(&key).await;
@@ -428,7 +433,7 @@ impl EngineTask {
                 || !self.dirty_workloads.is_empty()
                 || !self.dirty_ungates.is_empty()
                 || !self.deleted_jobs.is_empty()
-                || !self.deleted_jobsets.is_empty();
+                || !self.owners_gone.is_empty();
             if acted || did || more {
                 idle = 0;
                 continue;

@@ -32,6 +32,7 @@ mod errors;
 mod gates;
 pub mod job;
 pub mod jobset;
+pub mod kubeflow;
 mod localqueue;
 mod names;
 mod quantity;

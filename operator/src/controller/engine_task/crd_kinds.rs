@@ -1,0 +1,234 @@
+//! The kinds defined by other projects' CRDs that wait with a suspend field (JobSet, Kubeflow PyTorchJob), as one
+//! [`Reconciled`] implementation: suspended while queued, unsuspended with their admission, and stopped in one
+//! write (suspended with their pod templates restored), as Kueue's generic job reconciler stops kinds without a
+//! custom stop. A kind is its [`CrdKind`] implementation: where it is cached and whether it is enabled.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Resource;
+use sluice_sdk::jobset::JobSet;
+use sluice_sdk::kubeflow::PyTorchJob;
+use sluice_sdk::kueue::v1beta2 as api;
+
+use super::kinds::{KindQueues, Kinds};
+use super::reconciler::{PodsReadyAt, Reconciled, Release, StopReason, StopStep};
+use super::writes::Cached;
+use super::{Cache, EngineTask};
+use crate::controller::config::OperatorConfig;
+use crate::controller::objects::*;
+use crate::controller::writer::Endpoint;
+use crate::jobs::{JobSetJob, PodSetInfo, PyTorchJobJob, SuspendableJob};
+use crate::telemetry::EventSeverity;
+
+/// A kind from another project's CRD, with a suspend field, keyed by (namespace, name).
+pub(super) trait CrdKind: SuspendableJob<Job: Cached + Clone + Send + Sync> {
+    /// Whether the Configuration enables it.
+    fn enabled(config: &OperatorConfig) -> bool;
+    /// Its dirty and unbuilt sets.
+    fn queues(kinds: &mut Kinds) -> &mut KindQueues<(String, String)>;
+    /// Its cached objects.
+    fn cache(cache: &Cache) -> &BTreeMap<(String, String), Self::Job>;
+}
+
+impl CrdKind for JobSetJob {
+    fn enabled(config: &OperatorConfig) -> bool {
+        config.jobsets
+    }
+    fn queues(kinds: &mut Kinds) -> &mut KindQueues<(String, String)> {
+        &mut kinds.jobsets
+    }
+    fn cache(cache: &Cache) -> &BTreeMap<(String, String), JobSet> {
+        &cache.jobsets
+    }
+}
+
+impl CrdKind for PyTorchJobJob {
+    fn enabled(config: &OperatorConfig) -> bool {
+        config.pytorchjobs
+    }
+    fn queues(kinds: &mut Kinds) -> &mut KindQueues<(String, String)> {
+        &mut kinds.pytorchjobs
+    }
+    fn cache(cache: &Cache) -> &BTreeMap<(String, String), PyTorchJob> {
+        &cache.pytorchjobs
+    }
+}
+
+impl<T: CrdKind> Reconciled for T {
+    type Key = (String, String);
+    const NOT_BUILT_REASON: &'static str = "CreatedWorkload";
+    const PODS_READY: PodsReadyAt = PodsReadyAt::EveryReconcile;
+    const STOPS_ON_WORKLOAD_DELETION: bool = false;
+
+    fn enabled(config: &OperatorConfig) -> bool {
+        <T as CrdKind>::enabled(config)
+    }
+
+    fn queues(kinds: &mut Kinds) -> &mut KindQueues<Self::Key> {
+        <T as CrdKind>::queues(kinds)
+    }
+
+    fn load(task: &EngineTask, key: &Self::Key) -> Option<T::Job> {
+        T::cache(&task.cache).get(key).cloned()
+    }
+
+    fn skip(task: &EngineTask, job: &T::Job) -> bool {
+        job.meta().deletion_timestamp.is_some()
+            || (T::queue_name(job).is_none() && !task.config.manage_jobs_without_queue_name)
+    }
+
+    fn namespace(key: &Self::Key) -> String {
+        key.0.clone()
+    }
+
+    fn owner_key(wl: &api::Workload) -> Option<Self::Key> {
+        controller_owner(wl, T::API_VERSION, T::KIND)
+    }
+
+    fn all_keys(task: &EngineTask) -> Vec<Self::Key> {
+        T::cache(&task.cache).keys().cloned().collect()
+    }
+
+    /// Whether the job exists: a suspended one still has its templates to restore.
+    fn needs_stopping(task: &EngineTask, key: &Self::Key) -> bool {
+        T::cache(&task.cache).contains_key(key)
+    }
+
+    /// A job gone from the cache counts as holding pods: its eviction completes from its Workload's reconcile.
+    fn holds_pods(task: &EngineTask, key: &Self::Key) -> bool {
+        T::cache(&task.cache).get(key).is_none_or(T::is_active)
+    }
+
+    fn event_owner(job: &T::Job) -> Option<ObjectReference> {
+        Some(job.object_ref(&()))
+    }
+
+    /// A running job is suspended first, then its Workload is built from it as loaded.
+    async fn prepare_create(
+        task: &mut EngineTask,
+        key: &Self::Key,
+        job: T::Job,
+    ) -> (bool, Option<T::Job>) {
+        let mut wrote = false;
+        if !T::is_suspended(&job) {
+            task.write_cached::<T::Job>(key, Endpoint::Main, |j| {
+                T::suspend(j);
+                Ok(true)
+            })
+            .await;
+            wrote = true;
+        }
+        (wrote, Some(job))
+    }
+
+    async fn start(task: &mut EngineTask, key: &Self::Key, wl: &api::Workload) -> bool {
+        let Some((cluster_queue, infos)) = task.admitted_infos(wl, T::KIND).await else {
+            return false;
+        };
+        let started = task
+            .write_cached::<T::Job>(key, Endpoint::Main, |j| {
+                T::run_with(j, &infos).map_err(|e| e.to_string())?;
+                Ok(true)
+            })
+            .await;
+        if let Some(job) = started {
+            task.started_event(job.object_ref(&()), &cluster_queue);
+        }
+        true
+    }
+
+    /// Suspended with every pod template restored, in one write; one already suspended is left as it is
+    /// (Kueue's generic stop).
+    async fn stop(
+        task: &mut EngineTask,
+        key: &Self::Key,
+        job: &T::Job,
+        wl: &api::Workload,
+        why: &StopReason,
+    ) -> StopStep {
+        if T::is_suspended(job) {
+            return StopStep::Stopped { wrote: false };
+        }
+        let originals: Vec<PodSetInfo> = wl
+            .spec
+            .pod_sets
+            .iter()
+            .map(|ps| PodSetInfo::from_template(&ps.name, ps.count, &ps.template))
+            .collect();
+        let written = task
+            .write_cached::<T::Job>(key, Endpoint::Main, |j| {
+                T::suspend(j);
+                T::restore(j, &originals);
+                Ok(true)
+            })
+            .await;
+        if let Some(job) = written {
+            task.event(
+                job.object_ref(&()),
+                EventSeverity::Normal,
+                "Stopped",
+                "Stop",
+                why.message.clone(),
+            );
+        }
+        // Its pods show up as gone (nothing active) in a later event of the job.
+        StopStep::Stopped { wrote: true }
+    }
+
+    /// These kinds carry no finalizer of the operator's.
+    async fn finalize(_: &mut EngineTask, _: &Self::Key, _: Release) -> bool {
+        false
+    }
+}
+
+/// A failed JobSet write (a start, a suspend, a restore) is announced as Kueue announces a failed start.
+impl Cached for JobSet {
+    const WRITE_FAILED_EVENT: Option<&'static str> = Some("FailedToStart");
+    fn cached<'c>(cache: &'c Cache, key: &(String, String)) -> Option<&'c Self> {
+        cache.jobsets.get(key)
+    }
+    fn put(cache: &mut Cache, key: (String, String), obj: Self) {
+        cache.jobsets.insert(key, obj);
+    }
+    fn forget(cache: &mut Cache, key: &(String, String)) {
+        cache.jobsets.remove(key);
+    }
+}
+
+/// A failed PyTorchJob write is announced as Kueue announces a failed start.
+impl Cached for PyTorchJob {
+    const WRITE_FAILED_EVENT: Option<&'static str> = Some("FailedToStart");
+    fn cached<'c>(cache: &'c Cache, key: &(String, String)) -> Option<&'c Self> {
+        cache.pytorchjobs.get(key)
+    }
+    fn put(cache: &mut Cache, key: (String, String), obj: Self) {
+        cache.pytorchjobs.insert(key, obj);
+    }
+    fn forget(cache: &mut Cache, key: &(String, String)) {
+        cache.pytorchjobs.remove(key);
+    }
+}
+
+/// What the engine task does with a watch event of a [`CrdKind`]: caches the object and marks it dirty, or on
+/// deletion forgets it and returns its Workload's (namespace, name), whose owner is then gone.
+pub(super) fn absorb_change<T: CrdKind>(
+    cache: &mut BTreeMap<(String, String), T::Job>,
+    kinds: &mut Kinds,
+    obj: T::Job,
+    deleted: bool,
+) -> Option<(String, String)> {
+    let key = object_key(&obj);
+    if deleted {
+        cache.remove(&key);
+        return T::workload_name(&obj).map(|name| (key.0, name));
+    }
+    if let Some(cached) = cache.get(&key)
+        && is_stale(cached, &obj)
+    {
+        return None;
+    }
+    cache.insert(key.clone(), obj);
+    <T as CrdKind>::queues(kinds).dirty.insert(key);
+    None
+}
