@@ -172,6 +172,22 @@ pub fn pod_workload(pod: &Pod) -> Option<(String, String)> {
         .map(|w| (pod.namespace().unwrap_or_default(), w.clone()))
 }
 
+/// Whether the pod belongs to a pod set of `wl` with a topology assignment (by its `kueue.x-k8s.io/podset`
+/// label).
+pub fn in_topology_pod_set(wl: &api::Workload, pod: &Pod) -> bool {
+    let Some(ps) = pod.labels().get(labels::PODSET_LABEL) else {
+        return false;
+    };
+    wl.status
+        .as_ref()
+        .and_then(|s| s.admission.as_ref())
+        .is_some_and(|a| {
+            a.pod_set_assignments
+                .iter()
+                .any(|p| &p.name == ps && p.topology_assignment.is_some())
+        })
+}
+
 /// Node label -> value a pod must be placed on.
 pub type NodeSelector = BTreeMap<String, String>;
 

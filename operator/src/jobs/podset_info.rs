@@ -20,7 +20,7 @@ pub struct PodSetInfo {
     pub node_selector: BTreeMap<String, String>,
     /// Tolerations to add.
     pub tolerations: Vec<Toleration>,
-    /// Annotations to add (e.g. `kueue.x-k8s.io/workload` on TAS pod sets).
+    /// Annotations to add (`kueue.x-k8s.io/workload` on every pod set, as Kueue's TAS gate does).
     pub annotations: BTreeMap<String, String>,
     /// Scheduling gates to add (`kueue.x-k8s.io/topology` on TAS pod sets, lifted per pod by
     /// [`super::topology::node_selector_for_rank`]'s caller).
@@ -208,11 +208,11 @@ pub fn pod_set_infos<'a>(
             info.labels.insert(labels::PODSET_LABEL.to_string(), psa.name.clone());
             info.labels.insert(labels::CLUSTER_QUEUE_NAME_LABEL.to_string(), admission.cluster_queue.clone());
             info.labels.insert(labels::LOCAL_QUEUE_NAME_LABEL.to_string(), local_queue.to_string());
+            // Kueue (TopologyAwareScheduling, on by default) names the Workload on every pod set's pods; those of a
+            // topology assignment also wait at the topology gate until each gets its domain's node selector.
+            info.annotations.insert(labels::WORKLOAD_ANNOTATION.to_string(), workload.to_string());
             if psa.topology_assignment.is_some() {
-                // Kueue's TAS: pods wait at this gate until each gets its domain's node selector, and name
-                // their Workload so the ungater finds them.
                 info.scheduling_gates.push(labels::TOPOLOGY_SCHEDULING_GATE.to_string());
-                info.annotations.insert(labels::WORKLOAD_ANNOTATION.to_string(), workload.to_string());
             }
             let mut seen = std::collections::BTreeSet::new();
             for flavor_name in psa.flavors.values() {

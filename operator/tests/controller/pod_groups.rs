@@ -351,10 +351,10 @@ async fn single_plain_pod_end_to_end() {
         "{body}"
     );
     assert_started_by_one_patch(&fake, "solo", "main");
-    assert!(
-        pod_patches(&fake, "solo")[0].body.as_ref().unwrap()["metadata"]
-            .get("annotations")
-            .is_none(),
+    // Only its Workload's name, as Kueue adds it to every started pod set; no role.
+    assert_eq!(
+        pod_patches(&fake, "solo")[0].body.as_ref().unwrap()["metadata"]["annotations"],
+        json!({"kueue.x-k8s.io/workload": name}),
         "a single pod gets no role"
     );
     assert!(has_managed_finalizer(&fake, "solo"), "kept while it runs");

@@ -102,6 +102,10 @@ fn flatten(
                 job(o, &mut fields);
                 name.to_string()
             }
+            "JobSet" => {
+                jobset(o, &mut fields);
+                name.to_string()
+            }
             "ClusterQueue" | "LocalQueue" | "Cohort" => {
                 queue(kind, o, &mut fields);
                 name.to_string()
@@ -251,6 +255,20 @@ fn workload(o: &Value, fields: &mut BTreeMap<String, String>) -> String {
     shown
 }
 
+/// A Workload's name as compared: its last five characters (the hash over its owner's UID) as `#####`, and what
+/// it should have been when it is not `expected`.
+fn hash_hidden(name: &str, expected: &str) -> String {
+    let shown = match name.len().checked_sub(5) {
+        Some(cut) if name.is_char_boundary(cut) => format!("{}#####", &name[..cut]),
+        _ => name.to_string(),
+    };
+    if name == expected {
+        shown
+    } else {
+        format!("{shown} ({name}, not Kueue's name for its Workload, {expected})")
+    }
+}
+
 /// A Job: suspended or not, its parallelism (partial admission changes it) and what was injected into its pod
 /// template (node selector, tolerations).
 fn job(o: &Value, fields: &mut BTreeMap<String, String>) {
@@ -265,6 +283,48 @@ fn job(o: &Value, fields: &mut BTreeMap<String, String>) {
             "spec.template.spec.tolerations".into(),
             Value::from(t.clone()).to_string(),
         );
+    }
+}
+
+/// The pod template annotation naming the Workload of the pods' job.
+const WORKLOAD_ANNOTATION: &str = "kueue.x-k8s.io/workload";
+
+/// A JobSet: suspended or not, and what was injected into each replicated job's pod template (node selector,
+/// tolerations, labels, annotations), by replicated job. A Workload's name in the template is checked against
+/// Kueue's name for this JobSet's Workload, then shown with its hash as `#####`, as the Workload is.
+fn jobset(o: &Value, fields: &mut BTreeMap<String, String>) {
+    put(fields, "spec.suspend", &o["spec"]["suspend"]);
+    let workload = workload_name(
+        "JobSet",
+        "jobset.x-k8s.io",
+        o["metadata"]["name"].as_str().unwrap_or_default(),
+        o["metadata"]["uid"].as_str().unwrap_or_default(),
+    );
+    for rj in o["spec"]["replicatedJobs"].as_array().into_iter().flatten() {
+        let n = rj["name"].as_str().unwrap_or("?");
+        let template = &rj["template"]["spec"]["template"];
+        let prefix = format!("spec.replicatedJobs[{n}].template.spec.template");
+        for part in ["labels", "annotations"] {
+            for (k, v) in template["metadata"][part].as_object().into_iter().flatten() {
+                let path = format!("{prefix}.metadata.{part}.{k}");
+                match v.as_str() {
+                    Some(name) if part == "annotations" && k == WORKLOAD_ANNOTATION => {
+                        fields.insert(path, hash_hidden(name, &workload));
+                    }
+                    _ => put(fields, &path, v),
+                }
+            }
+        }
+        let pod = &template["spec"];
+        for (k, v) in pod["nodeSelector"].as_object().into_iter().flatten() {
+            put(fields, &format!("{prefix}.spec.nodeSelector.{k}"), v);
+        }
+        if let Some(t) = pod["tolerations"].as_array().filter(|t| !t.is_empty()) {
+            fields.insert(
+                format!("{prefix}.spec.tolerations"),
+                Value::from(t.clone()).to_string(),
+            );
+        }
     }
 }
 
@@ -540,6 +600,48 @@ mod tests {
             kueue: kueue.into(),
             sluice: sluice.into(),
         }
+    }
+
+    fn jobset_object(workload: &str) -> Value {
+        json!({
+            "metadata": {"namespace": "ns", "name": "train", "uid": "0f3c5a2e-1b7d-4c9e-8a6f-2d4b6c8e0a1b"},
+            "spec": {"suspend": false, "replicatedJobs": [{"name": "workers", "template": {"spec": {"template": {
+                "metadata": {"labels": {"kueue.x-k8s.io/podset": "workers"},
+                             "annotations": {"kueue.x-k8s.io/workload": workload}},
+                "spec": {"nodeSelector": {"pool": "a"}, "tolerations": [{"key": "k", "operator": "Exists"}]},
+            }}}}]},
+        })
+    }
+
+    #[test]
+    fn a_jobset_is_compared_by_what_each_replicated_job_was_given() {
+        let expected = workload_name(
+            "JobSet",
+            "jobset.x-k8s.io",
+            "train",
+            "0f3c5a2e-1b7d-4c9e-8a6f-2d4b6c8e0a1b",
+        );
+        let s = state(&[("JobSet".into(), jobset_object(&expected))]);
+        let fields = &s["JobSet ns/train"];
+        let at = |f: &str| {
+            fields[&format!("spec.replicatedJobs[workers].template.spec.template.{f}")].clone()
+        };
+        assert_eq!(fields["spec.suspend"], "false");
+        assert_eq!(at("spec.nodeSelector.pool"), "a");
+        assert_eq!(
+            at("spec.tolerations"),
+            r#"[{"key":"k","operator":"Exists"}]"#
+        );
+        assert_eq!(at("metadata.labels.kueue.x-k8s.io/podset"), "workers");
+        // The Workload's name with its hash hidden, as the Workload itself is shown.
+        assert_eq!(
+            at("metadata.annotations.kueue.x-k8s.io/workload"),
+            "jobset-train-#####"
+        );
+        // Another name is one Kueue would not have given.
+        let s = state(&[("JobSet".into(), jobset_object("jobset-train-00000"))]);
+        let shown = &s["JobSet ns/train"]["spec.replicatedJobs[workers].template.spec.template.metadata.annotations.kueue.x-k8s.io/workload"];
+        assert!(shown.contains("not Kueue's name"), "{shown}");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use super::compare::{Difference, differences, lagging_count, state};
 use super::kubelet::FakeNode;
 use super::scenario::{Scenario, Step};
 use super::sim;
-use super::system::{System, Which};
+use super::system::{System, Which, jobset_crd};
 
 /// How long nothing may change before a system counts as quiet, and how long to wait for that at most.
 const STILL: Duration = Duration::from_secs(3);
@@ -95,25 +95,37 @@ impl fmt::Display for Report {
     }
 }
 
-/// Kueue and Sluice started for one scenario, each on a fresh control plane (None: no control plane built), and
-/// how long that took.
-type Started = (Option<(System, System)>, f64);
+/// Kueue and Sluice started for one scenario, each on a fresh control plane (Err: why not, such as no control
+/// plane built), and how long that took.
+type Started = (Result<(System, System), String>, f64);
 
 async fn prepare(s: Scenario) -> Started {
     let start = Instant::now();
+    // JobSet's CRD only where JobSets are: it is 0.8 MB for each API server to take in.
+    let jobset_crd = if s.applies_kind("JobSet") {
+        match tokio::task::block_in_place(jobset_crd) {
+            Ok(crd) => Some(crd),
+            Err(e) => return (Err(format!("no CRD for its JobSets: {e}")), 0.0),
+        }
+    } else {
+        None
+    };
     let (kp, sp) = tokio::join!(
         System::plane(Which::Kueue, &s.name),
         System::plane(Which::Sluice, &s.name)
     );
     let (Some(kp), Some(sp)) = (kp, sp) else {
-        return (None, 0.0);
+        return (
+            Err("no control plane (run tests/control-plane/build)".into()),
+            0.0,
+        );
     };
     let config = s.config.as_deref();
     let systems = tokio::join!(
-        System::start(Which::Kueue, kp, config, nodes(&s), KUEUE_GATES),
-        System::start(Which::Sluice, sp, config, nodes(&s), ""),
+        System::start(Which::Kueue, kp, config, nodes(&s), KUEUE_GATES, jobset_crd),
+        System::start(Which::Sluice, sp, config, nodes(&s), "", jobset_crd),
     );
-    (Some(systems), start.elapsed().as_secs_f64())
+    (Ok(systems), start.elapsed().as_secs_f64())
 }
 
 /// Runs every scenario, one after another, each under both systems side by side on fresh control planes; the
@@ -125,7 +137,7 @@ pub async fn run_all(version: &str, scenarios: &[Scenario]) -> Report {
     for (i, s) in scenarios.iter().enumerate() {
         let ready = match next.take() {
             Some(task) => task.await.expect("starting the systems"),
-            None => (None, 0.0),
+            None => (Err("not started".into()), 0.0),
         };
         next = scenarios
             .get(i + 1)
@@ -224,9 +236,12 @@ async fn run_one(s: &Scenario, started: Started) -> Outcome {
         start_seconds: started.1,
     };
     let config = s.config.as_deref();
-    let Some((kueue, sluice)) = started.0 else {
-        outcome.failure = Some("no control plane (run tests/control-plane/build)".into());
-        return outcome;
+    let (kueue, sluice) = match started.0 {
+        Ok(systems) => systems,
+        Err(why) => {
+            outcome.failure = Some(why);
+            return outcome;
+        }
     };
     // ClusterQueues and Cohorts whose quota a step changed.
     let mut patched: Vec<String> = Vec::new();

@@ -12,6 +12,11 @@
 //! - delete: {kind: Job, namespace: team-a, name: train-2}
 //! - patch: {kind: ClusterQueue, name: cq-a, patch: {spec: {stopPolicy: Hold}}}   # a merge patch
 //! ```
+//!
+//! A scenario with JobSets (`jobset.x-k8s.io/v1alpha2`) gets JobSet's CRD (from its Go module,
+//! `tests/control-plane/crds`) on both control planes before either manager starts, and its JobSets are compared;
+//! its `config.yaml` must list `integrations.frameworks`, since without that section Kueue manages only
+//! `batch/job` and Sluice JobSets too. No JobSet controller runs: JobSets get no Jobs, Pods or status.
 
 use std::path::Path;
 
@@ -246,12 +251,39 @@ impl Scenario {
             .exists()
             .then(|| read("not-simulated.txt").map(|t| t.trim().to_string()))
             .transpose()?;
-        Ok(Scenario {
+        let scenario = Scenario {
             name,
             config,
             steps,
             not_simulated,
+        };
+        if scenario.applies_kind("JobSet") && !scenario.lists_integrations() {
+            return Err(format!(
+                "{}: a scenario with JobSets needs a config.yaml with integrations.frameworks (without it Kueue \
+                 manages only batch/job, Sluice JobSets too): jobset.x-k8s.io/jobset, or frameworks without it to see \
+                 JobSets ignored",
+                dir.display()
+            ));
+        }
+        Ok(scenario)
+    }
+
+    /// Whether a manifest of its steps is of `kind` (`JobSet`).
+    pub fn applies_kind(&self, kind: &str) -> bool {
+        self.steps.iter().any(|step| match step {
+            Step::Apply { yaml, .. } => serde_yaml::Deserializer::from_str(yaml)
+                .filter_map(|doc| Value::deserialize(doc).ok())
+                .any(|v| v["kind"] == kind),
+            _ => false,
         })
+    }
+
+    /// Whether its Configuration has an `integrations` section.
+    fn lists_integrations(&self) -> bool {
+        self.config
+            .as_deref()
+            .and_then(|c| serde_yaml::from_str::<Value>(c).ok())
+            .is_some_and(|c| !c["integrations"].is_null())
     }
 
     /// Every scenario directory under `root`, by name.

@@ -94,13 +94,22 @@ fn same(o: &Value, kind: &str, ns: Option<&str>, name: &str) -> bool {
 }
 
 fn owned_by_job(o: &Value, job: &str) -> bool {
-    o["metadata"]["ownerReferences"]
-        .as_array()
-        .is_some_and(|r| r.iter().any(|r| r["kind"] == "Job" && r["name"] == job))
+    owned_by(o, "Job", job)
 }
 
+/// Whether `o` is owned by the `kind` (Job, JobSet) named `name`.
+fn owned_by(o: &Value, kind: &str, name: &str) -> bool {
+    o["metadata"]["ownerReferences"]
+        .as_array()
+        .is_some_and(|r| r.iter().any(|r| r["kind"] == kind && r["name"] == name))
+}
+
+/// The kinds of jobs a scenario queues (those that become Workloads).
+const JOB_KINDS: &[&str] = &["Job", "JobSet"];
+
 /// The simulator's input for `step`: Kueue's objects before it (`before`, from [`INPUT_KINDS`]) with the step
-/// applied; new Jobs get the creation time Kueue's API server gave them (`after`), which orders its queues.
+/// applied; new Jobs and JobSets get the creation time Kueue's API server gave them (`after`), which orders its
+/// queues.
 pub fn input(before: &[(String, Value)], step: &Step, after: &[(String, Value)]) -> Vec<Value> {
     let mut objects: Vec<Value> = before
         .iter()
@@ -129,7 +138,8 @@ pub fn input(before: &[(String, Value)], step: &Step, after: &[(String, Value)])
                 if v.is_null() {
                     continue;
                 }
-                if v["kind"] == "Job" {
+                if let Some(kind) = v["kind"].as_str().filter(|k| JOB_KINDS.contains(k)) {
+                    let kind = kind.to_string();
                     let ns = v["metadata"]["namespace"]
                         .as_str()
                         .unwrap_or("default")
@@ -139,7 +149,7 @@ pub fn input(before: &[(String, Value)], step: &Step, after: &[(String, Value)])
                         .unwrap_or_default()
                         .to_string();
                     if let Some((_, created)) = after.iter().find(|(k, o)| {
-                        k == "Job"
+                        *k == kind
                             && o["metadata"]["namespace"] == ns.as_str()
                             && o["metadata"]["name"] == name.as_str()
                     }) {
@@ -151,12 +161,12 @@ pub fn input(before: &[(String, Value)], step: &Step, after: &[(String, Value)])
             }
         }
         Step::Delete(o) => {
-            // The object goes, and with a Job its Workloads.
+            // The object goes, and with a Job or JobSet its Workloads.
             let owned = |v: &Value| {
-                o.kind == "Job"
+                JOB_KINDS.contains(&o.kind.as_str())
                     && v["kind"] == "Workload"
                     && v["metadata"]["namespace"].as_str() == o.namespace.as_deref()
-                    && owned_by_job(v, &o.name)
+                    && owned_by(v, &o.kind, &o.name)
             };
             objects.retain(|v| !same(v, &o.kind, o.namespace.as_deref(), &o.name) && !owned(v));
         }
@@ -269,17 +279,18 @@ pub fn predict(
             )
         })
         .collect();
-    // Kueue's Jobs from earlier steps (not in the input), so that messages naming them by UID read the same.
-    let known = |o: &Value| {
+    // Kueue's Jobs and JobSets from earlier steps (not in the input), so that messages naming them by UID read the
+    // same.
+    let known = |kind: &str, o: &Value| {
         predicted.iter().any(|(k, p)| {
-            k == "Job"
+            k == kind
                 && p["metadata"]["namespace"] == o["metadata"]["namespace"]
                 && p["metadata"]["name"] == o["metadata"]["name"]
         })
     };
     let earlier: Vec<(String, Value)> = kueue
         .iter()
-        .filter(|(k, o)| k == "Job" && !known(o))
+        .filter(|(k, o)| JOB_KINDS.contains(&k.as_str()) && !known(k, o))
         .cloned()
         .collect();
     predicted.extend(earlier);

@@ -1,6 +1,7 @@
 //! One system under comparison (Kueue's manager, or Sluice's operator and webhook) on its own control plane,
 //! with a fake kubelet: the steps of a scenario applied to it, and its state read once it is quiet.
 
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -12,7 +13,7 @@ use super::kubelet::{FakeKubelet, FakeNode, succeeded};
 use super::kueue::Kueue;
 use super::plane::ControlPlane;
 use super::scenario::Step;
-use super::support::{Installed, install};
+use super::support::{Installed, install, wait_established};
 
 /// Which system.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +46,8 @@ pub struct System {
     manager: Manager,
     /// A cluster-admin client.
     pub client: Client,
+    /// Whether JobSet's CRD is installed (the scenario has JobSets): then JobSets are compared too.
+    jobsets: bool,
     /// Its control plane (dropped last).
     pub plane: ControlPlane,
 }
@@ -57,6 +60,42 @@ pub const KINDS: &[(&str, &str, &str, &str)] = &[
     ("kueue.x-k8s.io", "v1beta2", "Cohort", "cohorts"),
     ("batch", "v1", "Job", "jobs"),
 ];
+
+/// JobSets, compared in scenarios that have them (the kind is served only there).
+pub const JOBSET: (&str, &str, &str, &str) = ("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets");
+
+/// JobSet's CRD from its Go module, whose path `tests/control-plane/crds` prints (downloaded into Go's module cache
+/// on first use), read once.
+pub fn jobset_crd() -> Result<&'static str, String> {
+    static CRD: OnceLock<Result<String, String>> = OnceLock::new();
+    CRD.get_or_init(|| {
+        let script = super::plane::repo_root().join("tests/control-plane/crds");
+        let out = std::process::Command::new(&script)
+            .output()
+            .map_err(|e| format!("running {}: {e}", script.display()))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{} failed: {}",
+                script.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        // One CRD per line; JobSet's is the one named for it.
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let path = stdout
+            .lines()
+            .find(|l| l.ends_with("jobset.x-k8s.io_jobsets.yaml"))
+            .ok_or_else(|| {
+                format!(
+                    "{} printed {stdout:?}, without JobSet's CRD",
+                    script.display()
+                )
+            })?;
+        std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))
+    })
+    .as_deref()
+    .map_err(Clone::clone)
+}
 
 /// The API groups a scenario's control plane serves: what Kueue's manager, Sluice, kube-controller-manager and
 /// the API server's own controllers use. The API server starts on less CPU without the rest (2.5 s against 3.1 s),
@@ -80,14 +119,23 @@ impl System {
             .expect("control plane start")
     }
 
-    /// Starts the system on `plane` under the scenario's Configuration, with fake `nodes`.
+    /// Starts the system on `plane` under the scenario's Configuration, with fake `nodes`; with `jobset_crd`, JobSet's
+    /// CRD is installed (and Established) first, as both managers set up their JobSet integration only for a kind
+    /// served when they start (Sluice looks again every 30 s, Kueue with a backoff).
     pub async fn start(
         which: Which,
         plane: ControlPlane,
         config: Option<&str>,
         nodes: Vec<FakeNode>,
         kueue_gates: &str,
+        jobset_crd: Option<&str>,
     ) -> System {
+        if let Some(crd) = jobset_crd {
+            tokio::task::block_in_place(|| {
+                plane.kubectl(&["apply", "--server-side", "-f", "-"], Some(crd));
+                wait_established(&plane, 1);
+            });
+        }
         let (manager, client) = match which {
             Which::Kueue => {
                 let kueue =
@@ -106,6 +154,7 @@ impl System {
             which,
             manager,
             client,
+            jobsets: jobset_crd.is_some(),
             plane,
         }
     }
@@ -132,12 +181,16 @@ impl System {
                     args.extend(["-n", ns.as_str()]);
                 }
                 let out = tokio::task::block_in_place(|| self.plane.kubectl_output(&args, None));
-                if out.status.success() && o.kind == "Job" {
+                if out.status.success() && (o.kind == "Job" || o.kind == "JobSet") {
                     // Garbage collection deletes the Job's Workload, when it has caught up with the Workload
                     // resource (up to ~30 s after the CRD appeared); Kueue v0.17.0 holds the quota until then, v0.19
                     // and Sluice finish the orphan at once. Compared once it is gone on both.
                     return self
-                        .wait_workloads_gone(o.namespace.as_deref().unwrap_or("default"), &o.name)
+                        .wait_workloads_gone(
+                            &o.kind,
+                            o.namespace.as_deref().unwrap_or("default"),
+                            &o.name,
+                        )
                         .await;
                 }
                 out
@@ -189,8 +242,9 @@ impl System {
             .collect()
     }
 
-    /// Waits until no Workload owned by Job `ns/job` is left (at most 90 s); an error line when one stays.
-    async fn wait_workloads_gone(&self, ns: &str, job: &str) -> Vec<String> {
+    /// Waits until no Workload owned by the `kind` (Job, JobSet) `ns/job` is left (at most 90 s); an error line when
+    /// one stays.
+    async fn wait_workloads_gone(&self, kind: &str, ns: &str, job: &str) -> Vec<String> {
         let api: Api<DynamicObject> = Api::namespaced_with(
             self.client.clone(),
             ns,
@@ -204,7 +258,7 @@ impl System {
                         .owner_references
                         .iter()
                         .flatten()
-                        .any(|r| r.kind == "Job" && r.name == job)
+                        .any(|r| r.kind == kind && r.name == job)
                 }),
                 Err(e) => return vec![format!("listing Workloads: {e}")],
             };
@@ -213,7 +267,7 @@ impl System {
             }
             if Instant::now() > deadline {
                 return vec![format!(
-                    "the Workload of deleted Job {ns}/{job} is still there after 90 s"
+                    "the Workload of deleted {kind} {ns}/{job} is still there after 90 s"
                 )];
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -308,9 +362,15 @@ impl System {
         errors
     }
 
-    /// Every object of the compared kinds, as JSON.
+    /// Every object of the compared kinds (JobSets too where their CRD is installed), as JSON.
     pub async fn objects(&self) -> Vec<(String, Value)> {
-        self.list(KINDS).await
+        if self.jobsets {
+            let mut kinds = KINDS.to_vec();
+            kinds.push(JOBSET);
+            self.list(&kinds).await
+        } else {
+            self.list(KINDS).await
+        }
     }
 
     /// Every object of these kinds (group, version, kind, plural), as (kind, JSON).

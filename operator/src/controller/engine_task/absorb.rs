@@ -216,7 +216,16 @@ impl EngineTask {
                     self.cache.pods.remove(&key);
                     return;
                 };
-                if deleted {
+                // Every admitted pod names its Workload; only those of topology-assigned pod sets are kept (while
+                // the Workload is not seen yet, a pod is kept in case).
+                let wkey = WorkloadKey::new(ns.clone(), wl.clone());
+                let topology_pod = tas::is_gated(&obj)
+                    || self
+                        .cache
+                        .workloads
+                        .get(&wkey)
+                        .is_none_or(|w| tas::in_topology_pod_set(w, &obj));
+                if deleted || !topology_pod {
                     self.cache.pods.remove(&key);
                     return;
                 }
