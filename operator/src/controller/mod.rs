@@ -253,7 +253,7 @@ impl Operator {
         let mut optional_kinds = Vec::new();
         // Kueue's integrations wait for their kind's CRD: these kinds are watched once the API server serves them.
         if self.config.jobsets {
-            let served = api_served(c, sluice_sdk::jobset::API_VERSION).await;
+            let served = api_served(c, sluice_sdk::jobset::API_VERSION, "jobsets").await;
             if served {
                 optional_kinds.push(sluice_sdk::jobset::KIND);
             }
@@ -266,7 +266,7 @@ impl Operator {
             ));
         }
         if self.config.pytorchjobs {
-            let served = api_served(c, sluice_sdk::kubeflow::API_VERSION).await;
+            let served = api_served(c, sluice_sdk::kubeflow::API_VERSION, "pytorchjobs").await;
             if served {
                 optional_kinds.push(sluice_sdk::kubeflow::PYTORCH_JOB_KIND);
             }
@@ -310,15 +310,25 @@ impl Operator {
 /// How long the operator waits between two looks for an API its integrations need.
 const API_POLL: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Whether the API server serves `api_version` (a group/version); a discovery error other than not-found is logged
-/// and counts as not served.
-async fn api_served(client: &Client, api_version: &str) -> bool {
-    match client.list_api_group_resources(api_version).await {
-        Ok(_) => true,
-        Err(kube::Error::Api(e)) if e.code == 404 => false,
-        Err(e) => {
-            tracing::warn!(%api_version, error = %e, "API discovery failed");
-            false
+/// Whether the API server serves `plural` in `api_version` (a group/version can be served for other kinds: Kubeflow's
+/// Notebooks share `kubeflow.org/v1` with PyTorchJobs). A discovery error other than not-found is retried for up
+/// to half a minute, then logged and taken as not served (the caller looks again later).
+async fn api_served(client: &Client, api_version: &str, plural: &str) -> bool {
+    let mut delay = std::time::Duration::from_millis(250);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        match client.list_api_group_resources(api_version).await {
+            Ok(list) => return list.resources.iter().any(|r| r.name == plural),
+            Err(kube::Error::Api(e)) if e.code == 404 => return false,
+            Err(e) if tokio::time::Instant::now() >= deadline => {
+                tracing::warn!(%api_version, error = %e, "API discovery failed; taken as not served");
+                return false;
+            }
+            Err(e) => {
+                tracing::debug!(%api_version, error = %e, "API discovery failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(std::time::Duration::from_secs(5));
+            }
         }
     }
 }
@@ -343,11 +353,12 @@ where
 {
     tokio::spawn(async move {
         let api_version = K::api_version(&()).into_owned();
+        let plural = K::plural(&()).into_owned();
         if !served {
             tracing::info!(%kind, %api_version, "not served; the integration waits for its CRD");
             loop {
                 tokio::time::sleep(API_POLL).await;
-                if api_served(&client, &api_version).await {
+                if api_served(&client, &api_version, &plural).await {
                     tracing::info!(%kind, %api_version, "now served; watching it");
                     break;
                 }

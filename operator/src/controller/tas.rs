@@ -231,7 +231,11 @@ impl<'a> Ranking<'a> {
                 if index >= per_group {
                     return None;
                 }
-                Some(read(label)? * per_group + index)
+                let group = read(label)?;
+                if group >= usize::try_from(groups).ok()? {
+                    return None;
+                }
+                group.checked_mul(per_group)?.checked_add(index)
             }
         }
     }

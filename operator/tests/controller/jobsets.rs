@@ -204,3 +204,105 @@ async fn jobsets_are_left_alone_while_their_api_is_not_served() {
     );
     op.abort();
 }
+
+#[tokio::test]
+async fn a_jobsets_child_job_gets_no_workload_of_its_own() {
+    let fake = FakeApi::new();
+    fake.serve_api("jobset.x-k8s.io/v1alpha2", &["jobsets"]);
+    seed_queues(&fake, 8);
+    let parent = fake.put(&jobset("parent", 1, 1, None));
+    let uid = parent["metadata"]["uid"].as_str().unwrap().to_string();
+    // The JobSet controller's child Job, carrying the queue label from the replicated job's template.
+    let mut child = job("parent-workers-0", 2, 1, None);
+    child.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "jobset.x-k8s.io/v1alpha2".into(),
+            kind: "JobSet".into(),
+            name: "parent".into(),
+            uid,
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        },
+    ]);
+    child.spec.as_mut().unwrap().suspend = Some(false);
+    fake.put(&child);
+    let op = start(&fake, "op", config());
+    wait_for(10, "the JobSet started", || {
+        !jobset_of(&fake, "parent").is_suspended()
+    })
+    .await;
+    let owners: Vec<String> = fake
+        .list::<api::Workload>()
+        .iter()
+        .flat_map(|w| w.metadata.owner_references.clone().unwrap_or_default())
+        .map(|o| o.kind)
+        .collect();
+    assert_eq!(owners, ["JobSet"], "only the JobSet has a Workload");
+    assert!(
+        writes(&fake, "PATCH", "/jobs/parent-workers-0").is_empty(),
+        "the child Job is left to its JobSet"
+    );
+    op.abort();
+}
+
+#[tokio::test]
+async fn an_admission_the_jobset_contradicts_finishes_its_workload() {
+    let fake = FakeApi::new();
+    fake.serve_api("jobset.x-k8s.io/v1alpha2", &["jobsets"]);
+    seed_queues(&fake, 8);
+    let mut js = jobset("pinned", 1, 1, None);
+    // Its workers' template already names another pod set than the one admission gives them.
+    js.spec.as_mut().unwrap().replicated_jobs[1]
+        .pod_template_mut()
+        .metadata
+        .get_or_insert_with(Default::default)
+        .labels = Some([("kueue.x-k8s.io/podset".to_string(), "other".to_string())].into());
+    fake.put(&js);
+    let op = start(&fake, "op", config());
+    let name = {
+        let mut found = None;
+        wait_for(10, "workload", || {
+            found = workload_of(&fake, "pinned").and_then(|w| w.metadata.name);
+            found.is_some()
+        })
+        .await;
+        found.unwrap()
+    };
+    wait_for(10, "finished as it cannot start", || {
+        get_workload(&fake, &name)
+            .and_then(|w| condition(&w, "Finished"))
+            .is_some_and(|c| c == ("True".to_string(), "FailedToStart".to_string()))
+    })
+    .await;
+    assert!(jobset_of(&fake, "pinned").is_suspended());
+    op.abort();
+}
+
+#[tokio::test]
+async fn a_group_served_without_the_kind_is_not_watched() {
+    let fake = FakeApi::new();
+    // Kubeflow's Notebooks serve kubeflow.org/v1 without the training operator's PyTorchJobs.
+    fake.serve_api("kubeflow.org/v1", &["notebooks"]);
+    seed_queues(&fake, 8);
+    fake.put(&job("j", 1, 1, None));
+    let mut cfg = config();
+    cfg.pytorchjobs = true;
+    let op = start(&fake, "op", cfg);
+    wait_for(
+        10,
+        "the Job admitted while PyTorchJobs wait for their CRD",
+        || {
+            fake.list::<api::Workload>()
+                .iter()
+                .any(|w| w.status.as_ref().is_some_and(|s| s.admission.is_some()))
+        },
+    )
+    .await;
+    assert!(
+        !fake
+            .requests()
+            .iter()
+            .any(|r| r.path.contains("/pytorchjobs"))
+    );
+    op.abort();
+}

@@ -11,6 +11,7 @@ use sluice_sdk::jobset::JobSet;
 use sluice_sdk::kubeflow::PyTorchJob;
 use sluice_sdk::kueue::v1beta2 as api;
 
+use super::jobs::FAILED_TO_START;
 use super::kinds::{KindQueues, Kinds};
 use super::reconciler::{PodsReadyAt, Reconciled, Release, StopReason, StopStep};
 use super::writes::Cached;
@@ -126,6 +127,17 @@ impl<T: CrdKind> Reconciled for T {
         let Some((cluster_queue, infos)) = task.admitted_infos(wl, T::KIND).await else {
             return false;
         };
+        // An admission the job cannot take (pod sets that do not match, a node selector it contradicts) will not
+        // take later either: as Kueue, the Workload is finished (FailedToStart) and releases its quota.
+        if let Some(mut trial) = T::cache(&task.cache).get(key).cloned()
+            && let Err(e) = T::run_with(&mut trial, &infos)
+        {
+            let message = e.to_string();
+            tracing::warn!(workload = %workload_key(wl), error = %message, "cannot start {}", T::KIND);
+            task.finish_workload_as(&workload_key(wl), wl, FAILED_TO_START, &message)
+                .await;
+            return true;
+        }
         let started = task
             .write_cached::<T::Job>(key, Endpoint::Main, |j| {
                 T::run_with(j, &infos).map_err(|e| e.to_string())?;

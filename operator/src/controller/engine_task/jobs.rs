@@ -29,7 +29,18 @@ pub(super) struct JobStart {
 }
 
 /// Kueue's Finished reason when a job cannot be started and retrying cannot help.
-const FAILED_TO_START: &str = "FailedToStart";
+pub(super) const FAILED_TO_START: &str = "FailedToStart";
+
+/// Whether the Job is a JobSet's child while JobSets are managed: its JobSet's Workload holds the quota, so the
+/// Job gets none of its own (Kueue skips a job whose ancestor it manages).
+fn controlled_by_managed_kind(task: &EngineTask, job: &Job) -> bool {
+    task.config.jobsets
+        && job.metadata.owner_references.iter().flatten().any(|o| {
+            o.controller == Some(true)
+                && o.api_version == sluice_sdk::jobset::API_VERSION
+                && o.kind == sluice_sdk::jobset::KIND
+        })
+}
 
 /// Batch Jobs wait suspended, start unsuspended with their admission, and stop in three writes.
 impl Reconciled for BatchJob {
@@ -56,6 +67,7 @@ impl Reconciled for BatchJob {
         // the namespace's `default` LocalQueue when there is one (LocalQueueDefaulting).
         job.meta().deletion_timestamp.is_some()
             || (Self::queue_name(job).is_none() && !task.config.manage_jobs_without_queue_name)
+            || controlled_by_managed_kind(task, job)
     }
 
     fn namespace(key: &Self::Key) -> String {
