@@ -96,8 +96,12 @@ impl JobSetJob {
         // Kueue takes the first pod set's priorityClassName that is set.
         let pod_class = pod_sets.iter().enumerate().find_map(|(i, ps)| {
             let name = ps.template.spec.as_ref()?.priority_class_name.as_deref()?;
-            (!name.is_empty())
-                .then(|| (name, format!("{}.spec.priorityClassName", template_path(i))))
+            (!name.is_empty()).then(|| {
+                (
+                    name.to_string(),
+                    format!("{}.spec.priorityClassName", template_path(i)),
+                )
+            })
         });
         let owner = Owner {
             meta: &js.metadata,
@@ -106,7 +110,7 @@ impl JobSetJob {
             api_version: Self::API_VERSION,
             pod_class,
         };
-        owned_workload(owner, pod_sets.clone(), priorities)
+        owned_workload(owner, pod_sets, priorities)
     }
 }
 

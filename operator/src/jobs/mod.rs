@@ -103,7 +103,7 @@ pub(crate) struct Owner<'a> {
     /// Its apiVersion.
     pub api_version: &'static str,
     /// The pod PriorityClass the kind names, if any, and the field that names it (for errors).
-    pub pod_class: Option<(&'a str, String)>,
+    pub pod_class: Option<(String, String)>,
 }
 
 /// The Workload Kueue's job framework builds for a job of any kind: its name (kind, group, name and uid hashed),
@@ -140,7 +140,7 @@ pub(crate) fn owned_workload(
         .ok_or_else(|| error("metadata.uid", "required".into()))?;
     let wpc = label(labels::PRIORITY_CLASS_LABEL);
     let (pod_class, pod_class_field) = owner.pod_class.unzip();
-    let priority = priorities.resolve(wpc, pod_class).map_err(|m| {
+    let priority = priorities.resolve(wpc, pod_class.as_deref()).map_err(|m| {
         let field = match (wpc, pod_class_field) {
             (Some(_), _) | (None, None) => {
                 format!("metadata.labels[{}]", labels::PRIORITY_CLASS_LABEL)

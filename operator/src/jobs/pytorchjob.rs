@@ -110,7 +110,7 @@ impl PyTorchJobJob {
             kind: Self::KIND,
             group: Self::GROUP,
             api_version: Self::API_VERSION,
-            pod_class: pod_class.as_ref().map(|(n, f)| (n.as_str(), f.clone())),
+            pod_class,
         };
         owned_workload(owner, pod_sets, priorities)
     }
