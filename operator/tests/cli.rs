@@ -228,6 +228,43 @@ fn pytorchjobs_are_simulated_with_their_workers_in_one_rack() {
 }
 
 #[test]
+fn a_rayjob_and_a_raycluster_are_simulated_as_kueue_builds_them() {
+    let o = sluice(&[
+        "simulate",
+        "-f",
+        "examples/jobset/cluster.yaml",
+        "-f",
+        "examples/jobset/nodes.yaml",
+        "-f",
+        "examples/rayjob",
+        "-f",
+        "examples/raycluster",
+        "--no-progress",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(report["report"]["admitted"], 2, "{report}");
+    // The RayJob's GPU workers are a required-rack gang.
+    assert!(
+        report["report"]["topology"]["gangsInOneRack"].as_u64() >= Some(1),
+        "{report}"
+    );
+    assert_eq!(report["report"]["topology"]["gangs"], 2, "{report}");
+    // A cluster serves until deleted: without a run time it is still admitted at the end.
+    let unfinished = report["report"]["unfinished"].as_array().unwrap();
+    assert_eq!(unfinished.len(), 1, "{report}");
+    assert!(
+        unfinished[0]["workload"]
+            .as_str()
+            .unwrap()
+            .starts_with("llm/raycluster-llm-serve-"),
+        "{report}"
+    );
+}
+
+#[test]
 fn v1beta1_input_is_converted() {
     let o = sluice(&[
         "simulate",

@@ -16,6 +16,7 @@
 //! * [`guest`] (feature `guest`): the bindings and export macros for policy modules.
 //! * [`jobset`]: the JobSet kind (`jobset.x-k8s.io/v1alpha2`) as Kueue's JobSet integration reads it.
 //! * [`kubeflow`]: the Kubeflow training v1 PyTorchJob (`kubeflow.org/v1`) as Kueue's integration reads it.
+//! * [`ray`]: KubeRay's RayCluster and RayJob (`ray.io/v1`) as Kueue's Ray integrations read them.
 //! * [`sluice`]: Sluice's own `sluice.dev` kinds.
 //! * [`topology`]: the GPU topology model (GPUs, NVLink islands, health) the node agent publishes; like
 //!   [`policy`], it builds without Kubernetes types (its JSON Schema derives come with feature `api`).
@@ -57,6 +58,8 @@ pub mod kueue;
 pub mod policy;
 #[cfg(feature = "api")]
 pub mod quantity;
+#[cfg(feature = "api")]
+pub mod ray;
 #[cfg(feature = "api")]
 pub mod sluice;
 pub mod topology;

@@ -17,7 +17,11 @@ use sluice_sdk::kueue::validation::job::{
 };
 use sluice_sdk::kueue::validation::jobset::{validate_jobset, validate_jobset_update};
 use sluice_sdk::kueue::validation::kubeflow::{validate_pytorchjob, validate_pytorchjob_update};
+use sluice_sdk::kueue::validation::ray::{
+    validate_raycluster, validate_raycluster_update, validate_rayjob, validate_rayjob_update,
+};
 use sluice_sdk::kueue::validation::{validate, validate_update};
+use sluice_sdk::ray::{RayCluster, RayJob};
 
 use crate::policy::PolicyModuleValidator;
 use crate::queues::LocalQueueIndex;
@@ -38,6 +42,14 @@ pub enum Hook {
     MutatePyTorchJob,
     /// Kueue's PyTorchJob label, annotation and topology rules.
     ValidatePyTorchJob,
+    /// Kueue's RayJob defaulting (default LocalQueue, `spec.suspend`).
+    MutateRayJob,
+    /// Kueue's RayJob rules (its own cluster, deleted after the job; labels, topology).
+    ValidateRayJob,
+    /// Kueue's RayCluster defaulting (default LocalQueue, `spec.suspend`).
+    MutateRayCluster,
+    /// Kueue's RayCluster rules (no autoscaling, worker groups; labels, topology).
+    ValidateRayCluster,
     /// Kueue's plain-pod defaulting (default LocalQueue, managed label, scheduling gates).
     MutatePod,
     /// Kueue's job-framework label rules on plain pods.
@@ -71,6 +83,10 @@ pub const ROUTES: &[(&str, Hook)] = &[
         "/validate-kubeflow-org-v1-pytorchjob",
         Hook::ValidatePyTorchJob,
     ),
+    ("/mutate-ray-io-v1-rayjob", Hook::MutateRayJob),
+    ("/validate-ray-io-v1-rayjob", Hook::ValidateRayJob),
+    ("/mutate-ray-io-v1-raycluster", Hook::MutateRayCluster),
+    ("/validate-ray-io-v1-raycluster", Hook::ValidateRayCluster),
     ("/mutate--v1-pod", Hook::MutatePod),
     ("/validate--v1-pod", Hook::ValidatePod),
     (
@@ -205,6 +221,26 @@ impl Hooks {
             Hook::ValidateJobSet => self.validate_jobset(req),
             Hook::MutatePyTorchJob => self.mutate_pytorchjob(req),
             Hook::ValidatePyTorchJob => self.validate_pytorchjob(req),
+            Hook::MutateRayJob => self.mutate_ray::<RayJob>(req, "RayJob"),
+            Hook::ValidateRayJob => {
+                let manage = self.config.manage_jobs_without_queue_name;
+                self.validate_kind::<RayJob>(
+                    req,
+                    "RayJob",
+                    |j| validate_rayjob(j, manage),
+                    |old, new, dq| validate_rayjob_update(old, new, dq, manage),
+                )
+            }
+            Hook::MutateRayCluster => self.mutate_ray::<RayCluster>(req, "RayCluster"),
+            Hook::ValidateRayCluster => {
+                let manage = self.config.manage_jobs_without_queue_name;
+                self.validate_kind::<RayCluster>(
+                    req,
+                    "RayCluster",
+                    |c| validate_raycluster(c, manage),
+                    |old, new, dq| validate_raycluster_update(old, new, dq, manage),
+                )
+            }
             Hook::MutatePod => self.mutate_pod(req),
             Hook::ValidatePod => self.validate_pod(req),
             Hook::MutateKueue(kind) => self.mutate_kueue(kind, req),
@@ -315,13 +351,27 @@ impl Hooks {
         )
     }
 
+    /// Kueue's Ray defaulting (RayJob, RayCluster): the default LocalQueue and `spec.suspend`, on create.
+    fn mutate_ray<T: DeserializeOwned>(&self, req: &AdmissionRequest, kind: &str) -> Verdict {
+        if req.operation != Operation::Create {
+            return Verdict::allow();
+        }
+        let object = match typed::<T>(req.object.as_ref(), kind, "object") {
+            Ok((raw, _)) => raw,
+            Err(v) => return v,
+        };
+        let mut mutated = object.clone();
+        defaults::default_ray_object(&mut mutated, self.job_context(req.namespace()));
+        Verdict::patched(object, &mutated)
+    }
+
     /// A job kind's validation on create and update (with a missing-queue warning on create).
     fn validate_kind<T: DeserializeOwned>(
         &self,
         req: &AdmissionRequest,
         kind: &str,
-        on_create: fn(&T) -> Result<(), ValidationErrors>,
-        on_update: fn(&T, &T, bool) -> Result<(), ValidationErrors>,
+        on_create: impl Fn(&T) -> Result<(), ValidationErrors>,
+        on_update: impl Fn(&T, &T, bool) -> Result<(), ValidationErrors>,
     ) -> Verdict {
         let (raw, new) = match req.operation {
             Operation::Create | Operation::Update => {

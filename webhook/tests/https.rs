@@ -243,6 +243,85 @@ async fn a_pytorchjob_is_suspended_in_its_run_policy_and_checked_per_replica_typ
 }
 
 #[tokio::test]
+async fn a_rayjob_and_a_raycluster_are_suspended_and_checked_as_kueue_checks_them() {
+    let s = start(None).await;
+    let mut c = s.client().await;
+    let cluster = json!({
+        "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head", "image": "ray"}]}}},
+        "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "rayStartParams": {},
+            "template": {"spec": {"containers": [{"name": "ray-worker", "image": "ray"}]}}}]
+    });
+    let job = json!({
+        "apiVersion": "ray.io/v1", "kind": "RayJob",
+        "metadata": {"name": "train", "namespace": "team", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+        "spec": {"entrypoint": "python train.py", "rayClusterSpec": cluster}
+    });
+    let resp = c
+        .review(
+            "/mutate-ray-io-v1-rayjob",
+            &admission_review("CREATE", &job, None),
+        )
+        .await;
+    assert_allowed(&resp);
+    let out = apply_patch(&job, &resp);
+    let mut expected = job.clone();
+    expected["spec"]["suspend"] = json!(true);
+    assert_eq!(out, expected);
+    // Kueue refuses a managed RayJob that would keep its cluster after the job.
+    let resp = c
+        .review(
+            "/validate-ray-io-v1-rayjob",
+            &admission_review("CREATE", &job, None),
+        )
+        .await;
+    assert_denied(
+        &resp,
+        &[
+            "RayJob.ray.io \"train\" is invalid",
+            "spec.shutdownAfterJobFinishes",
+            "a kueue managed job should delete the cluster after finishing",
+        ],
+    );
+    let mut ok = job.clone();
+    ok["spec"]["shutdownAfterJobFinishes"] = json!(true);
+    let resp = c
+        .review(
+            "/validate-ray-io-v1-rayjob",
+            &admission_review("CREATE", &ok, None),
+        )
+        .await;
+    assert_allowed(&resp);
+
+    let mut rc = json!({
+        "apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {"name": "serve", "namespace": "team", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+        "spec": cluster
+    });
+    let resp = c
+        .review(
+            "/mutate-ray-io-v1-raycluster",
+            &admission_review("CREATE", &rc, None),
+        )
+        .await;
+    assert_allowed(&resp);
+    assert_eq!(apply_patch(&rc, &resp)["spec"]["suspend"], json!(true));
+    rc["spec"]["enableInTreeAutoscaling"] = json!(true);
+    let resp = c
+        .review(
+            "/validate-ray-io-v1-raycluster",
+            &admission_review("CREATE", &rc, None),
+        )
+        .await;
+    assert_denied(
+        &resp,
+        &[
+            "RayCluster.ray.io \"serve\" is invalid",
+            "spec.enableInTreeAutoscaling",
+        ],
+    );
+}
+
+#[tokio::test]
 async fn elastic_job_pods_get_the_elastic_gate() {
     let s = start(None).await;
     let mut c = s.client().await;

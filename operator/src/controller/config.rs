@@ -413,6 +413,10 @@ impl WaitForPodsReady {
 pub const JOBSET_FRAMEWORK: &str = "jobset.x-k8s.io/jobset";
 /// Kueue's framework name of the PyTorchJob integration.
 pub const PYTORCHJOB_FRAMEWORK: &str = "kubeflow.org/pytorchjob";
+/// Kueue's framework name of the RayJob integration.
+pub const RAYJOB_FRAMEWORK: &str = "ray.io/rayjob";
+/// Kueue's framework name of the RayCluster integration.
+pub const RAYCLUSTER_FRAMEWORK: &str = "ray.io/raycluster";
 
 /// Everything the controllers need to know.
 #[derive(Clone, Debug)]
@@ -430,6 +434,10 @@ pub struct OperatorConfig {
     /// Whether Kubeflow PyTorchJobs (`kubeflow.org/v1`) are managed, once their CRD is served; off unless the
     /// Configuration's frameworks name them (Kueue v0.19 took the Kubeflow v1 kinds out of its default list).
     pub pytorchjobs: bool,
+    /// Whether KubeRay RayJobs (`ray.io/v1`) are managed, once their CRD is served (in Kueue's shipped list).
+    pub rayjobs: bool,
+    /// Whether KubeRay RayClusters (`ray.io/v1`) are managed, once their CRD is served (in Kueue's shipped list).
+    pub rayclusters: bool,
     /// Whether plain Pods and Pod groups (Kueue's `pod` framework) are managed.
     pub pod_groups: bool,
     /// Write Kueue's detailed pending reasons instead of "Pending".
@@ -460,6 +468,8 @@ impl Default for OperatorConfig {
             batch_jobs: true,
             jobsets: true,
             pytorchjobs: false,
+            rayjobs: true,
+            rayclusters: true,
             pod_groups: true,
             detailed_pending_reasons: false,
             retry_base: Duration::from_millis(100),
@@ -622,6 +632,8 @@ impl OperatorConfig {
             out.batch_jobs = i.frameworks.iter().any(|f| f == "batch/job");
             out.jobsets = i.frameworks.iter().any(|f| f == JOBSET_FRAMEWORK);
             out.pytorchjobs = i.frameworks.iter().any(|f| f == PYTORCHJOB_FRAMEWORK);
+            out.rayjobs = i.frameworks.iter().any(|f| f == RAYJOB_FRAMEWORK);
+            out.rayclusters = i.frameworks.iter().any(|f| f == RAYCLUSTER_FRAMEWORK);
             out.pod_groups = i.frameworks.iter().any(|f| f == "pod");
         }
         Ok(out)
@@ -710,16 +722,20 @@ integrations: {frameworks: ["batch/job"]}
         assert_eq!(w.backoff_limit_count, Some(3));
         assert!(c.manage_jobs_without_queue_name);
         assert!(
-            c.batch_jobs && !c.pod_groups && !c.jobsets,
+            c.batch_jobs && !c.pod_groups && !c.jobsets && !c.rayjobs && !c.rayclusters,
             "frameworks list: only batch/job"
         );
         let both = OperatorConfig::from_yaml(
             "cfg",
-            "integrations: {frameworks: [\"batch/job\", \"pod\", \"jobset.x-k8s.io/jobset\", \"kubeflow.org/pytorchjob\"]}",
+            "integrations: {frameworks: [\"batch/job\", \"pod\", \"jobset.x-k8s.io/jobset\", \"kubeflow.org/pytorchjob\", \"ray.io/rayjob\"]}",
         )
         .unwrap();
         assert!(both.batch_jobs && both.pod_groups && both.jobsets && both.pytorchjobs);
-        assert!(!OperatorConfig::default().pytorchjobs);
+        assert!(both.rayjobs && !both.rayclusters);
+        let default = OperatorConfig::default();
+        assert!(!default.pytorchjobs);
+        // Kueue's shipped Configuration lists both Ray kinds.
+        assert!(default.rayjobs && default.rayclusters);
     }
 
     #[test]

@@ -278,6 +278,32 @@ impl Operator {
                 sluice_sdk::kubeflow::PYTORCH_JOB_KIND,
             ));
         }
+        for (enabled, plural, kind) in [
+            (
+                self.config.rayjobs,
+                "rayjobs",
+                sluice_sdk::ray::RAY_JOB_KIND,
+            ),
+            (
+                self.config.rayclusters,
+                "rayclusters",
+                sluice_sdk::ray::RAY_CLUSTER_KIND,
+            ),
+        ] {
+            if !enabled {
+                continue;
+            }
+            let served = api_served(c, sluice_sdk::ray::API_VERSION, plural).await;
+            if served {
+                optional_kinds.push(kind);
+            }
+            let handle = if kind == sluice_sdk::ray::RAY_JOB_KIND {
+                spawn_watcher_when_served(c.clone(), served, tx.clone(), Input::RayJob, kind)
+            } else {
+                spawn_watcher_when_served(c.clone(), served, tx.clone(), Input::RayCluster, kind)
+            };
+            handles.push(handle);
+        }
         let input = tx.downgrade();
         drop(tx);
         let events = self.events.then(|| {

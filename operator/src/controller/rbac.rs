@@ -91,6 +91,16 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: WATCH_UPDATE,
     },
     Permission {
+        group: "ray.io",
+        resource: "rayjobs",
+        verbs: WATCH_UPDATE,
+    },
+    Permission {
+        group: "ray.io",
+        resource: "rayclusters",
+        verbs: WATCH_UPDATE,
+    },
+    Permission {
         group: "",
         resource: "pods",
         // delete: pods of an evicted plain-pod group are ended, as Kueue does.

@@ -7,11 +7,12 @@ use serde_json::Value;
 use sluice_sdk::jobset::{self, JobSet};
 use sluice_sdk::kubeflow::{self, PyTorchJob};
 use sluice_sdk::kueue::v1beta2 as api;
+use sluice_sdk::ray::{self, RayCluster, RayJob};
 
 use crate::engine::Time;
 use crate::jobs::{
     BatchJob, JobError, JobIntegration, JobSetJob, PodSetInfo, PriorityClasses, PyTorchJobJob,
-    SuspendableJob,
+    RayClusterJob, RayJobJob, SuspendableJob,
 };
 use crate::status;
 
@@ -28,79 +29,77 @@ pub enum SimJob {
     JobSet(JobSet),
     /// A Kubeflow PyTorchJob.
     PyTorchJob(PyTorchJob),
+    /// A KubeRay RayJob.
+    RayJob(RayJob),
+    /// A KubeRay RayCluster.
+    RayCluster(RayCluster),
+}
+
+/// Runs `$body` with `$j` bound to the job of whatever kind `$job` is and `$K` naming that kind's integration.
+macro_rules! each_kind {
+    ($job:expr, |$j:ident, $K:ident| $body:expr) => {
+        match $job {
+            SimJob::Batch($j) => {
+                type $K = BatchJob;
+                $body
+            }
+            SimJob::JobSet($j) => {
+                type $K = JobSetJob;
+                $body
+            }
+            SimJob::PyTorchJob($j) => {
+                type $K = PyTorchJobJob;
+                $body
+            }
+            SimJob::RayJob($j) => {
+                type $K = RayJobJob;
+                $body
+            }
+            SimJob::RayCluster($j) => {
+                type $K = RayClusterJob;
+                $body
+            }
+        }
+    };
 }
 
 impl SimJob {
     /// Its kind, as in [`JobKey`].
     pub fn kind(&self) -> &'static str {
-        match self {
-            SimJob::Batch(_) => BatchJob::KIND,
-            SimJob::JobSet(_) => JobSetJob::KIND,
-            SimJob::PyTorchJob(_) => PyTorchJobJob::KIND,
-        }
+        each_kind!(self, |_j, K| K::KIND)
     }
 
     /// Its metadata.
     pub fn metadata(&self) -> &ObjectMeta {
-        match self {
-            SimJob::Batch(j) => &j.metadata,
-            SimJob::JobSet(j) => &j.metadata,
-            SimJob::PyTorchJob(j) => &j.metadata,
-        }
+        each_kind!(self, |j, _K| &j.metadata)
     }
 
     /// Its metadata, to change.
     pub fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        match self {
-            SimJob::Batch(j) => &mut j.metadata,
-            SimJob::JobSet(j) => &mut j.metadata,
-            SimJob::PyTorchJob(j) => &mut j.metadata,
-        }
+        each_kind!(self, |j, _K| &mut j.metadata)
     }
 
     /// Suspends it (queued, or evicted).
     pub fn suspend(&mut self) {
-        match self {
-            SimJob::Batch(j) => BatchJob::suspend(j),
-            SimJob::JobSet(j) => JobSetJob::suspend(j),
-            SimJob::PyTorchJob(j) => PyTorchJobJob::suspend(j),
-        }
+        each_kind!(self, |j, K| K::suspend(j))
     }
 
     /// The Workload its kind builds for it.
     pub fn workload(&self, priorities: &PriorityClasses) -> Result<api::Workload, JobError> {
-        match self {
-            SimJob::Batch(j) => BatchJob::workload(j, priorities),
-            SimJob::JobSet(j) => JobSetJob::workload(j, priorities),
-            SimJob::PyTorchJob(j) => PyTorchJobJob::workload(j, priorities),
-        }
+        each_kind!(self, |j, K| K::workload(j, priorities))
     }
 
     /// Starts it with its admission.
     pub fn run_with(&mut self, infos: &[PodSetInfo]) -> Result<(), JobError> {
-        match self {
-            SimJob::Batch(j) => BatchJob::run_with(j, infos),
-            SimJob::JobSet(j) => JobSetJob::run_with(j, infos),
-            SimJob::PyTorchJob(j) => PyTorchJobJob::run_with(j, infos),
-        }
+        each_kind!(self, |j, K| K::run_with(j, infos))
     }
 
     /// Suspends it with its pod templates as queued, after an eviction.
     pub fn stop_and_restore(&mut self, originals: &[PodSetInfo]) {
-        match self {
-            SimJob::Batch(j) => {
-                BatchJob::suspend(j);
-                BatchJob::restore(j, originals);
-            }
-            SimJob::JobSet(j) => {
-                JobSetJob::suspend(j);
-                JobSetJob::restore(j, originals);
-            }
-            SimJob::PyTorchJob(j) => {
-                PyTorchJobJob::suspend(j);
-                PyTorchJobJob::restore(j, originals);
-            }
-        }
+        each_kind!(self, |j, K| {
+            K::suspend(j);
+            K::restore(j, originals);
+        })
     }
 
     /// Marks it completed at `now`, as its controller would.
@@ -138,16 +137,20 @@ impl SimJob {
                     other: Default::default(),
                 });
             }
+            SimJob::RayJob(j) => {
+                let st = j.status.get_or_insert_with(Default::default);
+                st.job_deployment_status = ray::DEPLOYMENT_COMPLETE.into();
+                st.job_status = ray::JOB_SUCCEEDED.into();
+                st.message = "simulated run completed".into();
+            }
+            // A cluster never finishes by itself: the end of its simulated run stands for its owner deleting it.
+            SimJob::RayCluster(_) => {}
         }
     }
 
     /// The object as JSON, with its apiVersion and kind.
     pub fn to_value(&self) -> Value {
-        let (v, api_version) = match self {
-            SimJob::Batch(j) => (serde_json::to_value(j), BatchJob::API_VERSION),
-            SimJob::JobSet(j) => (serde_json::to_value(j), JobSetJob::API_VERSION),
-            SimJob::PyTorchJob(j) => (serde_json::to_value(j), PyTorchJobJob::API_VERSION),
-        };
+        let (v, api_version) = each_kind!(self, |j, K| (serde_json::to_value(j), K::API_VERSION));
         let mut v = v.unwrap_or(Value::Null);
         if let Value::Object(m) = &mut v {
             m.insert("apiVersion".into(), api_version.into());

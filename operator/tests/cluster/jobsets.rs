@@ -109,7 +109,7 @@ fn racks() -> Vec<FakeNode> {
         .collect()
 }
 
-/// The CRDs of the other projects' kinds Sluice integrates (JobSet, PyTorchJob), from their Go modules, as
+/// The CRDs of the other projects' kinds Sluice integrates (JobSet, PyTorchJob, RayJob and RayCluster), from their Go modules, as
 /// `tests/control-plane/crds` prints them.
 pub fn third_party_crds() -> String {
     let out = Command::new(repo_root().join("tests/control-plane/crds"))

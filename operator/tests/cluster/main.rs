@@ -20,6 +20,7 @@ mod jobsets;
 mod pods;
 mod policy;
 mod pytorchjobs;
+mod rayjobs;
 mod restart;
 mod samples;
 mod scripts;

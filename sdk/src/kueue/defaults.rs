@@ -117,6 +117,13 @@ pub fn default_jobset(jobset: &mut Value, ctx: JobContext) {
     default_queue_and_suspend(jobset, ctx);
 }
 
+/// Applies Kueue's RayJob and RayCluster defaulting to a document: the namespace's default LocalQueue, and
+/// `spec.suspend` when the object is managed (a RayCluster that a RayJob owns is left to the RayJob's integration).
+/// Elastic RayClusters' scheduling gates are not added: Sluice does not run elastic jobs.
+pub fn default_ray_object(obj: &mut Value, ctx: JobContext) {
+    default_queue_and_suspend(obj, ctx);
+}
+
 /// Applies Kueue's defaulting of the Kubeflow training v1 kinds (PyTorchJob) to a document: the namespace's
 /// default LocalQueue, and `spec.runPolicy.suspend` when the job is managed.
 pub fn default_kubeflow_job(job: &mut Value, ctx: JobContext) {
@@ -344,6 +351,19 @@ mod tests {
             other["spec"]["runPolicy"],
             json!({"cleanPodPolicy": "None"})
         );
+    }
+
+    #[test]
+    fn a_ray_cluster_is_suspended_unless_its_rayjob_owns_it() {
+        let mut c = json!({"kind": "RayCluster", "metadata": {"name": "c", "labels": {l::QUEUE_NAME_LABEL: "q"}},
+            "spec": {"headGroupSpec": {}}});
+        default_ray_object(&mut c, managed_ns(false));
+        assert_eq!(c["spec"]["suspend"], true);
+        let mut owned = json!({"kind": "RayCluster", "metadata": {"name": "c", "labels": {l::QUEUE_NAME_LABEL: "q"},
+            "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "j", "uid": "u", "controller": true}]},
+            "spec": {"headGroupSpec": {}}});
+        default_ray_object(&mut owned, managed_ns(false));
+        assert!(owned["spec"].get("suspend").is_none());
     }
 
     #[test]

@@ -59,6 +59,18 @@ const OPERATOR_CLUSTER: &[(&str, &str, &[&str])] = &[
         &["get", "list", "watch", "update", "patch"],
     ),
     ("kubeflow.org", "pytorchjobs/finalizers", &["update"]),
+    (
+        "ray.io",
+        "rayjobs",
+        &["get", "list", "watch", "update", "patch"],
+    ),
+    ("ray.io", "rayjobs/finalizers", &["update"]),
+    (
+        "ray.io",
+        "rayclusters",
+        &["get", "list", "watch", "update", "patch"],
+    ),
+    ("ray.io", "rayclusters/finalizers", &["update"]),
     ("", "pods", &["get", "list", "watch", "patch", "delete"]),
     ("", "pods/status", &["patch"]),
     // A single plain pod owns its Workload with blockOwnerDeletion.

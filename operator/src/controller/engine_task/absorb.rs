@@ -13,7 +13,7 @@ use crate::controller::tas;
 use crate::controller::watch::Change;
 use crate::engine::{self, Engine, Event, WorkloadKey};
 use crate::ingest;
-use crate::jobs::{JobSetJob, PyTorchJobJob};
+use crate::jobs::{JobSetJob, PyTorchJobJob, RayClusterJob, RayJobJob};
 
 impl EngineTask {
     fn count_event(&self, kind: &str) {
@@ -292,6 +292,28 @@ impl EngineTask {
                 let (obj, deleted) = split(c);
                 let gone = crd_kinds::absorb_change::<PyTorchJobJob>(
                     &mut self.cache.pytorchjobs,
+                    &mut self.kinds,
+                    obj,
+                    deleted,
+                );
+                self.owners_gone.extend(gone);
+            }
+            Input::RayJob(c) => {
+                self.count_event("RayJob");
+                let (obj, deleted) = split(c);
+                let gone = crd_kinds::absorb_change::<RayJobJob>(
+                    &mut self.cache.rayjobs,
+                    &mut self.kinds,
+                    obj,
+                    deleted,
+                );
+                self.owners_gone.extend(gone);
+            }
+            Input::RayCluster(c) => {
+                self.count_event("RayCluster");
+                let (obj, deleted) = split(c);
+                let gone = crd_kinds::absorb_change::<RayClusterJob>(
+                    &mut self.cache.rayclusters,
                     &mut self.kinds,
                     obj,
                     deleted,

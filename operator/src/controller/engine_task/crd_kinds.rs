@@ -1,4 +1,5 @@
-//! The kinds defined by other projects' CRDs that wait with a suspend field (JobSet, Kubeflow PyTorchJob), as one
+//! The kinds defined by other projects' CRDs that wait with a suspend field (JobSet, Kubeflow PyTorchJob, KubeRay
+//! RayJob and RayCluster), as one
 //! [`Reconciled`] implementation: suspended while queued, unsuspended with their admission, and stopped in one
 //! write (suspended with their pod templates restored), as Kueue's generic job reconciler stops kinds without a
 //! custom stop. A kind is its [`CrdKind`] implementation: where it is cached and whether it is enabled.
@@ -10,6 +11,7 @@ use kube::Resource;
 use sluice_sdk::jobset::JobSet;
 use sluice_sdk::kubeflow::PyTorchJob;
 use sluice_sdk::kueue::v1beta2 as api;
+use sluice_sdk::ray::{RayCluster, RayJob};
 
 use super::jobs::FAILED_TO_START;
 use super::kinds::{KindQueues, Kinds};
@@ -19,7 +21,7 @@ use super::{Cache, EngineTask};
 use crate::controller::config::OperatorConfig;
 use crate::controller::objects::*;
 use crate::controller::writer::Endpoint;
-use crate::jobs::{JobSetJob, PodSetInfo, PyTorchJobJob, SuspendableJob};
+use crate::jobs::{JobSetJob, PodSetInfo, PyTorchJobJob, RayClusterJob, RayJobJob, SuspendableJob};
 use crate::telemetry::EventSeverity;
 
 /// A kind from another project's CRD, with a suspend field, keyed by (namespace, name).
@@ -30,6 +32,10 @@ pub(super) trait CrdKind: SuspendableJob<Job: Cached + Clone + Send + Sync> {
     fn queues(kinds: &mut Kinds) -> &mut KindQueues<(String, String)>;
     /// Its cached objects.
     fn cache(cache: &Cache) -> &BTreeMap<(String, String), Self::Job>;
+    /// Whether Kueue leaves this object to someone else (beside deletion and a missing queue name).
+    fn not_kueues(_config: &OperatorConfig, _job: &Self::Job) -> bool {
+        false
+    }
 }
 
 impl CrdKind for JobSetJob {
@@ -56,6 +62,44 @@ impl CrdKind for PyTorchJobJob {
     }
 }
 
+impl CrdKind for RayJobJob {
+    fn enabled(config: &OperatorConfig) -> bool {
+        config.rayjobs
+    }
+    fn queues(kinds: &mut Kinds) -> &mut KindQueues<(String, String)> {
+        &mut kinds.rayjobs
+    }
+    fn cache(cache: &Cache) -> &BTreeMap<(String, String), RayJob> {
+        &cache.rayjobs
+    }
+    /// A RayJob on an existing cluster (`spec.clusterSelector`) holds no quota of its own, as in Kueue.
+    fn not_kueues(_: &OperatorConfig, job: &RayJob) -> bool {
+        job.uses_cluster_selector()
+    }
+}
+
+impl CrdKind for RayClusterJob {
+    fn enabled(config: &OperatorConfig) -> bool {
+        config.rayclusters
+    }
+    fn queues(kinds: &mut Kinds) -> &mut KindQueues<(String, String)> {
+        &mut kinds.rayclusters
+    }
+    fn cache(cache: &Cache) -> &BTreeMap<(String, String), RayCluster> {
+        &cache.rayclusters
+    }
+    /// The cluster a managed RayJob created: the RayJob's Workload holds its quota (Kueue skips a job whose owner
+    /// it manages).
+    fn not_kueues(config: &OperatorConfig, cluster: &RayCluster) -> bool {
+        config.rayjobs
+            && cluster.metadata.owner_references.iter().flatten().any(|o| {
+                o.controller == Some(true)
+                    && o.api_version == sluice_sdk::ray::API_VERSION
+                    && o.kind == sluice_sdk::ray::RAY_JOB_KIND
+            })
+    }
+}
+
 impl<T: CrdKind> Reconciled for T {
     type Key = (String, String);
     const NOT_BUILT_REASON: &'static str = "CreatedWorkload";
@@ -77,6 +121,7 @@ impl<T: CrdKind> Reconciled for T {
     fn skip(task: &EngineTask, job: &T::Job) -> bool {
         job.meta().deletion_timestamp.is_some()
             || (T::queue_name(job).is_none() && !task.config.manage_jobs_without_queue_name)
+            || T::not_kueues(&task.config, job)
     }
 
     fn namespace(key: &Self::Key) -> String {
@@ -219,6 +264,34 @@ impl Cached for PyTorchJob {
     }
     fn forget(cache: &mut Cache, key: &(String, String)) {
         cache.pytorchjobs.remove(key);
+    }
+}
+
+/// A failed RayJob write is announced as Kueue announces a failed start.
+impl Cached for RayJob {
+    const WRITE_FAILED_EVENT: Option<&'static str> = Some("FailedToStart");
+    fn cached<'c>(cache: &'c Cache, key: &(String, String)) -> Option<&'c Self> {
+        cache.rayjobs.get(key)
+    }
+    fn put(cache: &mut Cache, key: (String, String), obj: Self) {
+        cache.rayjobs.insert(key, obj);
+    }
+    fn forget(cache: &mut Cache, key: &(String, String)) {
+        cache.rayjobs.remove(key);
+    }
+}
+
+/// A failed RayCluster write is announced as Kueue announces a failed start.
+impl Cached for RayCluster {
+    const WRITE_FAILED_EVENT: Option<&'static str> = Some("FailedToStart");
+    fn cached<'c>(cache: &'c Cache, key: &(String, String)) -> Option<&'c Self> {
+        cache.rayclusters.get(key)
+    }
+    fn put(cache: &mut Cache, key: (String, String), obj: Self) {
+        cache.rayclusters.insert(key, obj);
+    }
+    fn forget(cache: &mut Cache, key: &(String, String)) {
+        cache.rayclusters.remove(key);
     }
 }
 

@@ -1,6 +1,6 @@
 //! The job kinds the engine task reconciles, and the only place that lists them: each function below has one
-//! line per kind, in the order the kinds are reconciled (batch Jobs, JobSets, PyTorchJobs, then plain Pods and pod
-//! groups).
+//! line per kind, in the order the kinds are reconciled (batch Jobs, JobSets, PyTorchJobs, RayJobs, RayClusters,
+//! then plain Pods and pod groups).
 
 use std::collections::BTreeSet;
 
@@ -8,7 +8,9 @@ use sluice_sdk::kueue::v1beta2 as api;
 
 use super::EngineTask;
 use super::reconciler::Reconciled;
-use crate::jobs::{BatchJob, JobSetJob, PodGroupKey, PodGroups, PyTorchJobJob};
+use crate::jobs::{
+    BatchJob, JobSetJob, PodGroupKey, PodGroups, PyTorchJobJob, RayClusterJob, RayJobJob,
+};
 
 /// The jobs of one kind waiting to be reconciled.
 pub(super) struct KindQueues<K> {
@@ -37,6 +39,10 @@ pub(super) struct Kinds {
     pub jobsets: KindQueues<(String, String)>,
     /// Kubeflow PyTorchJobs, by (namespace, name).
     pub pytorchjobs: KindQueues<(String, String)>,
+    /// KubeRay RayJobs, by (namespace, name).
+    pub rayjobs: KindQueues<(String, String)>,
+    /// KubeRay RayClusters, by (namespace, name).
+    pub rayclusters: KindQueues<(String, String)>,
     /// Plain pods and pod groups.
     pub pod_groups: KindQueues<PodGroupKey>,
 }
@@ -48,6 +54,8 @@ impl EngineTask {
         let mut did = self.reconcile_dirty::<BatchJob>().await;
         did |= self.reconcile_dirty::<JobSetJob>().await;
         did |= self.reconcile_dirty::<PyTorchJobJob>().await;
+        did |= self.reconcile_dirty::<RayJobJob>().await;
+        did |= self.reconcile_dirty::<RayClusterJob>().await;
         did |= self.reconcile_dirty::<PodGroups>().await;
         self.create_owned_workloads().await;
         self.start_jobs().await;
@@ -59,6 +67,8 @@ impl EngineTask {
         !self.kinds.jobs.dirty.is_empty()
             || !self.kinds.jobsets.dirty.is_empty()
             || !self.kinds.pytorchjobs.dirty.is_empty()
+            || !self.kinds.rayjobs.dirty.is_empty()
+            || !self.kinds.rayclusters.dirty.is_empty()
             || !self.kinds.pod_groups.dirty.is_empty()
     }
 
@@ -67,6 +77,8 @@ impl EngineTask {
         self.retry_unbuilt_of::<BatchJob>();
         self.retry_unbuilt_of::<JobSetJob>();
         self.retry_unbuilt_of::<PyTorchJobJob>();
+        self.retry_unbuilt_of::<RayJobJob>();
+        self.retry_unbuilt_of::<RayClusterJob>();
         self.retry_unbuilt_of::<PodGroups>();
     }
 
@@ -75,6 +87,8 @@ impl EngineTask {
         self.mark_owner_of::<BatchJob>(wl);
         self.mark_owner_of::<JobSetJob>(wl);
         self.mark_owner_of::<PyTorchJobJob>(wl);
+        self.mark_owner_of::<RayJobJob>(wl);
+        self.mark_owner_of::<RayClusterJob>(wl);
         self.mark_owner_of::<PodGroups>(wl);
     }
 
@@ -83,6 +97,8 @@ impl EngineTask {
         self.owner_of_needs_stopping::<BatchJob>(wl)
             || self.owner_of_needs_stopping::<JobSetJob>(wl)
             || self.owner_of_needs_stopping::<PyTorchJobJob>(wl)
+            || self.owner_of_needs_stopping::<RayJobJob>(wl)
+            || self.owner_of_needs_stopping::<RayClusterJob>(wl)
             || self.owner_of_needs_stopping::<PodGroups>(wl)
     }
 
@@ -91,6 +107,8 @@ impl EngineTask {
         self.mark_all_of::<BatchJob>();
         self.mark_all_of::<JobSetJob>();
         self.mark_all_of::<PyTorchJobJob>();
+        self.mark_all_of::<RayJobJob>();
+        self.mark_all_of::<RayClusterJob>();
         self.mark_all_of::<PodGroups>();
     }
 

@@ -25,6 +25,7 @@ use kube::{Api, Client, Resource};
 use sluice_sdk::jobset::JobSet;
 use sluice_sdk::kubeflow::PyTorchJob;
 use sluice_sdk::kueue::v1beta2 as api;
+use sluice_sdk::ray::{RayCluster, RayJob};
 use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
 use sluice_sdk::sluice::policy_module::PolicyModule;
 use tokio::sync::mpsc;
@@ -82,6 +83,10 @@ pub enum Input {
     JobSet(Change<JobSet>),
     /// A Kubeflow PyTorchJob changed.
     PyTorchJob(Change<PyTorchJob>),
+    /// A KubeRay RayJob changed.
+    RayJob(Change<RayJob>),
+    /// A KubeRay RayCluster changed.
+    RayCluster(Change<RayCluster>),
     /// A WorkloadPriorityClass changed.
     WorkloadPriorityClass(Change<api::WorkloadPriorityClass>),
     /// A pod PriorityClass changed.
@@ -135,6 +140,8 @@ struct Cache {
     jobs: BTreeMap<(String, String), Job>,
     jobsets: BTreeMap<(String, String), JobSet>,
     pytorchjobs: BTreeMap<(String, String), PyTorchJob>,
+    rayjobs: BTreeMap<(String, String), RayJob>,
+    rayclusters: BTreeMap<(String, String), RayCluster>,
     priorities: PriorityClasses,
     nodes: BTreeMap<String, Node>,
     topologies: BTreeMap<String, api::Topology>,

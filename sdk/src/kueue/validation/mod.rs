@@ -36,6 +36,7 @@ pub mod kubeflow;
 mod localqueue;
 mod names;
 mod quantity;
+pub mod ray;
 mod resourceflavor;
 mod topology;
 mod workload;

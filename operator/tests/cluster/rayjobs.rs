@@ -1,0 +1,343 @@
+//! KubeRay RayJobs and RayClusters through the API server, with KubeRay's own CRDs (from its Go module,
+//! `tests/control-plane/crds`) and the integrations enabled in the Configuration, as Kueue v0.19 requires. No
+//! KubeRay controller runs: the objects alone are enough. A RayJob is applied with kubectl, suspended by the
+//! webhook, admitted as a Workload of pod sets head, its worker group and the submitter (K8sJobMode, the CRD's
+//! default), unsuspended with the flavor's node selector on every template, then preempted by a higher-priority
+//! RayJob; a RayCluster is suspended, admitted and unsuspended. The objects are read untyped, as kubectl shows
+//! them.
+
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use serde_json::Value;
+use sluice_operator::jobs::workload_name;
+use sluice_sdk::kueue::v1beta2::Workload;
+
+use super::jobsets::third_party_crds;
+use super::kubelet::FakeNode;
+use super::plane::ControlPlane;
+use super::support::*;
+
+const CONFIG: &str = r#"
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+integrations:
+  frameworks: ["batch/job", "ray.io/rayjob", "ray.io/raycluster"]
+"#;
+
+/// The submitter pod Kueue accounts for requests memory, so the queue covers it.
+const SETUP: &str = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: a100}
+spec:
+  nodeLabels: {pool: a100}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: gpus}
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: a100
+      resources: [{name: cpu, nominalQuota: 32}, {name: memory, nominalQuota: 64Gi}, {name: nvidia.com/gpu, nominalQuota: 8}]
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: ml}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: queue, namespace: ml}
+spec: {clusterQueue: gpus}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: high}
+value: 1000
+"#;
+
+/// A RayJob in `ml/queue`: a CPU head and the worker group `workers` of 2 pods of 4 GPUs (the queue's 8).
+/// `spec` holds more fields of its spec (`submissionMode`, `shutdownAfterJobFinishes`).
+fn rayjob(name: &str, labels: &str, spec: &[&str]) -> String {
+    let spec = spec.join("\n  ");
+    format!(
+        r#"
+apiVersion: ray.io/v1
+kind: RayJob
+metadata:
+  name: {name}
+  namespace: ml
+  labels: {{kueue.x-k8s.io/queue-name: queue{labels}}}
+spec:
+  entrypoint: python /home/ray/train.py
+  {spec}
+  rayClusterSpec:
+    headGroupSpec:
+      rayStartParams: {{dashboard-host: "0.0.0.0"}}
+      template:
+        spec:
+          containers: [{{name: ray-head, image: ray, resources: {{requests: {{cpu: "1", memory: 1Gi}}}}}}]
+    workerGroupSpecs:
+    - groupName: workers
+      replicas: 2
+      minReplicas: 2
+      maxReplicas: 2
+      rayStartParams: {{}}
+      template:
+        spec:
+          containers: [{{name: ray-worker, image: ray, resources: {{requests: {{cpu: "1", memory: 1Gi, nvidia.com/gpu: "4"}}}}}}]
+"#
+    )
+}
+
+fn resource(kind: &str) -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk("ray.io", "v1", kind))
+}
+
+/// `spec.suspend`, false when absent.
+fn suspended(o: &DynamicObject) -> bool {
+    o.data["spec"]["suspend"].as_bool().unwrap_or(false)
+}
+
+/// The Ray cluster spec of a RayJob (`spec.rayClusterSpec`) or a RayCluster (`spec`).
+fn cluster_spec(o: &DynamicObject) -> &Value {
+    let spec = &o.data["spec"];
+    if spec.get("rayClusterSpec").is_some() {
+        &spec["rayClusterSpec"]
+    } else {
+        spec
+    }
+}
+
+/// The pod templates of the head and of each worker group, in that order.
+fn templates(o: &DynamicObject) -> Vec<&Value> {
+    let c = cluster_spec(o);
+    let mut out = vec![&c["headGroupSpec"]["template"]];
+    if let Some(groups) = c["workerGroupSpecs"].as_array() {
+        out.extend(groups.iter().map(|g| &g["template"]));
+    }
+    out
+}
+
+fn pool(template: &Value) -> Option<&str> {
+    template["spec"]["nodeSelector"]["pool"].as_str()
+}
+
+/// Whether the head's and every worker group's template runs on the a100 flavor.
+fn on_a100(o: &DynamicObject) -> bool {
+    templates(o).iter().all(|t| pool(t) == Some("a100"))
+}
+
+/// Whether no template of the cluster has a node selector.
+fn restored(o: &DynamicObject) -> bool {
+    templates(o)
+        .iter()
+        .all(|t| t["spec"].get("nodeSelector").is_none_or(Value::is_null))
+}
+
+fn pod_sets(w: &Workload) -> Vec<(&str, i32)> {
+    w.spec
+        .pod_sets
+        .iter()
+        .map(|p| (p.name.as_str(), p.count))
+        .collect()
+}
+
+/// The Workload is named as Kueue names it and owned by the object.
+fn assert_named_and_owned(w: &Workload, o: &DynamicObject, kind: &str) {
+    let uid = o.metadata.uid.as_deref().expect("uid");
+    let name = o.metadata.name.as_deref().expect("name");
+    assert_eq!(
+        w.metadata.name.as_deref(),
+        Some(workload_name(kind, "ray.io", name, uid).as_str())
+    );
+    let owner = &w.metadata.owner_references.as_ref().expect("owner")[0];
+    assert_eq!(
+        (
+            owner.api_version.as_str(),
+            owner.kind.as_str(),
+            owner.uid.as_str()
+        ),
+        ("ray.io/v1", kind, uid)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rayjobs_are_admitted_and_preempted_through_the_api_server() {
+    let Some(plane) = ControlPlane::up("rayjobs") else {
+        return;
+    };
+    plane.kubectl(
+        &["apply", "--server-side", "-f", "-"],
+        Some(&third_party_crds()),
+    );
+    let nodes = (0..2)
+        .map(|i| FakeNode::new(&format!("a100-{i}"), 16, 4).label("pool", "a100"))
+        .collect();
+    let installed = install(&plane, Some(CONFIG), nodes).await;
+    let client = installed.client.clone();
+    plane.kubectl(&["apply", "-f", "-"], Some(SETUP));
+
+    // Kueue manages a RayJob only when it deletes its cluster once finished.
+    let kept = plane.kubectl_output(
+        &["apply", "-f", "-"],
+        Some(&rayjob("kept", "", &["shutdownAfterJobFinishes: false"])),
+    );
+    let err = String::from_utf8_lossy(&kept.stderr);
+    assert!(
+        !kept.status.success() && err.contains("shutdownAfterJobFinishes"),
+        "a RayJob keeping its cluster was not refused: {err}"
+    );
+
+    // No submissionMode: the CRD defaults it to K8sJobMode, whose submitter pod Kueue counts.
+    plane.kubectl(
+        &["apply", "-f", "-"],
+        Some(&rayjob("low", "", &["shutdownAfterJobFinishes: true"])),
+    );
+    let jobs: Api<DynamicObject> = Api::namespaced_with(client.clone(), "ml", &resource("RayJob"));
+    let created = jobs.get("low").await.expect("rayjob low");
+    let low_wl = workload_of(&client, "ml", "low").await;
+    assert!(
+        suspended(&created) || has_condition(&low_wl, "Admitted"),
+        "the webhook did not suspend the RayJob at creation"
+    );
+    assert_named_and_owned(&low_wl, &created, "RayJob");
+    assert_eq!(
+        pod_sets(&low_wl),
+        [("head", 1), ("workers", 2), ("submitter", 1)]
+    );
+    eventually(60, "low admitted and unsuspended on a100", || async {
+        let job = jobs.get("low").await.ok()?;
+        (!suspended(&job) && on_a100(&job)).then_some(())
+    })
+    .await;
+    let low = jobs.get("low").await.expect("low");
+    // Kueue writes the submitter's template, with the submitter pod set's node selector, when it starts the job.
+    assert_eq!(
+        pool(&low.data["spec"]["submitterPodTemplate"]),
+        Some("a100"),
+        "{}",
+        low.data["spec"]
+    );
+    // What Sluice does not read came through its writes.
+    assert_eq!(low.data["spec"]["entrypoint"], "python /home/ray/train.py");
+    assert_eq!(low.data["spec"]["shutdownAfterJobFinishes"], true);
+    assert_eq!(
+        cluster_spec(&low)["headGroupSpec"]["rayStartParams"]["dashboard-host"],
+        "0.0.0.0"
+    );
+
+    // In HTTPMode the job is submitted from outside the cluster: no submitter pod set.
+    plane.kubectl(
+        &["apply", "-f", "-"],
+        Some(&rayjob(
+            "high",
+            ", kueue.x-k8s.io/priority-class: high",
+            &["shutdownAfterJobFinishes: true", "submissionMode: HTTPMode"],
+        )),
+    );
+    let high_wl = workload_of(&client, "ml", "high").await;
+    assert_eq!(pod_sets(&high_wl), [("head", 1), ("workers", 2)]);
+    eventually(60, "low suspended with its templates restored", || async {
+        let job = jobs.get("low").await.ok()?;
+        (suspended(&job) && restored(&job)).then_some(())
+    })
+    .await;
+    let wls: Api<Workload> = Api::namespaced(client.clone(), "ml");
+    let preempted = wls
+        .get(low_wl.metadata.name.as_deref().unwrap())
+        .await
+        .expect("workload");
+    let c = condition(&preempted, "Preempted").expect("Preempted condition");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("True", "InClusterQueue")
+    );
+    eventually(60, "high unsuspended on a100", || async {
+        let job = jobs.get("high").await.ok()?;
+        (!suspended(&job) && on_a100(&job)).then_some(())
+    })
+    .await;
+}
+
+/// A RayCluster in `ml/queue`: a CPU head and the worker group `Serve` of 2 replicas of 2 hosts of 2 GPUs.
+fn raycluster(name: &str, autoscaling: bool) -> String {
+    format!(
+        r#"
+apiVersion: ray.io/v1
+kind: RayCluster
+metadata:
+  name: {name}
+  namespace: ml
+  labels: {{kueue.x-k8s.io/queue-name: queue}}
+spec:
+  enableInTreeAutoscaling: {autoscaling}
+  headGroupSpec:
+    rayStartParams: {{}}
+    template:
+      spec:
+        containers: [{{name: ray-head, image: ray, resources: {{requests: {{cpu: "1", memory: 1Gi}}}}}}]
+  workerGroupSpecs:
+  - groupName: Serve
+    replicas: 2
+    numOfHosts: 2
+    minReplicas: 2
+    maxReplicas: 2
+    rayStartParams: {{}}
+    template:
+      spec:
+        containers: [{{name: ray-worker, image: ray, resources: {{requests: {{cpu: "1", memory: 1Gi, nvidia.com/gpu: "2"}}}}}}]
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rayclusters_are_admitted_through_the_api_server() {
+    let Some(plane) = ControlPlane::up("rayclusters") else {
+        return;
+    };
+    plane.kubectl(
+        &["apply", "--server-side", "-f", "-"],
+        Some(&third_party_crds()),
+    );
+    let nodes = (0..2)
+        .map(|i| FakeNode::new(&format!("a100-{i}"), 16, 4).label("pool", "a100"))
+        .collect();
+    let installed = install(&plane, Some(CONFIG), nodes).await;
+    let client = installed.client.clone();
+    plane.kubectl(&["apply", "-f", "-"], Some(SETUP));
+
+    // Kueue refuses a managed cluster that scales itself (workload slicing is not enabled).
+    let scaling = plane.kubectl_output(&["apply", "-f", "-"], Some(&raycluster("scaling", true)));
+    let err = String::from_utf8_lossy(&scaling.stderr);
+    assert!(
+        !scaling.status.success() && err.contains("enableInTreeAutoscaling"),
+        "an autoscaling RayCluster was not refused: {err}"
+    );
+
+    plane.kubectl(&["apply", "-f", "-"], Some(&raycluster("serve", false)));
+    let clusters: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "ml", &resource("RayCluster"));
+    let created = clusters.get("serve").await.expect("raycluster serve");
+    let wl = workload_of(&client, "ml", "serve").await;
+    assert!(
+        suspended(&created) || has_condition(&wl, "Admitted"),
+        "the webhook did not suspend the RayCluster at creation"
+    );
+    assert_named_and_owned(&wl, &created, "RayCluster");
+    // The worker group's pod set is its name lowercased, of replicas x numOfHosts pods.
+    assert_eq!(pod_sets(&wl), [("head", 1), ("serve", 4)]);
+    eventually(60, "serve admitted and unsuspended on a100", || async {
+        let c = clusters.get("serve").await.ok()?;
+        (!suspended(&c) && on_a100(&c)).then_some(())
+    })
+    .await;
+    let admitted = Api::<Workload>::namespaced(client.clone(), "ml")
+        .get(wl.metadata.name.as_deref().unwrap())
+        .await
+        .expect("workload");
+    assert!(has_condition(&admitted, "Admitted"));
+}

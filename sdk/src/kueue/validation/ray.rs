@@ -1,0 +1,366 @@
+//! The rules Kueue's Ray webhooks enforce on a RayCluster and a RayJob: for an object Kueue manages, no in-tree
+//! autoscaling (Sluice has no elastic workload slices), at most 18 pod sets, no worker group named `head`, and
+//! for a RayJob a cluster of its own that is deleted once the job ends; for every object, the job-framework
+//! labels on its metadata and the topology annotations of the head and each worker group.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::errors::{Errors, Path, ValidationErrors};
+use super::job::{meta_create_rules, meta_update_rules, name, template_topology_rules};
+use crate::kueue::labels as l;
+use crate::ray::{HEAD_POD_SET, RayCluster, RayClusterSpec, RayJob};
+
+/// How Kueue names a RayCluster in its errors.
+const CLUSTER_KIND: &str = "RayCluster.ray.io";
+/// How Kueue names a RayJob in its errors.
+const JOB_KIND: &str = "RayJob.ray.io";
+/// Most pod sets a Workload may have (Kueue's `MaxPodSets`).
+pub const MAX_POD_SETS: usize = 18;
+
+/// Validates a RayCluster on creation; `manage_without_queue_name` is Kueue's `manageJobsWithoutQueueName`.
+pub fn validate_raycluster(
+    cluster: &RayCluster,
+    manage_without_queue_name: bool,
+) -> Result<(), ValidationErrors> {
+    let mut errs = Errors::default();
+    cluster_create_rules(&mut errs, cluster, manage_without_queue_name);
+    errs.finish(CLUSTER_KIND, name(&cluster.metadata))
+}
+
+/// Validates an update of a RayCluster; `default_queue_exists` says whether its namespace has a LocalQueue named
+/// `default`. As in Kueue (ValidateRayAndSparkJobUpdates on), an update is checked only when the cluster is managed
+/// or was queued before.
+pub fn validate_raycluster_update(
+    old: &RayCluster,
+    new: &RayCluster,
+    default_queue_exists: bool,
+    manage_without_queue_name: bool,
+) -> Result<(), ValidationErrors> {
+    if !checked_on_update(&old.metadata, &new.metadata, manage_without_queue_name) {
+        return Ok(());
+    }
+    let mut errs = Errors::default();
+    meta_update_rules(
+        &mut errs,
+        &old.metadata,
+        &new.metadata,
+        old.is_suspended(),
+        new.is_suspended(),
+        default_queue_exists,
+    );
+    cluster_create_rules(&mut errs, new, manage_without_queue_name);
+    errs.finish(CLUSTER_KIND, name(&new.metadata))
+}
+
+/// Validates a RayJob on creation.
+pub fn validate_rayjob(
+    job: &RayJob,
+    manage_without_queue_name: bool,
+) -> Result<(), ValidationErrors> {
+    let mut errs = Errors::default();
+    job_create_rules(&mut errs, job, manage_without_queue_name);
+    errs.finish(JOB_KIND, name(&job.metadata))
+}
+
+/// Validates an update of a RayJob (checked, as in Kueue, only when managed or queued before).
+pub fn validate_rayjob_update(
+    old: &RayJob,
+    new: &RayJob,
+    default_queue_exists: bool,
+    manage_without_queue_name: bool,
+) -> Result<(), ValidationErrors> {
+    if !checked_on_update(&old.metadata, &new.metadata, manage_without_queue_name) {
+        return Ok(());
+    }
+    let mut errs = Errors::default();
+    meta_update_rules(
+        &mut errs,
+        &old.metadata,
+        &new.metadata,
+        old.is_suspended(),
+        new.is_suspended(),
+        default_queue_exists,
+    );
+    job_create_rules(&mut errs, new, manage_without_queue_name);
+    errs.finish(JOB_KIND, name(&new.metadata))
+}
+
+fn queue_name(meta: &ObjectMeta) -> &str {
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(l::QUEUE_NAME_LABEL))
+        .map_or("", String::as_str)
+}
+
+/// Kueue's `ShouldValidateRayOrSparkJobOnUpdate` with ValidateRayAndSparkJobUpdates on.
+fn checked_on_update(old: &ObjectMeta, new: &ObjectMeta, manage_without_queue_name: bool) -> bool {
+    manage_without_queue_name || !queue_name(new).is_empty() || !queue_name(old).is_empty()
+}
+
+fn cluster_create_rules(errs: &mut Errors, cluster: &RayCluster, manage_without_queue_name: bool) {
+    let spec_path = Path::new("spec");
+    let default_spec = RayClusterSpec::default();
+    let spec = cluster.spec.as_ref().unwrap_or(&default_spec);
+    if manage_without_queue_name || !queue_name(&cluster.metadata).is_empty() {
+        if spec.enable_in_tree_autoscaling == Some(true) {
+            errs.invalid(
+                &spec_path.child("enableInTreeAutoscaling"),
+                "true",
+                format!(
+                    "a kueue-managed RayCluster can use autoscaling only as an elastic job: enable the \
+                     ElasticJobsViaWorkloadSlices feature gate and set the \"{}\": \"true\" annotation \
+                     (Sluice does not run elastic jobs yet)",
+                    l::ELASTIC_JOB_ANNOTATION
+                ),
+            );
+        }
+        managed_cluster_rules(errs, spec, &spec_path);
+    }
+    meta_create_rules(errs, &cluster.metadata);
+    topology_rules(errs, spec, &spec_path);
+}
+
+fn job_create_rules(errs: &mut Errors, job: &RayJob, manage_without_queue_name: bool) {
+    let spec_path = Path::new("spec");
+    if manage_without_queue_name || !queue_name(&job.metadata).is_empty() {
+        let spec = job.spec.as_ref();
+        let selector = spec.map(|s| &s.cluster_selector).filter(|s| !s.is_empty());
+        match (selector, spec.and_then(|s| s.ray_cluster_spec.as_ref())) {
+            (Some(selector), Some(_)) => {
+                let rendered = serde_json::to_string(selector).unwrap_or_default();
+                errs.invalid(
+                    &spec_path.child("clusterSelector"),
+                    rendered,
+                    "a kueue managed job should not use an existing cluster",
+                );
+                return;
+            }
+            // A job on an existing cluster is not Kueue's.
+            (Some(_), None) => return,
+            (None, None) => {
+                errs.required(
+                    &spec_path.child("rayClusterSpec"),
+                    "rayClusterSpec is required for Kueue-managed jobs that don't use clusterSelector",
+                );
+                return;
+            }
+            (None, Some(cluster)) => {
+                let shutdown = spec
+                    .and_then(|s| s.shutdown_after_job_finishes)
+                    .unwrap_or(false);
+                if !shutdown {
+                    errs.invalid(
+                        &spec_path.child("shutdownAfterJobFinishes"),
+                        "false",
+                        "a kueue managed job should delete the cluster after finishing",
+                    );
+                }
+                let cluster_path = spec_path.child("rayClusterSpec");
+                if cluster.enable_in_tree_autoscaling == Some(true) {
+                    errs.invalid(
+                        &cluster_path.child("enableInTreeAutoscaling"),
+                        "true",
+                        "a kueue managed job should only use autoscaling when workload slicing is enabled \
+                         (Sluice does not run elastic jobs yet)",
+                    );
+                }
+                managed_cluster_rules(errs, cluster, &cluster_path);
+            }
+        }
+    }
+    meta_create_rules(errs, &job.metadata);
+    if let Some(cluster) = job.spec.as_ref().and_then(|s| s.ray_cluster_spec.as_ref()) {
+        topology_rules(errs, cluster, &spec_path.child("rayClusterSpec"));
+    }
+}
+
+/// The pod-set limit and the reserved `head` name.
+fn managed_cluster_rules(errs: &mut Errors, spec: &RayClusterSpec, path: &Path) {
+    let groups = path.child("workerGroupSpecs");
+    let count = spec.pod_set_count();
+    if count > MAX_POD_SETS {
+        errs.too_many(&groups, count, MAX_POD_SETS);
+    }
+    for (i, g) in spec.worker_group_specs.iter().enumerate() {
+        if g.group_name == HEAD_POD_SET {
+            errs.forbidden(
+                &groups.index(i).child("groupName"),
+                format!("\"{HEAD_POD_SET}\" is reserved for the head group"),
+            );
+        }
+    }
+}
+
+/// The topology annotations of the head (one pod) and of each worker group (its pod count).
+fn topology_rules(errs: &mut Errors, spec: &RayClusterSpec, path: &Path) {
+    let empty = BTreeMap::new();
+    let annotations = |t: &k8s_openapi::api::core::v1::PodTemplateSpec| {
+        t.metadata
+            .as_ref()
+            .and_then(|m| m.annotations.as_ref())
+            .unwrap_or(&empty)
+            .clone()
+    };
+    let meta_path = |p: Path| p.child("template").child("metadata").child("annotations");
+    template_topology_rules(
+        errs,
+        &annotations(&spec.head_group_spec.template),
+        &meta_path(path.child("headGroupSpec")),
+        1,
+    );
+    for (i, g) in spec.worker_group_specs.iter().enumerate() {
+        template_topology_rules(
+            errs,
+            &annotations(&g.template),
+            &meta_path(path.child("workerGroupSpecs").index(i)),
+            g.pod_count(),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job(labels: serde_json::Value, spec: serde_json::Value) -> RayJob {
+        serde_json::from_value(json!({"metadata": {"name": "train", "namespace": "ml", "labels": labels}, "spec": spec}))
+            .expect("rayjob")
+    }
+
+    fn cluster_spec(worker_annotations: serde_json::Value) -> serde_json::Value {
+        json!({
+            "headGroupSpec": {"template": {"spec": {"containers": [{"name": "ray-head", "image": "ray"}]}}},
+            "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2,
+                "template": {"metadata": {"annotations": worker_annotations}, "spec": {"containers": []}}}]
+        })
+    }
+
+    #[test]
+    fn a_managed_rayjob_needs_its_own_cluster_deleted_after_the_job() {
+        let q = json!({l::QUEUE_NAME_LABEL: "q"});
+        let e = validate_rayjob(&job(q.clone(), json!({})), false).expect_err("no cluster spec");
+        assert!(
+            e.has(
+                "spec.rayClusterSpec",
+                "rayClusterSpec is required for Kueue-managed jobs that don't use clusterSelector"
+            ),
+            "{e}"
+        );
+        let e = validate_rayjob(
+            &job(
+                q.clone(),
+                json!({"rayClusterSpec": cluster_spec(json!({}))}),
+            ),
+            false,
+        )
+        .expect_err("cluster kept");
+        assert!(
+            e.has(
+                "spec.shutdownAfterJobFinishes",
+                "a kueue managed job should delete the cluster after finishing"
+            ),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with("RayJob.ray.io \"train\" is invalid"),
+            "{e}"
+        );
+        let e = validate_rayjob(
+            &job(
+                q.clone(),
+                json!({"clusterSelector": {"ray.io/cluster": "shared"}, "rayClusterSpec": cluster_spec(json!({}))}),
+            ),
+            false,
+        )
+        .expect_err("both");
+        assert!(
+            e.has(
+                "spec.clusterSelector",
+                "a kueue managed job should not use an existing cluster"
+            ),
+            "{e}"
+        );
+        // An existing cluster's job is not managed; nor is an unqueued job unless all jobs are.
+        assert!(
+            validate_rayjob(
+                &job(q.clone(), json!({"clusterSelector": {"a": "b"}})),
+                false
+            )
+            .is_ok()
+        );
+        assert!(validate_rayjob(&job(json!({}), json!({})), false).is_ok());
+        assert!(validate_rayjob(&job(json!({}), json!({})), true).is_err());
+        let ok =
+            json!({"shutdownAfterJobFinishes": true, "rayClusterSpec": cluster_spec(json!({}))});
+        assert!(validate_rayjob(&job(q, ok), false).is_ok());
+    }
+
+    #[test]
+    fn autoscaling_the_head_name_and_topology_are_checked_per_group() {
+        let q = json!({l::QUEUE_NAME_LABEL: "q"});
+        let mut spec = cluster_spec(json!({l::PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION: "rack",
+                                          l::PODSET_SLICE_SIZE_ANNOTATION: "3"}));
+        spec["enableInTreeAutoscaling"] = json!(true);
+        spec["workerGroupSpecs"][0]["groupName"] = json!("head");
+        let cluster: RayCluster = serde_json::from_value(
+            json!({"metadata": {"name": "serve", "labels": q}, "spec": spec}),
+        )
+        .unwrap();
+        let e = validate_raycluster(&cluster, false).expect_err("three problems");
+        assert!(
+            e.to_string()
+                .starts_with("RayCluster.ray.io \"serve\" is invalid"),
+            "{e}"
+        );
+        assert_eq!(e.at("spec.enableInTreeAutoscaling").len(), 1, "{e}");
+        assert!(
+            e.has(
+                "spec.workerGroupSpecs[0].groupName",
+                "\"head\" is reserved for the head group"
+            ),
+            "{e}"
+        );
+        let field = format!(
+            "spec.workerGroupSpecs[0].template.metadata.annotations[{}]",
+            l::PODSET_SLICE_SIZE_ANNOTATION
+        );
+        assert!(
+            e.has(&field, "must not be greater than pod set count 2"),
+            "{e}"
+        );
+        // An unmanaged cluster is still checked for its topology annotations, not for autoscaling.
+        let mut unmanaged = cluster.clone();
+        unmanaged.metadata.labels = None;
+        let e = validate_raycluster(&unmanaged, false).expect_err("topology");
+        assert!(e.at("spec.enableInTreeAutoscaling").is_empty(), "{e}");
+        assert!(
+            e.has(&field, "must not be greater than pod set count 2"),
+            "{e}"
+        );
+        // An update of a cluster that never had a queue is not checked.
+        assert!(validate_raycluster_update(&unmanaged, &unmanaged, false, false).is_ok());
+    }
+
+    #[test]
+    fn too_many_worker_groups_are_refused() {
+        let groups: Vec<serde_json::Value> = (0..18)
+            .map(
+                |i| json!({"groupName": format!("g{i}"), "template": {"spec": {"containers": []}}}),
+            )
+            .collect();
+        let cluster: RayCluster = serde_json::from_value(json!({
+            "metadata": {"name": "big", "labels": {l::QUEUE_NAME_LABEL: "q"}},
+            "spec": {"headGroupSpec": {"template": {"spec": {"containers": []}}}, "workerGroupSpecs": groups}
+        }))
+        .unwrap();
+        let e = validate_raycluster(&cluster, false).expect_err("19 pod sets");
+        assert!(
+            e.has("spec.workerGroupSpecs", "must have at most 18 items"),
+            "{e}"
+        );
+    }
+}
