@@ -3,17 +3,14 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
 use sluice_sdk::kueue::labels;
-use sluice_sdk::kueue::v1beta2::{
-    DEFAULT_POD_SET_NAME, PodSet, PodSetTopologyRequest, Workload, WorkloadSpec,
-};
+use sluice_sdk::kueue::v1beta2::{DEFAULT_POD_SET_NAME, PodSet, PodSetTopologyRequest, Workload};
 
 use super::topology_request::template_topology_request;
 use super::{
-    JobError, JobIntegration, PodSetInfo, PriorityClasses, SuspendableJob, admitted_pods,
-    workload_name,
+    JobError, JobIntegration, Owner, PodSetInfo, PriorityClasses, SuspendableJob, admitted_pods,
+    owned_workload, workload_name,
 };
 
 /// Label Kubernetes sets on each pod of an Indexed Job with its completion index.
@@ -132,92 +129,33 @@ const MANAGED_LABELS: &[&str] = &[
 impl BatchJob {
     /// The Workload Kueue builds for the Job (name, owner, pod sets, priority, queue).
     pub fn workload(job: &Job, priorities: &PriorityClasses) -> Result<Workload, JobError> {
-        let name = job
-            .metadata
-            .name
-            .clone()
-            .ok_or_else(|| error(job, "metadata.name", "required"))?;
-        let namespace = job
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".to_string());
-        let uid = job
-            .metadata
-            .uid
-            .clone()
-            .ok_or_else(|| error(job, "metadata.uid", "required"))?;
-        // No label (a Job managed under manageJobsWithoutQueueName): no queue, as Kueue builds it; the
-        // Workload waits until one is set.
-        let queue = Self::queue_name(job).unwrap_or_default();
         let spec = job
             .spec
             .as_ref()
             .ok_or_else(|| error(job, "spec", "required"))?;
-        let min_count = Self::min_count(job)?;
-        let pod_class = spec
-            .template
-            .spec
-            .as_ref()
-            .and_then(|s| s.priority_class_name.as_deref());
-        let wpc = label(job, labels::PRIORITY_CLASS_LABEL);
-        let priority = priorities.resolve(wpc, pod_class).map_err(|m| {
-            let field = if wpc.is_some() {
-                format!("metadata.labels[{}]", labels::PRIORITY_CLASS_LABEL)
-            } else {
-                "spec.template.spec.priorityClassName".to_string()
-            };
-            error(job, &field, m)
-        })?;
-        let max_exec = match label(job, labels::MAX_EXEC_TIME_SECONDS_LABEL) {
-            None => None,
-            Some(v) => Some(v.parse::<i32>().ok().filter(|n| *n > 0).ok_or_else(|| {
-                error(
-                    job,
-                    &format!("metadata.labels[{}]", labels::MAX_EXEC_TIME_SECONDS_LABEL),
-                    format!("{v:?} is not a positive integer"),
-                )
-            })?),
-        };
-        let owner = OwnerReference {
-            api_version: Self::API_VERSION.to_string(),
-            kind: Self::KIND.to_string(),
-            name: name.clone(),
-            uid: uid.clone(),
-            controller: Some(true),
-            block_owner_deletion: Some(true),
-        };
-        let metadata = ObjectMeta {
-            name: Some(workload_name(Self::KIND, Self::GROUP, &name, &uid)),
-            namespace: Some(namespace),
-            labels: Some(BTreeMap::from([(
-                labels::JOB_UID_LABEL.to_string(),
-                uid.clone(),
-            )])),
-            owner_references: Some(vec![owner]),
-            finalizers: Some(vec![labels::RESOURCE_IN_USE_FINALIZER.to_string()]),
-            creation_timestamp: job.metadata.creation_timestamp.clone(),
-            ..Default::default()
-        };
         let pod_set = PodSet {
             name: DEFAULT_POD_SET_NAME.to_string(),
             template: Self::clean_template(job),
             count: Self::pods_count(job),
-            min_count,
+            min_count: Self::min_count(job)?,
             topology_request: Some(Self::topology_request(job)?),
         };
-        Ok(Workload {
-            metadata,
-            spec: WorkloadSpec {
-                pod_sets: vec![pod_set],
-                queue_name: queue,
-                priority_class_ref: priority.class_ref,
-                priority: Some(priority.value),
-                maximum_execution_time_seconds: max_exec,
-                ..Default::default()
-            },
-            status: None,
-        })
+        let pod_class = spec
+            .template
+            .spec
+            .as_ref()
+            .and_then(|s| s.priority_class_name.clone())
+            .map(|n| (n, "spec.template.spec.priorityClassName".to_string()));
+        let owner = Owner {
+            meta: &job.metadata,
+            kind: Self::KIND,
+            group: Self::GROUP,
+            api_version: Self::API_VERSION,
+            pod_class,
+        };
+        // No label (a Job managed under manageJobsWithoutQueueName): no queue, as Kueue builds it; the Workload
+        // waits until one is set.
+        owned_workload(owner, vec![pod_set], priorities)
     }
 }
 
@@ -557,7 +495,7 @@ spec:
 
     fn template_annotated(annotations: &str) -> Job {
         let mut j = job("");
-        let meta: ObjectMeta =
+        let meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta =
             serde_yaml::from_str(&format!("annotations: {{{annotations}}}")).unwrap();
         if let Some(spec) = j.spec.as_mut() {
             spec.template.metadata = Some(meta);

@@ -239,61 +239,29 @@ impl<T: CrdKind> Reconciled for T {
     }
 }
 
-/// A failed JobSet write (a start, a suspend, a restore) is announced as Kueue announces a failed start.
-impl Cached for JobSet {
-    const WRITE_FAILED_EVENT: Option<&'static str> = Some("FailedToStart");
-    fn cached<'c>(cache: &'c Cache, key: &(String, String)) -> Option<&'c Self> {
-        cache.jobsets.get(key)
-    }
-    fn put(cache: &mut Cache, key: (String, String), obj: Self) {
-        cache.jobsets.insert(key, obj);
-    }
-    fn forget(cache: &mut Cache, key: &(String, String)) {
-        cache.jobsets.remove(key);
-    }
+/// `Cached` for a CRD kind's object type, stored in `cache.$field`: a failed write of it (a start, a suspend, a
+/// restore) is announced as Kueue announces a failed start.
+macro_rules! cached_in {
+    ($ty:ty, $field:ident) => {
+        impl Cached for $ty {
+            const WRITE_FAILED_EVENT: Option<&'static str> = Some("FailedToStart");
+            fn cached<'c>(cache: &'c Cache, key: &(String, String)) -> Option<&'c Self> {
+                cache.$field.get(key)
+            }
+            fn put(cache: &mut Cache, key: (String, String), obj: Self) {
+                cache.$field.insert(key, obj);
+            }
+            fn forget(cache: &mut Cache, key: &(String, String)) {
+                cache.$field.remove(key);
+            }
+        }
+    };
 }
 
-/// A failed PyTorchJob write is announced as Kueue announces a failed start.
-impl Cached for PyTorchJob {
-    const WRITE_FAILED_EVENT: Option<&'static str> = Some("FailedToStart");
-    fn cached<'c>(cache: &'c Cache, key: &(String, String)) -> Option<&'c Self> {
-        cache.pytorchjobs.get(key)
-    }
-    fn put(cache: &mut Cache, key: (String, String), obj: Self) {
-        cache.pytorchjobs.insert(key, obj);
-    }
-    fn forget(cache: &mut Cache, key: &(String, String)) {
-        cache.pytorchjobs.remove(key);
-    }
-}
-
-/// A failed RayJob write is announced as Kueue announces a failed start.
-impl Cached for RayJob {
-    const WRITE_FAILED_EVENT: Option<&'static str> = Some("FailedToStart");
-    fn cached<'c>(cache: &'c Cache, key: &(String, String)) -> Option<&'c Self> {
-        cache.rayjobs.get(key)
-    }
-    fn put(cache: &mut Cache, key: (String, String), obj: Self) {
-        cache.rayjobs.insert(key, obj);
-    }
-    fn forget(cache: &mut Cache, key: &(String, String)) {
-        cache.rayjobs.remove(key);
-    }
-}
-
-/// A failed RayCluster write is announced as Kueue announces a failed start.
-impl Cached for RayCluster {
-    const WRITE_FAILED_EVENT: Option<&'static str> = Some("FailedToStart");
-    fn cached<'c>(cache: &'c Cache, key: &(String, String)) -> Option<&'c Self> {
-        cache.rayclusters.get(key)
-    }
-    fn put(cache: &mut Cache, key: (String, String), obj: Self) {
-        cache.rayclusters.insert(key, obj);
-    }
-    fn forget(cache: &mut Cache, key: &(String, String)) {
-        cache.rayclusters.remove(key);
-    }
-}
+cached_in!(JobSet, jobsets);
+cached_in!(PyTorchJob, pytorchjobs);
+cached_in!(RayJob, rayjobs);
+cached_in!(RayCluster, rayclusters);
 
 /// What the engine task does with a watch event of a [`CrdKind`]: caches the object and marks it dirty, or on
 /// deletion forgets it and returns its Workload's (namespace, name), whose owner is then gone.
