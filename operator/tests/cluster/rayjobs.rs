@@ -261,6 +261,31 @@ async fn rayjobs_are_admitted_and_preempted_through_the_api_server() {
         (!suspended(&job) && on_a100(&job)).then_some(())
     })
     .await;
+    // Neither Workload was taken for a changed job: what the API server stored matches what the job builds (the
+    // operator's events are written: its Started events are there).
+    let events = |reason: &str| {
+        let selector = format!("reason={reason}");
+        let out = plane.kubectl_output(
+            &[
+                "get",
+                "events",
+                "-n",
+                "ml",
+                "--field-selector",
+                &selector,
+                "-o",
+                "name",
+            ],
+            None,
+        );
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).lines().count()
+    };
+    eventually(30, "Started events", || async {
+        (events("Started") >= 2).then_some(())
+    })
+    .await;
+    assert_eq!(events("UpdatedWorkload"), 0);
 }
 
 /// A RayCluster in `ml/queue`: a CPU head and the worker group `Serve` of 2 replicas of 2 hosts of 2 GPUs.

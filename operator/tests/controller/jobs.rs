@@ -476,3 +476,50 @@ async fn a_job_past_its_maximum_execution_time_is_deactivated_and_suspended() {
     assert!(suspended(&fake, "short"));
     op.abort();
 }
+
+#[tokio::test]
+async fn a_queued_job_that_is_changed_gets_its_workload_updated_and_then_fits() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    // 4 pods of 4 GPUs: 16 GPUs, more than the queue's 8.
+    fake.put(&job("big", 4, 4, None));
+    let op = start(&fake, "op", config());
+    let name = {
+        let mut found = None;
+        wait_for(10, "workload", || {
+            found = workload_of(&fake, "big").and_then(|w| w.metadata.name);
+            found.is_some()
+        })
+        .await;
+        found.unwrap()
+    };
+    wait_for(10, "pending without quota", || {
+        get_workload(&fake, &name)
+            .and_then(|w| condition(&w, "QuotaReserved"))
+            .is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    // Its owner halves it while it waits: the same Workload takes the new count, and it fits.
+    let mut smaller = job_of(&fake, "big");
+    let spec = smaller.spec.as_mut().unwrap();
+    spec.parallelism = Some(2);
+    spec.completions = Some(2);
+    fake.put(&smaller);
+    wait_for(10, "started", || !suspended(&fake, "big")).await;
+    let wl = get_workload(&fake, &name).expect("the same Workload");
+    assert_eq!(wl.spec.pod_sets[0].count, 2);
+    let spec_writes = fake
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            r.path.ends_with(&format!("/workloads/{name}"))
+                && matches!(r.method.as_str(), "PUT" | "PATCH")
+                && r.status < 300
+        })
+        .count();
+    assert_eq!(
+        spec_writes, 1,
+        "updated once, then admitted through its status"
+    );
+    op.abort();
+}

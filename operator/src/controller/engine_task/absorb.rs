@@ -245,6 +245,7 @@ impl EngineTask {
                 let key = workload_key(&obj);
                 if deleted {
                     self.cache.workloads.remove(&key);
+                    self.matched_specs.remove(&key);
                 } else {
                     if let Some(cached) = self.cache.workloads.get(&key)
                         && is_stale(cached, &obj)

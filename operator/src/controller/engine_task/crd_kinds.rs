@@ -105,6 +105,7 @@ impl<T: CrdKind> Reconciled for T {
     const NOT_BUILT_REASON: &'static str = "CreatedWorkload";
     const PODS_READY: PodsReadyAt = PodsReadyAt::EveryReconcile;
     const STOPS_ON_WORKLOAD_DELETION: bool = false;
+    const UPDATES_UNMATCHED_WORKLOAD: bool = true;
 
     fn enabled(config: &OperatorConfig) -> bool {
         <T as CrdKind>::enabled(config)

@@ -48,6 +48,7 @@ impl Reconciled for BatchJob {
     const NOT_BUILT_REASON: &'static str = "CreatedWorkload";
     const PODS_READY: PodsReadyAt = PodsReadyAt::EveryReconcile;
     const STOPS_ON_WORKLOAD_DELETION: bool = false;
+    const UPDATES_UNMATCHED_WORKLOAD: bool = true;
 
     fn enabled(config: &OperatorConfig) -> bool {
         config.batch_jobs

@@ -205,6 +205,9 @@ pub struct EngineTask {
     deleted_jobs: Vec<Job>,
     /// Workloads (namespace, name) whose owner of a [`crd_kinds::CrdKind`] was deleted.
     owners_gone: Vec<(String, String)>,
+    /// Per Workload updated to match its changed job, the spec written: never written twice, so an API server
+    /// that changes what it stores cannot make the update repeat.
+    matched_specs: BTreeMap<WorkloadKey, api::WorkloadSpec>,
     /// Workloads built by this round's job reconciles, created together at its end (with the owner to announce
     /// them on).
     creates: Vec<(Option<ObjectReference>, api::Workload)>,
@@ -278,6 +281,7 @@ impl EngineTask {
             dirty_ungates: BTreeSet::new(),
             deleted_jobs: Vec::new(),
             owners_gone: Vec::new(),
+            matched_specs: BTreeMap::new(),
             creates: Vec::new(),
             job_starts: Vec::new(),
             queues_dirty: false,

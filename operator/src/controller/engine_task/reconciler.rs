@@ -125,6 +125,9 @@ pub(super) trait Reconciled: JobIntegration<Job: Clone + Send + Sync> + Sized {
     const PODS_READY: PodsReadyAt;
     /// Whether a Workload being deleted stops the job (Kueue's pods: yes; Sluice's Job carries on).
     const STOPS_ON_WORKLOAD_DELETION: bool;
+    /// Whether a suspended job's Workload without quota is updated when the job changed (Kueue's
+    /// `updateWorkloadToMatchJob`, for every kind but the composable pod groups, which match their pods otherwise).
+    const UPDATES_UNMATCHED_WORKLOAD: bool = false;
 
     /// Whether the operator's configuration enables the kind.
     fn enabled(config: &OperatorConfig) -> bool;
@@ -251,6 +254,12 @@ impl EngineTask {
             }
             return wrote;
         }
+        // A queued job that was changed (its pod counts, containers, tolerations or maximum execution time):
+        // its Workload takes the job's new shape before it gets quota.
+        let updated = I::UPDATES_UNMATCHED_WORKLOAD
+            && I::is_suspended(&job)
+            && !cond_true(&wl, condition::QUOTA_RESERVED)
+            && self.match_workload_to_job::<I>(&job, &wkey, &wl).await;
         // Running without an admission (created before Sluice saw it, or its Workload was recreated): stop it
         // until admitted.
         let stopped = !I::is_suspended(&job)
@@ -258,7 +267,50 @@ impl EngineTask {
                 .await
                 .wrote();
         // Without an admission nothing needs a deleted object to be kept for counting.
-        I::finalize(self, key, Release::Deleting).await || stopped
+        I::finalize(self, key, Release::Deleting).await || stopped || updated
+    }
+
+    /// Updates the spec of the job's Workload (all but `active`) to what the job builds now when the two no
+    /// longer match as Kueue compares them; returns whether it wrote.
+    async fn match_workload_to_job<I: Reconciled>(
+        &mut self,
+        job: &I::Job,
+        wkey: &WorkloadKey,
+        wl: &api::Workload,
+    ) -> bool {
+        let fresh = match I::compose(job, &self.cache.priorities) {
+            Ok(Some(fresh)) => fresh,
+            Ok(None) => return false,
+            Err(e) => {
+                tracing::warn!(workload = %wkey, error = %e, "changed job's Workload not rebuilt");
+                return false;
+            }
+        };
+        if equivalent(&fresh, wl) || self.matched_specs.get(wkey) == Some(&fresh.spec) {
+            return false;
+        }
+        let spec = fresh.spec;
+        self.matched_specs.insert(wkey.clone(), spec.clone());
+        let written = self
+            .write_workload_main(wkey, |w| {
+                let active = w.spec.active;
+                w.spec = spec.clone();
+                w.spec.active = active;
+                Ok(true)
+            })
+            .await;
+        if written.is_some()
+            && let Some(owner) = I::event_owner(job)
+        {
+            self.event(
+                owner,
+                crate::telemetry::EventSeverity::Normal,
+                "UpdatedWorkload",
+                "UpdatedWorkload",
+                format!("Updated not matching Workload for suspended job: {wkey}"),
+            );
+        }
+        written.is_some()
     }
 
     /// A job without a Workload: one that finished is released; otherwise its kind prepares it and its Workload
@@ -285,4 +337,27 @@ impl EngineTask {
             }
         }
     }
+}
+
+/// Whether the Workload the job builds now matches the existing one as Kueue's `EquivalentToWorkload` compares
+/// them (Workload not admitted): the maximum execution time, and per pod set in order its count, minimum count,
+/// tolerations, init containers and containers.
+fn equivalent(fresh: &api::Workload, existing: &api::Workload) -> bool {
+    let spec_of = |ps: &api::PodSet| ps.template.spec.clone().unwrap_or_default();
+    fresh.spec.maximum_execution_time_seconds == existing.spec.maximum_execution_time_seconds
+        && fresh.spec.pod_sets.len() == existing.spec.pod_sets.len()
+        && fresh
+            .spec
+            .pod_sets
+            .iter()
+            .zip(&existing.spec.pod_sets)
+            .all(|(a, b)| {
+                let (sa, sb) = (spec_of(a), spec_of(b));
+                a.count == b.count
+                    && a.min_count == b.min_count
+                    && sa.tolerations.unwrap_or_default() == sb.tolerations.unwrap_or_default()
+                    && sa.init_containers.unwrap_or_default()
+                        == sb.init_containers.unwrap_or_default()
+                    && sa.containers == sb.containers
+            })
 }
