@@ -106,6 +106,10 @@ fn flatten(
                 jobset(o, &mut fields);
                 name.to_string()
             }
+            "RayJob" => {
+                rayjob(o, &mut fields);
+                name.to_string()
+            }
             "ClusterQueue" | "LocalQueue" | "Cohort" => {
                 queue(kind, o, &mut fields);
                 name.to_string()
@@ -289,9 +293,40 @@ fn job(o: &Value, fields: &mut BTreeMap<String, String>) {
 /// The pod template annotation naming the Workload of the pods' job.
 const WORKLOAD_ANNOTATION: &str = "kueue.x-k8s.io/workload";
 
+/// What was injected into a pod template (`template`, at `prefix`): its labels and annotations (a Workload's name
+/// checked against `workload`, Kueue's name for the job's Workload, then shown with its hash as `#####`, as the
+/// Workload is), node selector and tolerations.
+fn template_given(
+    fields: &mut BTreeMap<String, String>,
+    prefix: &str,
+    template: &Value,
+    workload: &str,
+) {
+    for part in ["labels", "annotations"] {
+        for (k, v) in template["metadata"][part].as_object().into_iter().flatten() {
+            let path = format!("{prefix}.metadata.{part}.{k}");
+            match v.as_str() {
+                Some(name) if part == "annotations" && k == WORKLOAD_ANNOTATION => {
+                    fields.insert(path, hash_hidden(name, workload));
+                }
+                _ => put(fields, &path, v),
+            }
+        }
+    }
+    let pod = &template["spec"];
+    for (k, v) in pod["nodeSelector"].as_object().into_iter().flatten() {
+        put(fields, &format!("{prefix}.spec.nodeSelector.{k}"), v);
+    }
+    if let Some(t) = pod["tolerations"].as_array().filter(|t| !t.is_empty()) {
+        fields.insert(
+            format!("{prefix}.spec.tolerations"),
+            Value::from(t.clone()).to_string(),
+        );
+    }
+}
+
 /// A JobSet: suspended or not, and what was injected into each replicated job's pod template (node selector,
-/// tolerations, labels, annotations), by replicated job. A Workload's name in the template is checked against
-/// Kueue's name for this JobSet's Workload, then shown with its hash as `#####`, as the Workload is.
+/// tolerations, labels, annotations), by replicated job.
 fn jobset(o: &Value, fields: &mut BTreeMap<String, String>) {
     put(fields, "spec.suspend", &o["spec"]["suspend"]);
     let workload = workload_name(
@@ -302,30 +337,143 @@ fn jobset(o: &Value, fields: &mut BTreeMap<String, String>) {
     );
     for rj in o["spec"]["replicatedJobs"].as_array().into_iter().flatten() {
         let n = rj["name"].as_str().unwrap_or("?");
-        let template = &rj["template"]["spec"]["template"];
         let prefix = format!("spec.replicatedJobs[{n}].template.spec.template");
-        for part in ["labels", "annotations"] {
-            for (k, v) in template["metadata"][part].as_object().into_iter().flatten() {
-                let path = format!("{prefix}.metadata.{part}.{k}");
-                match v.as_str() {
-                    Some(name) if part == "annotations" && k == WORKLOAD_ANNOTATION => {
-                        fields.insert(path, hash_hidden(name, &workload));
-                    }
-                    _ => put(fields, &path, v),
-                }
+        template_given(
+            fields,
+            &prefix,
+            &rj["template"]["spec"]["template"],
+            &workload,
+        );
+    }
+}
+
+/// The submitter pod template's field, which KubeRay's RayJob reads when it submits through a Kubernetes Job.
+const SUBMITTER_TEMPLATE: &str = "spec.submitterPodTemplate";
+
+/// A RayJob: suspended or not, and what was injected into its cluster's pod templates (the head's, each worker
+/// group's by group name) and into its submitter Job's (node selector, tolerations, labels, annotations). Kueue
+/// writes KubeRay's default submitter template into `spec.submitterPodTemplate` when it starts a RayJob without one,
+/// so that template's containers (image, requests, limits) and restart policy are compared too.
+fn rayjob(o: &Value, fields: &mut BTreeMap<String, String>) {
+    let spec = &o["spec"];
+    // A plain bool with omitempty in KubeRay's Go type: Kueue's update of a started RayJob drops it, Sluice's
+    // patch writes false; both read as not suspended.
+    fields.insert(
+        "spec.suspend".into(),
+        spec["suspend"].as_bool().unwrap_or(false).to_string(),
+    );
+    let workload = workload_name(
+        "RayJob",
+        "ray.io",
+        o["metadata"]["name"].as_str().unwrap_or_default(),
+        o["metadata"]["uid"].as_str().unwrap_or_default(),
+    );
+    let cluster = &spec["rayClusterSpec"];
+    template_given(
+        fields,
+        "spec.rayClusterSpec.headGroupSpec.template",
+        &cluster["headGroupSpec"]["template"],
+        &workload,
+    );
+    for g in cluster["workerGroupSpecs"].as_array().into_iter().flatten() {
+        let n = g["groupName"].as_str().unwrap_or("?");
+        let prefix = format!("spec.rayClusterSpec.workerGroupSpecs[{n}].template");
+        template_given(fields, &prefix, &g["template"], &workload);
+    }
+    let submitter = &spec["submitterPodTemplate"];
+    if submitter.is_null() {
+        return;
+    }
+    template_given(fields, SUBMITTER_TEMPLATE, submitter, &workload);
+    let pod = &submitter["spec"];
+    put(
+        fields,
+        &format!("{SUBMITTER_TEMPLATE}.spec.restartPolicy"),
+        &pod["restartPolicy"],
+    );
+    for c in pod["containers"].as_array().into_iter().flatten() {
+        let prefix = format!(
+            "{SUBMITTER_TEMPLATE}.spec.containers[{}]",
+            c["name"].as_str().unwrap_or("?")
+        );
+        put(fields, &format!("{prefix}.image"), &c["image"]);
+        for part in ["requests", "limits"] {
+            for (r, q) in c["resources"][part].as_object().into_iter().flatten() {
+                fields.insert(format!("{prefix}.resources.{part}.{r}"), quantity(r, q));
             }
         }
-        let pod = &template["spec"];
-        for (k, v) in pod["nodeSelector"].as_object().into_iter().flatten() {
-            put(fields, &format!("{prefix}.spec.nodeSelector.{k}"), v);
-        }
-        if let Some(t) = pod["tolerations"].as_array().filter(|t| !t.is_empty()) {
-            fields.insert(
-                format!("{prefix}.spec.tolerations"),
-                Value::from(t.clone()).to_string(),
-            );
-        }
     }
+}
+
+/// The container KubeRay's default submitter pod template runs.
+const DEFAULT_SUBMITTER_CONTAINER: &str = "ray-job-submitter";
+
+/// Whether `d` is Kueue v0.17.0 leaving a started RayJob's submitter template unwritten. For a RayJob that submits
+/// through a Kubernetes Job without a `spec.submitterPodTemplate`, v0.17.0 merges the submitter pod set's admission
+/// (node selector, tolerations, labels, annotations) into a copy of KubeRay's default template that it then drops
+/// (pkg/controller/jobs/rayjob/rayjob_controller.go, RunWithPodSetsInfo), so the submitter pod runs without them;
+/// v0.19 writes that template into the RayJob (kubernetes-sigs/kueue#12644, in v0.17.7 as #12695), as Sluice does.
+/// So a field of the submitter template that Kueue's RayJob lacks, having none, is not compared when Sluice's
+/// template is KubeRay's default: its one `ray-job-submitter` container with the head's image and KubeRay's
+/// default resources.
+pub fn unwritten_submitter(
+    kueue_objects: &[(String, Value)],
+    sluice_objects: &[(String, Value)],
+    d: &Difference,
+) -> bool {
+    let Some(key) = d.object.strip_prefix("RayJob ") else {
+        return false;
+    };
+    if !d.field.starts_with(&format!("{SUBMITTER_TEMPLATE}.")) || d.kueue != ABSENT {
+        return false;
+    }
+    let find = |objects: &'_ [(String, Value)]| -> Option<Value> {
+        let (ns, name) = key.split_once('/')?;
+        objects
+            .iter()
+            .find(|(kind, o)| {
+                kind == "RayJob"
+                    && o["metadata"]["namespace"] == ns
+                    && o["metadata"]["name"] == name
+            })
+            .map(|(_, o)| o.clone())
+    };
+    let (Some(k), Some(s)) = (find(kueue_objects), find(sluice_objects)) else {
+        return false;
+    };
+    let k8s_job_mode = |o: &Value| {
+        o["spec"]["submissionMode"]
+            .as_str()
+            .is_none_or(|m| m == "K8sJobMode")
+    };
+    if !k8s_job_mode(&k) || !k["spec"]["submitterPodTemplate"].is_null() {
+        return false;
+    }
+    let head_image =
+        &s["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"];
+    let containers = s["spec"]["submitterPodTemplate"]["spec"]["containers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let resources = |c: &Value, part: &str| -> BTreeMap<String, String> {
+        c["resources"][part]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(r, q)| (r.clone(), quantity(r, q)))
+            .collect()
+    };
+    let expect = |pairs: [(&str, &str); 2]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(r, q)| (r.to_string(), quantity(r, &Value::from(*q))))
+            .collect()
+    };
+    k8s_job_mode(&s)
+        && matches!(containers.as_slice(), [c] if c["name"] == DEFAULT_SUBMITTER_CONTAINER
+            && &c["image"] == head_image
+            && resources(c, "requests") == expect([("cpu", "500m"), ("memory", "200Mi")])
+            && resources(c, "limits") == expect([("cpu", "1"), ("memory", "1Gi")]))
 }
 
 /// A ClusterQueue, LocalQueue or Cohort: its status counts, usage per flavor and resource, conditions and fair
@@ -642,6 +790,158 @@ mod tests {
         let s = state(&[("JobSet".into(), jobset_object("jobset-train-00000"))]);
         let shown = &s["JobSet ns/train"]["spec.replicatedJobs[workers].template.spec.template.metadata.annotations.kueue.x-k8s.io/workload"];
         assert!(shown.contains("not Kueue's name"), "{shown}");
+    }
+
+    const RAY_UID: &str = "7c1e9a4b-3d2f-4e8a-9b6c-5a0d1f2e3c4b";
+
+    /// A started RayJob as Sluice leaves it: each template given the admission, and KubeRay's default submitter
+    /// template written out (as Kueue v0.19 does), unless `submitter` is false.
+    fn rayjob_object(workload: &str, submitter: bool) -> Value {
+        let given = json!({
+            "metadata": {"labels": {"kueue.x-k8s.io/podset": "?"},
+                         "annotations": {"kueue.x-k8s.io/workload": workload}},
+            "spec": {"nodeSelector": {"pool": "a"}, "tolerations": [{"key": "k", "operator": "Exists"}],
+                     "containers": [{"name": "ray", "image": "rayproject/ray:2.41.0"}]},
+        });
+        let with_podset = |ps: &str| {
+            let mut t = given.clone();
+            t["metadata"]["labels"]["kueue.x-k8s.io/podset"] = json!(ps);
+            t
+        };
+        let mut o = json!({
+            "metadata": {"namespace": "ns", "name": "train", "uid": RAY_UID},
+            "spec": {"rayClusterSpec": {
+                "headGroupSpec": {"template": with_podset("head")},
+                "workerGroupSpecs": [{"groupName": "Workers", "replicas": 1, "numOfHosts": 2,
+                                      "template": with_podset("workers")}],
+            }},
+        });
+        if submitter {
+            let mut t = with_podset("submitter");
+            t["spec"]["restartPolicy"] = json!("Never");
+            t["spec"]["containers"] = json!([{"name": "ray-job-submitter", "image": "rayproject/ray:2.41.0",
+                "resources": {"requests": {"cpu": "500m", "memory": "200Mi"},
+                              "limits": {"cpu": "1", "memory": "1Gi"}}}]);
+            o["spec"]["submitterPodTemplate"] = t;
+        }
+        o
+    }
+
+    #[test]
+    fn a_rayjob_is_compared_by_what_each_template_was_given() {
+        let expected = workload_name("RayJob", "ray.io", "train", RAY_UID);
+        let s = state(&[("RayJob".into(), rayjob_object(&expected, true))]);
+        let fields = &s["RayJob ns/train"];
+        // Absent (KubeRay's Go bool with omitempty, as Kueue's update leaves it) reads as false.
+        assert_eq!(fields["spec.suspend"], "false");
+        let head =
+            |f: &str| fields[&format!("spec.rayClusterSpec.headGroupSpec.template.{f}")].clone();
+        let workers = |f: &str| {
+            fields[&format!("spec.rayClusterSpec.workerGroupSpecs[Workers].template.{f}")].clone()
+        };
+        let submitter = |f: &str| fields[&format!("spec.submitterPodTemplate.{f}")].clone();
+        assert_eq!(head("metadata.labels.kueue.x-k8s.io/podset"), "head");
+        assert_eq!(head("spec.nodeSelector.pool"), "a");
+        assert_eq!(workers("metadata.labels.kueue.x-k8s.io/podset"), "workers");
+        assert_eq!(
+            workers("spec.tolerations"),
+            r#"[{"key":"k","operator":"Exists"}]"#
+        );
+        // The Workload's name with its hash hidden, as the Workload itself is shown.
+        assert_eq!(
+            workers("metadata.annotations.kueue.x-k8s.io/workload"),
+            "rayjob-train-#####"
+        );
+        assert_eq!(
+            submitter("metadata.labels.kueue.x-k8s.io/podset"),
+            "submitter"
+        );
+        assert_eq!(submitter("spec.nodeSelector.pool"), "a");
+        // The submitter template Kueue writes is compared whole: its container, quantities as numbers.
+        assert_eq!(submitter("spec.restartPolicy"), "Never");
+        let c = "spec.containers[ray-job-submitter]";
+        assert_eq!(submitter(&format!("{c}.image")), "rayproject/ray:2.41.0");
+        assert_eq!(submitter(&format!("{c}.resources.requests.cpu")), "500");
+        assert_eq!(
+            submitter(&format!("{c}.resources.limits.memory")),
+            "1073741824"
+        );
+        // The cluster's containers are the user's: not compared.
+        assert!(
+            !fields
+                .keys()
+                .any(|f| f.starts_with("spec.rayClusterSpec.") && f.contains("containers"))
+        );
+        // Another Workload name is one Kueue would not have given.
+        let s = state(&[("RayJob".into(), rayjob_object("rayjob-train-00000", true))]);
+        let head = "spec.rayClusterSpec.headGroupSpec.template";
+        let shown =
+            &s["RayJob ns/train"][&format!("{head}.metadata.annotations.kueue.x-k8s.io/workload")];
+        assert!(shown.contains("not Kueue's name"), "{shown}");
+        let mut suspended = rayjob_object(&expected, false);
+        suspended["spec"]["suspend"] = json!(true);
+        let s = state(&[("RayJob".into(), suspended)]);
+        assert_eq!(s["RayJob ns/train"]["spec.suspend"], "true");
+        assert!(
+            !s["RayJob ns/train"]
+                .keys()
+                .any(|f| f.starts_with("spec.submitterPodTemplate"))
+        );
+    }
+
+    #[test]
+    fn kueue_v017_leaving_the_default_submitter_template_unwritten_is_not_compared() {
+        let expected = workload_name("RayJob", "ray.io", "train", RAY_UID);
+        let kueue = vec![("RayJob".to_string(), rayjob_object(&expected, false))];
+        let sluice = vec![("RayJob".to_string(), rayjob_object(&expected, true))];
+        let diffs = differences(&state(&kueue), &state(&sluice));
+        assert!(!diffs.is_empty());
+        assert!(
+            diffs
+                .iter()
+                .all(|d| d.field.starts_with("spec.submitterPodTemplate.")),
+            "{diffs:?}"
+        );
+        assert!(
+            diffs
+                .iter()
+                .all(|d| unwritten_submitter(&kueue, &sluice, d))
+        );
+        // Not when Sluice's template is not KubeRay's default,
+        let mut other = rayjob_object(&expected, true);
+        other["spec"]["submitterPodTemplate"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] =
+            json!("1");
+        let other = vec![("RayJob".to_string(), other)];
+        let diffs = differences(&state(&kueue), &state(&other));
+        assert!(
+            diffs
+                .iter()
+                .all(|d| !unwritten_submitter(&kueue, &other, d))
+        );
+        // nor when Kueue's RayJob has a template of its own (or submits otherwise),
+        let mut own = rayjob_object(&expected, true);
+        own["spec"]["submitterPodTemplate"]["spec"]["nodeSelector"] = json!({});
+        let own = vec![("RayJob".to_string(), own)];
+        let diffs = differences(&state(&own), &state(&sluice));
+        assert_eq!(diffs.len(), 1, "{diffs:?}");
+        assert!(!unwritten_submitter(&own, &sluice, &diffs[0]));
+        let mut http = rayjob_object(&expected, false);
+        http["spec"]["submissionMode"] = json!("HTTPMode");
+        let http = vec![("RayJob".to_string(), http)];
+        let diffs = differences(&state(&http), &state(&sluice));
+        assert!(
+            diffs
+                .iter()
+                .all(|d| !unwritten_submitter(&http, &sluice, d))
+        );
+        // nor for fields Kueue has.
+        let d = Difference {
+            object: "RayJob ns/train".into(),
+            field: "spec.submitterPodTemplate.spec.nodeSelector.pool".into(),
+            kueue: "b".into(),
+            sluice: "a".into(),
+        };
+        assert!(!unwritten_submitter(&kueue, &sluice, &d));
     }
 
     #[test]

@@ -13,10 +13,12 @@
 //! - patch: {kind: ClusterQueue, name: cq-a, patch: {spec: {stopPolicy: Hold}}}   # a merge patch
 //! ```
 //!
-//! A scenario with JobSets (`jobset.x-k8s.io/v1alpha2`) gets JobSet's CRD (from its Go module,
-//! `tests/control-plane/crds`) on both control planes before either manager starts, and its JobSets are compared;
-//! its `config.yaml` must list `integrations.frameworks`, since without that section Kueue manages only
-//! `batch/job` and Sluice JobSets too. No JobSet controller runs: JobSets get no Jobs, Pods or status.
+//! A scenario with JobSets (`jobset.x-k8s.io/v1alpha2`) or KubeRay RayJobs (`ray.io/v1`) gets that project's CRDs
+//! (from its Go module, `tests/control-plane/crds`; RayCluster's beside RayJob's) on both control planes before
+//! either manager starts, and its JobSets or RayJobs are compared; its `config.yaml` must list
+//! `integrations.frameworks`, since without that section Kueue manages only `batch/job` and Sluice JobSets and Ray
+//! kinds too. No JobSet or KubeRay controller runs: JobSets get no Jobs, RayJobs no RayCluster, and neither Pods or
+//! status.
 
 use std::path::Path;
 
@@ -257,18 +259,22 @@ impl Scenario {
             steps,
             not_simulated,
         };
-        if scenario.applies_kind("JobSet") && !scenario.lists_integrations() {
-            return Err(format!(
-                "{}: a scenario with JobSets needs a config.yaml with integrations.frameworks (without it Kueue \
-                 manages only batch/job, Sluice JobSets too): jobset.x-k8s.io/jobset, or frameworks without it to see \
-                 JobSets ignored",
-                dir.display()
-            ));
+        for t in super::system::THIRD_PARTY {
+            if scenario.applies_kind(t.kind) && !scenario.lists_integrations() {
+                return Err(format!(
+                    "{}: a scenario with {kind}s needs a config.yaml with integrations.frameworks (without it Kueue \
+                     manages only batch/job, Sluice {kind}s too): {}, or frameworks without it to see {kind}s \
+                     ignored",
+                    dir.display(),
+                    t.framework,
+                    kind = t.kind
+                ));
+            }
         }
         Ok(scenario)
     }
 
-    /// Whether a manifest of its steps is of `kind` (`JobSet`).
+    /// Whether a manifest of its steps is of `kind` (`JobSet`, `RayJob`).
     pub fn applies_kind(&self, kind: &str) -> bool {
         self.steps.iter().any(|step| match step {
             Step::Apply { yaml, .. } => serde_yaml::Deserializer::from_str(yaml)

@@ -97,18 +97,20 @@ fn owned_by_job(o: &Value, job: &str) -> bool {
     owned_by(o, "Job", job)
 }
 
-/// Whether `o` is owned by the `kind` (Job, JobSet) named `name`.
+/// Whether `o` is owned by the `kind` (Job, JobSet, RayJob) named `name`.
 fn owned_by(o: &Value, kind: &str, name: &str) -> bool {
     o["metadata"]["ownerReferences"]
         .as_array()
         .is_some_and(|r| r.iter().any(|r| r["kind"] == kind && r["name"] == name))
 }
 
-/// The kinds of jobs a scenario queues (those that become Workloads).
-const JOB_KINDS: &[&str] = &["Job", "JobSet"];
+/// The kinds of jobs a scenario queues (those that become Workloads): a step's new ones go to the simulator with
+/// the creation time Kueue's API server gave them, a deleted one takes its Workloads along, and Kueue's from earlier
+/// steps stand beside the simulator's prediction so that messages naming them by UID read the same.
+pub const JOB_KINDS: &[&str] = &["Job", "JobSet", "RayJob"];
 
 /// The simulator's input for `step`: Kueue's objects before it (`before`, from [`INPUT_KINDS`]) with the step
-/// applied; new Jobs and JobSets get the creation time Kueue's API server gave them (`after`), which orders its
+/// applied; new jobs ([`JOB_KINDS`]) get the creation time Kueue's API server gave them (`after`), which orders its
 /// queues.
 pub fn input(before: &[(String, Value)], step: &Step, after: &[(String, Value)]) -> Vec<Value> {
     let mut objects: Vec<Value> = before
@@ -161,7 +163,7 @@ pub fn input(before: &[(String, Value)], step: &Step, after: &[(String, Value)])
             }
         }
         Step::Delete(o) => {
-            // The object goes, and with a Job or JobSet its Workloads.
+            // The object goes, and with a job its Workloads.
             let owned = |v: &Value| {
                 JOB_KINDS.contains(&o.kind.as_str())
                     && v["kind"] == "Workload"
@@ -279,8 +281,7 @@ pub fn predict(
             )
         })
         .collect();
-    // Kueue's Jobs and JobSets from earlier steps (not in the input), so that messages naming them by UID read the
-    // same.
+    // Kueue's jobs from earlier steps (not in the input), so that messages naming them by UID read the same.
     let known = |kind: &str, o: &Value| {
         predicted.iter().any(|(k, p)| {
             k == kind

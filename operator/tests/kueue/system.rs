@@ -46,8 +46,8 @@ pub struct System {
     manager: Manager,
     /// A cluster-admin client.
     pub client: Client,
-    /// Whether JobSet's CRD is installed (the scenario has JobSets): then JobSets are compared too.
-    jobsets: bool,
+    /// The third-party kinds compared besides [`KINDS`] (those whose CRDs were installed for the scenario).
+    extra: Vec<(&'static str, &'static str, &'static str, &'static str)>,
     /// Its control plane (dropped last).
     pub plane: ControlPlane,
 }
@@ -61,40 +61,80 @@ pub const KINDS: &[(&str, &str, &str, &str)] = &[
     ("batch", "v1", "Job", "jobs"),
 ];
 
-/// JobSets, compared in scenarios that have them (the kind is served only there).
-pub const JOBSET: (&str, &str, &str, &str) = ("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets");
+/// A kind of another project that scenarios may apply (its CRDs are installed only there: each is most of a megabyte
+/// for each API server to take in), and how its objects are compared.
+pub struct ThirdParty {
+    /// The kind whose manifests in a scenario call for it.
+    pub kind: &'static str,
+    /// Kueue's framework name of its integration (`integrations.frameworks`).
+    pub framework: &'static str,
+    /// Its kinds whose objects are compared (group, version, kind, plural).
+    pub compared: &'static [(&'static str, &'static str, &'static str, &'static str)],
+    /// How the paths of its CRDs end, among those `tests/control-plane/crds` prints.
+    pub crds: &'static [&'static str],
+}
 
-/// JobSet's CRD from its Go module, whose path `tests/control-plane/crds` prints (downloaded into Go's module cache
-/// on first use), read once.
-pub fn jobset_crd() -> Result<&'static str, String> {
-    static CRD: OnceLock<Result<String, String>> = OnceLock::new();
-    CRD.get_or_init(|| {
-        let script = super::plane::repo_root().join("tests/control-plane/crds");
-        let out = std::process::Command::new(&script)
-            .output()
-            .map_err(|e| format!("running {}: {e}", script.display()))?;
-        if !out.status.success() {
-            return Err(format!(
-                "{} failed: {}",
-                script.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        // One CRD per line; JobSet's is the one named for it.
-        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-        let path = stdout
-            .lines()
-            .find(|l| l.ends_with("jobset.x-k8s.io_jobsets.yaml"))
-            .ok_or_else(|| {
+/// JobSets (`jobset.x-k8s.io/v1alpha2`), and KubeRay's RayJobs (`ray.io/v1`) with the RayCluster CRD beside theirs:
+/// Kueue's RayJob controller watches RayClusters, and Kueue's shipped Configuration manages both kinds. No RayCluster
+/// is compared: without KubeRay's controller no RayJob makes one.
+pub const THIRD_PARTY: &[ThirdParty] = &[
+    ThirdParty {
+        kind: "JobSet",
+        framework: "jobset.x-k8s.io/jobset",
+        compared: &[("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")],
+        crds: &["/jobset.x-k8s.io_jobsets.yaml"],
+    },
+    ThirdParty {
+        kind: "RayJob",
+        framework: "ray.io/rayjob",
+        compared: &[("ray.io", "v1", "RayJob", "rayjobs")],
+        crds: &["/ray.io_rayjobs.yaml", "/ray.io_rayclusters.yaml"],
+    },
+];
+
+/// The paths of the third-party CRDs, as `tests/control-plane/crds` prints them (each downloaded into Go's module
+/// cache on first use), one per line; run once.
+fn crd_paths() -> Result<&'static [String], String> {
+    static PATHS: OnceLock<Result<Vec<String>, String>> = OnceLock::new();
+    PATHS
+        .get_or_init(|| {
+            let script = super::plane::repo_root().join("tests/control-plane/crds");
+            let out = std::process::Command::new(&script)
+                .output()
+                .map_err(|e| format!("running {}: {e}", script.display()))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "{} failed: {}",
+                    script.display(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+            Ok(String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(str::to_string)
+                .collect())
+        })
+        .as_deref()
+        .map_err(Clone::clone)
+}
+
+/// The CRDs (YAML) of `third`, from their Go modules.
+pub fn crds(third: &ThirdParty) -> Result<Vec<String>, String> {
+    let paths = crd_paths()?;
+    third
+        .crds
+        .iter()
+        .map(|suffix| {
+            let path = paths.iter().find(|p| p.ends_with(suffix)).ok_or_else(|| {
                 format!(
-                    "{} printed {stdout:?}, without JobSet's CRD",
-                    script.display()
+                    "tests/control-plane/crds printed {paths:?}, without {}'s CRD {}",
+                    third.kind,
+                    suffix.trim_start_matches('/')
                 )
             })?;
-        std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))
-    })
-    .as_deref()
-    .map_err(Clone::clone)
+            std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))
+        })
+        .collect()
 }
 
 /// The API groups a scenario's control plane serves: what Kueue's manager, Sluice, kube-controller-manager and
@@ -119,21 +159,25 @@ impl System {
             .expect("control plane start")
     }
 
-    /// Starts the system on `plane` under the scenario's Configuration, with fake `nodes`; with `jobset_crd`, JobSet's
-    /// CRD is installed (and Established) first, as both managers set up their JobSet integration only for a kind
-    /// served when they start (Sluice looks again every 30 s, Kueue with a backoff).
+    /// Starts the system on `plane` under the scenario's Configuration, with fake `nodes`; the CRDs of the `third`
+    /// party kinds (with `crds`, their YAML) are installed (and Established) first, as both managers set up an
+    /// integration only for a kind served when they start (Sluice looks again every 30 s, Kueue with a backoff), and
+    /// those kinds are compared too.
     pub async fn start(
         which: Which,
         plane: ControlPlane,
         config: Option<&str>,
         nodes: Vec<FakeNode>,
         kueue_gates: &str,
-        jobset_crd: Option<&str>,
+        third: &[(&'static ThirdParty, Vec<String>)],
     ) -> System {
-        if let Some(crd) = jobset_crd {
+        let crds: Vec<&String> = third.iter().flat_map(|(_, crds)| crds).collect();
+        if !crds.is_empty() {
             tokio::task::block_in_place(|| {
-                plane.kubectl(&["apply", "--server-side", "-f", "-"], Some(crd));
-                wait_established(&plane, 1);
+                for crd in &crds {
+                    plane.kubectl(&["apply", "--server-side", "-f", "-"], Some(crd.as_str()));
+                }
+                wait_established(&plane, crds.len());
             });
         }
         let (manager, client) = match which {
@@ -154,7 +198,10 @@ impl System {
             which,
             manager,
             client,
-            jobsets: jobset_crd.is_some(),
+            extra: third
+                .iter()
+                .flat_map(|(t, _)| t.compared.iter().copied())
+                .collect(),
             plane,
         }
     }
@@ -181,7 +228,7 @@ impl System {
                     args.extend(["-n", ns.as_str()]);
                 }
                 let out = tokio::task::block_in_place(|| self.plane.kubectl_output(&args, None));
-                if out.status.success() && (o.kind == "Job" || o.kind == "JobSet") {
+                if out.status.success() && super::sim::JOB_KINDS.contains(&o.kind.as_str()) {
                     // Garbage collection deletes the Job's Workload, when it has caught up with the Workload
                     // resource (up to ~30 s after the CRD appeared); Kueue v0.17.0 holds the quota until then, v0.19
                     // and Sluice finish the orphan at once. Compared once it is gone on both.
@@ -242,8 +289,8 @@ impl System {
             .collect()
     }
 
-    /// Waits until no Workload owned by the `kind` (Job, JobSet) `ns/job` is left (at most 90 s); an error line when
-    /// one stays.
+    /// Waits until no Workload owned by the `kind` (Job, JobSet, RayJob) `ns/job` is left (at most 90 s); an error
+    /// line when one stays.
     async fn wait_workloads_gone(&self, kind: &str, ns: &str, job: &str) -> Vec<String> {
         let api: Api<DynamicObject> = Api::namespaced_with(
             self.client.clone(),
@@ -362,14 +409,14 @@ impl System {
         errors
     }
 
-    /// Every object of the compared kinds (JobSets too where their CRD is installed), as JSON.
+    /// Every object of the compared kinds (third-party kinds too where their CRDs are installed), as JSON.
     pub async fn objects(&self) -> Vec<(String, Value)> {
-        if self.jobsets {
-            let mut kinds = KINDS.to_vec();
-            kinds.push(JOBSET);
-            self.list(&kinds).await
-        } else {
+        if self.extra.is_empty() {
             self.list(KINDS).await
+        } else {
+            let mut kinds = KINDS.to_vec();
+            kinds.extend(self.extra.iter().copied());
+            self.list(&kinds).await
         }
     }
 
