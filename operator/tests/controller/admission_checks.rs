@@ -30,7 +30,7 @@ status:
 async fn reserved_behind_a_check(fake: &FakeApi) -> String {
     checked_queues(fake);
     fake.put(&job("train", 1, 1, None));
-    wait_for(5, "quota reserved with the check pending", || {
+    wait_for(20, "quota reserved with the check pending", || {
         fake.list::<api::Workload>().iter().any(|w| {
             w.status.as_ref().is_some_and(|s| {
                 s.admission.is_some()
@@ -80,7 +80,7 @@ async fn a_job_runs_only_once_its_checks_are_ready() {
     assert_eq!(condition(&w, "QuotaReserved").unwrap().0, "True");
     assert!(condition(&w, "Admitted").is_none(), "{:#?}", w.status);
     answer(&fake, &name, CheckState::Ready, None);
-    wait_for(5, "Admitted and the job started", || {
+    wait_for(20, "Admitted and the job started", || {
         get_workload(&fake, &name)
             .and_then(|w| condition(&w, "Admitted"))
             .is_some_and(|c| c == ("True".into(), "Admitted".into()))
@@ -97,7 +97,7 @@ async fn a_retry_evicts_and_requeues_after_the_checks_time() {
     let name = reserved_behind_a_check(&fake).await;
     answer(&fake, &name, CheckState::Retry, Some(1));
     // Evicted, quota released, checks back to Pending counting the retry, out of the queue until requeueAt.
-    wait_for(5, "evicted by the check and released", || {
+    wait_for(20, "evicted by the check and released", || {
         get_workload(&fake, &name).is_some_and(|w| {
             condition(&w, "Evicted") == Some(("True".into(), "AdmissionCheck".into()))
                 && w.status.as_ref().is_some_and(|s| {
@@ -122,7 +122,7 @@ async fn a_retry_evicts_and_requeues_after_the_checks_time() {
     assert_eq!(st.admission_checks[0].state, Some(CheckState::Pending));
     assert!(suspended(&fake));
     // A second later it is queued again (Requeued=True, BackoffFinished) and reserves quota again.
-    wait_for(5, "reserved again after the backoff", || {
+    wait_for(20, "reserved again after the backoff", || {
         get_workload(&fake, &name).is_some_and(|w| {
             condition(&w, "Requeued") == Some(("True".into(), "BackoffFinished".into()))
                 && w.status.as_ref().is_some_and(|s| s.admission.is_some())
@@ -130,7 +130,7 @@ async fn a_retry_evicts_and_requeues_after_the_checks_time() {
     })
     .await;
     answer(&fake, &name, CheckState::Ready, None);
-    wait_for(5, "the job started", || !suspended(&fake)).await;
+    wait_for(20, "the job started", || !suspended(&fake)).await;
     op.abort();
 }
 
@@ -140,7 +140,7 @@ async fn a_rejection_deactivates_the_workload() {
     let op = start(&fake, "op", config());
     let name = reserved_behind_a_check(&fake).await;
     answer(&fake, &name, CheckState::Rejected, None);
-    wait_for(5, "deactivated and released", || {
+    wait_for(20, "deactivated and released", || {
         get_workload(&fake, &name).is_some_and(|w| {
             w.spec.active == Some(false) && w.status.as_ref().is_some_and(|s| s.admission.is_none())
         })
@@ -178,7 +178,7 @@ async fn an_inactive_check_keeps_the_cluster_queue_inactive() {
     cq.spec.admission_checks_strategy = Some(yaml("admissionChecks: [{name: prov}]"));
     fake.put(&cq);
     let op = start(&fake, "op", config());
-    wait_for(5, "the ClusterQueue inactive, naming the check", || {
+    wait_for(20, "the ClusterQueue inactive, naming the check", || {
         fake.get::<api::ClusterQueue>(None, "cq")
             .and_then(|c| c.status)
             .is_some_and(|s| {
@@ -220,7 +220,7 @@ async fn a_checks_pod_set_updates_reach_the_jobs_pods() {
   tolerations: [{key: example.com/pool, operator: Exists, effect: NoSchedule}]
 "#,
     );
-    wait_for(5, "the job started", || !suspended(&fake)).await;
+    wait_for(20, "the job started", || !suspended(&fake)).await;
     let template = fake
         .get::<Job>(Some("team-a"), "train")
         .and_then(|j| j.spec)
@@ -270,7 +270,7 @@ async fn a_contradicting_pod_set_update_fails_the_workload() {
         &name,
         "[{name: main, labels: {kueue.x-k8s.io/podset: other}}]",
     );
-    wait_for(5, "Finished with FailedToStart", || {
+    wait_for(20, "Finished with FailedToStart", || {
         get_workload(&fake, &name)
             .and_then(|w| condition(&w, "Finished"))
             .is_some_and(|c| c == ("True".into(), "FailedToStart".into()))
@@ -317,7 +317,7 @@ async fn a_pending_workload_lists_its_checks_before_it_reserves_quota() {
     let mut cq = fake.get::<api::ClusterQueue>(None, "cq").unwrap();
     cq.spec.admission_checks_strategy = None;
     fake.put(&cq);
-    wait_for(5, "the check list emptied", || {
+    wait_for(20, "the check list emptied", || {
         fake.list::<api::Workload>().iter().all(|w| {
             w.status
                 .as_ref()
