@@ -171,6 +171,11 @@ impl Errors {
         self.push(path, ErrorKind::Invalid, Some(value.into()), message.into());
     }
 
+    /// A bad value Kubernetes does not print (`field.OmitValueType`).
+    pub fn invalid_omitted(&mut self, path: &Path, message: impl Into<String>) {
+        self.push(path, ErrorKind::Invalid, None, message.into());
+    }
+
     /// A bad string value.
     pub fn invalid_str(&mut self, path: &Path, value: &str, message: impl Into<String>) {
         self.invalid(path, quote(value), message);

@@ -444,9 +444,8 @@ pub(super) fn template_topology_rules(
         .filter(|a| a.is_some())
         .count();
     if found > 1 {
-        errs.invalid(
+        errs.invalid_omitted(
             path,
-            "",
             format!(
                 "must not contain more than one topology annotation: [{}, {}, {}]",
                 quote(l::PODSET_REQUIRED_TOPOLOGY_ANNOTATION),
@@ -464,6 +463,33 @@ pub(super) fn template_topology_rules(
             for m in qualified_name(v) {
                 errs.invalid_str(&path.key(key), v, m);
             }
+        }
+    }
+    if let Some(group) = ann.get(l::PODSET_GROUP_NAME_ANNOTATION) {
+        let gpath = path.key(l::PODSET_GROUP_NAME_ANNOTATION);
+        if group.parse::<u64>().is_ok() {
+            errs.invalid_str(&gpath, group, "must not be a number");
+        }
+        for (present, key) in [
+            (slice_size.is_some(), l::PODSET_SLICE_SIZE_ANNOTATION),
+            (
+                slice_required.is_some(),
+                l::PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION,
+            ),
+        ] {
+            if present {
+                errs.forbidden(&gpath, format!("may not be set when '{key}' is specified"));
+            }
+        }
+        if required.is_none() && preferred.is_none() {
+            errs.forbidden(
+                &gpath,
+                format!(
+                    "may not be set when neither '{}' nor '{}' is specified",
+                    l::PODSET_PREFERRED_TOPOLOGY_ANNOTATION,
+                    l::PODSET_REQUIRED_TOPOLOGY_ANNOTATION
+                ),
+            );
         }
     }
     if let Some(v) = unconstrained
@@ -504,6 +530,177 @@ pub(super) fn template_topology_rules(
             ),
             Ok(_) => {}
             Err(_) => errs.invalid_str(&spath, size, "must be a numeric value"),
+        }
+    }
+    slice_constraints_rules(errs, ann, path, pods);
+}
+
+/// The multi-layer slice annotation (`podset-slice-required-topology-constraints`, TASMultiLayerTopology being on
+/// in v0.19): exclusive with the two-level slice annotations and the group name, 1 to 3 layers of distinct
+/// topology levels whose sizes are at least 1, each dividing the one above, the first no larger than the pod set.
+fn slice_constraints_rules(
+    errs: &mut Errors,
+    ann: &BTreeMap<String, String>,
+    path: &Path,
+    pods: i32,
+) {
+    let key = l::PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS_ANNOTATION;
+    let Some(json) = ann.get(key) else {
+        return;
+    };
+    let cpath = path.key(key);
+    for other in [
+        l::PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION,
+        l::PODSET_SLICE_SIZE_ANNOTATION,
+    ] {
+        if ann.contains_key(other) {
+            errs.forbidden(
+                &cpath,
+                format!("may not be set when '{other}' is specified"),
+            );
+        }
+    }
+    if ann.contains_key(l::PODSET_GROUP_NAME_ANNOTATION) {
+        errs.forbidden(
+            &path.key(l::PODSET_GROUP_NAME_ANNOTATION),
+            format!("may not be set when '{key}' is specified"),
+        );
+    }
+    let layers: Vec<crate::kueue::v1beta2::PodsetSliceRequiredTopologyConstraint> =
+        match serde_json::from_str(json) {
+            Ok(l) => l,
+            Err(e) => {
+                errs.invalid_str(&cpath, json, format!("must be a valid JSON array: {e}"));
+                return;
+            }
+        };
+    if layers.is_empty() || layers.len() > 3 {
+        errs.invalid_str(
+            &cpath,
+            json,
+            "topology constraints must contain between 1 and 3 entries",
+        );
+        return;
+    }
+    for (i, layer) in layers.iter().enumerate() {
+        let lpath = cpath.index(i);
+        for m in qualified_name(&layer.topology) {
+            errs.invalid_str(&lpath.child("topology"), &layer.topology, m);
+        }
+        if layer.size < 1 {
+            errs.invalid(
+                &lpath.child("size"),
+                layer.size.to_string(),
+                "must be greater than or equal to 1",
+            );
+        }
+    }
+    for (i, layer) in layers.iter().enumerate() {
+        if let Some(first) = layers[..i]
+            .iter()
+            .position(|p| p.topology == layer.topology)
+        {
+            errs.duplicate(
+                &cpath.index(i).child("topology"),
+                quote(&format!("{} (also at index {first})", layer.topology)),
+            );
+        }
+    }
+    for (i, pair) in layers.windows(2).enumerate() {
+        if pair[1].size > 0 && pair[0].size % pair[1].size != 0 {
+            errs.invalid(
+                &cpath.index(i + 1).child("size"),
+                pair[1].size.to_string(),
+                format!("must evenly divide the parent layer size {}", pair[0].size),
+            );
+        }
+    }
+    if layers[0].size > pods {
+        errs.invalid(
+            &cpath,
+            layers[0].size.to_string(),
+            format!("must not be greater than pod set count {pods}"),
+        );
+    }
+}
+
+/// One pod set as Kueue's pod-set-group rules see it: its pod count, template annotations and their path.
+pub(super) struct GroupMember<'a> {
+    /// Its pod count.
+    pub count: i32,
+    /// Its pod template's annotations.
+    pub annotations: &'a BTreeMap<String, String>,
+    /// Where they are (`...template.metadata.annotations`).
+    pub path: Path,
+}
+
+/// Kueue's `ValidatePodSetGroupingTopology`: pod sets sharing a `kueue.x-k8s.io/podset-group-name` (beside a
+/// required or preferred topology) come in pairs, one of a single pod, asking for the same topology level.
+pub(super) fn pod_set_group_rules(errs: &mut Errors, members: &[GroupMember<'_>]) {
+    let mut groups: Vec<(&str, Vec<&GroupMember<'_>>)> = Vec::new();
+    for m in members {
+        let ann = m.annotations;
+        let Some(group) = ann.get(l::PODSET_GROUP_NAME_ANNOTATION) else {
+            continue;
+        };
+        if !ann.contains_key(l::PODSET_REQUIRED_TOPOLOGY_ANNOTATION)
+            && !ann.contains_key(l::PODSET_PREFERRED_TOPOLOGY_ANNOTATION)
+        {
+            continue;
+        }
+        match groups.iter_mut().find(|(g, _)| *g == group.as_str()) {
+            Some((_, list)) => list.push(m),
+            None => groups.push((group, vec![m])),
+        }
+    }
+    let level = |m: &GroupMember<'_>| {
+        // Kueue's request takes required before preferred.
+        match m.annotations.get(l::PODSET_REQUIRED_TOPOLOGY_ANNOTATION) {
+            Some(r) => (true, r.clone()),
+            None => (
+                false,
+                m.annotations
+                    .get(l::PODSET_PREFERRED_TOPOLOGY_ANNOTATION)
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+        }
+    };
+    for (group, list) in groups {
+        let key = l::PODSET_GROUP_NAME_ANNOTATION;
+        if list.len() != 2 {
+            for m in &list {
+                errs.invalid_str(
+                    &m.path.key(key),
+                    group,
+                    format!(
+                        "can only define groups of exactly 2 pod sets, got: {} pod set(s)",
+                        list.len()
+                    ),
+                );
+            }
+            continue;
+        }
+        let (a, b) = (list[0], list[1]);
+        if a.count != 1 && b.count != 1 {
+            let message = format!(
+                "can only define groups where at least one pod set has only 1 replica, got: {} replica(s) and {} replica(s) in the group",
+                a.count, b.count
+            );
+            errs.invalid_str(&a.path.key(key), group, message.clone());
+            errs.invalid_str(&b.path.key(key), group, message);
+        }
+        if level(a) != level(b) {
+            let message = |other: &Path| {
+                format!(
+                    "must specify '{}' or '{}' topology consistent with '{}' in group '{group}'",
+                    l::PODSET_REQUIRED_TOPOLOGY_ANNOTATION,
+                    l::PODSET_PREFERRED_TOPOLOGY_ANNOTATION,
+                    other.as_str()
+                )
+            };
+            errs.invalid_omitted(&a.path, message(&b.path));
+            errs.invalid_omitted(&b.path, message(&a.path));
         }
     }
 }
@@ -547,6 +744,54 @@ mod tests {
             ))
             .is_ok()
         );
+    }
+
+    #[test]
+    fn slice_layers_are_checked_as_kueue_checks_them() {
+        let key = l::PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS_ANNOTATION;
+        let rules = |json: &str, pods: i32| {
+            let mut errs = Errors::default();
+            let ann = BTreeMap::from([(key.to_string(), json.to_string())]);
+            template_topology_rules(&mut errs, &ann, &Path::new("a"), pods);
+            errs.finish("Job.batch", "j")
+        };
+        assert!(
+            rules(
+                r#"[{"topology":"block","size":16},{"topology":"rack","size":8}]"#,
+                16
+            )
+            .is_ok()
+        );
+        let e = rules(
+            r#"[{"topology":"rack","size":6},{"topology":"rack","size":4}]"#,
+            4,
+        )
+        .expect_err("bad layers");
+        let at = format!("a[{key}]");
+        assert!(
+            e.has(
+                &format!("{at}[1].size"),
+                "must evenly divide the parent layer size 6"
+            ),
+            "{e}"
+        );
+        assert!(
+            !e.at(&format!("{at}[1].topology")).is_empty(),
+            "duplicate: {e}"
+        );
+        assert!(
+            e.has(&at, "must not be greater than pod set count 4"),
+            "{e}"
+        );
+        let e = rules("[]", 4).expect_err("no layer");
+        assert!(
+            e.has(
+                &at,
+                "topology constraints must contain between 1 and 3 entries"
+            ),
+            "{e}"
+        );
+        assert!(rules("not json", 4).is_err());
     }
 
     #[test]

@@ -1,10 +1,13 @@
-//! The rules Kueue's JobSet webhook enforces: the job-framework labels on the JobSet's metadata, and the topology
-//! annotations of each replicated job's pod template.
+//! The rules Kueue's JobSet webhook enforces: the job-framework labels on the JobSet's metadata, the topology
+//! annotations of each replicated job's pod template, and the pod-set groups they form.
 
 use std::collections::BTreeMap;
 
 use super::errors::{Errors, Path, ValidationErrors};
-use super::job::{meta_create_rules, meta_update_rules, name, template_topology_rules};
+use super::job::{
+    GroupMember, meta_create_rules, meta_update_rules, name, pod_set_group_rules,
+    template_topology_rules,
+};
 use crate::jobset::JobSet;
 
 /// How Kueue names a JobSet in its errors.
@@ -40,6 +43,7 @@ pub fn validate_jobset_update(
 fn create_rules(errs: &mut Errors, js: &JobSet) {
     meta_create_rules(errs, &js.metadata);
     let empty = BTreeMap::new();
+    let mut members = Vec::new();
     for (i, rj) in js.replicated_jobs().iter().enumerate() {
         let ann = rj
             .pod_template()
@@ -55,7 +59,13 @@ fn create_rules(errs: &mut Errors, js: &JobSet) {
             .child("metadata")
             .child("annotations");
         template_topology_rules(errs, ann, &path, rj.pods_count());
+        members.push(GroupMember {
+            count: rj.pods_count(),
+            annotations: ann,
+            path,
+        });
     }
+    pod_set_group_rules(errs, &members);
 }
 
 #[cfg(test)]
@@ -114,6 +124,64 @@ mod tests {
         assert!(
             !e.at("spec.replicatedJobs[1].template.spec.template.metadata.annotations")
                 .is_empty()
+        );
+    }
+
+    /// A JobSet whose driver (1 pod) and workers (4 pods) carry `driver` and `workers` annotations.
+    fn grouped(driver: serde_json::Value, workers: serde_json::Value) -> JobSet {
+        let mut js = jobset(json!({}), workers);
+        let driver_template = js.spec.as_mut().unwrap().replicated_jobs[0].pod_template_mut();
+        driver_template.metadata =
+            Some(serde_json::from_value(json!({"annotations": driver})).unwrap());
+        js
+    }
+
+    #[test]
+    fn pod_set_groups_are_pairs_with_a_single_pod_at_one_level() {
+        let g = l::PODSET_GROUP_NAME_ANNOTATION;
+        let rack = |group: &str| json!({l::PODSET_REQUIRED_TOPOLOGY_ANNOTATION: "rack", g: group});
+        let workers = "spec.replicatedJobs[1].template.spec.template.metadata.annotations";
+        let driver = "spec.replicatedJobs[0].template.spec.template.metadata.annotations";
+        // The driver and its workers in one rack: a valid pair.
+        assert!(validate_jobset(&grouped(rack("train"), rack("train"))).is_ok());
+        // A group of one.
+        let e = validate_jobset(&grouped(json!({}), rack("train"))).expect_err("alone");
+        assert!(
+            e.has(
+                &format!("{workers}[{g}]"),
+                "can only define groups of exactly 2 pod sets, got: 1 pod set(s)"
+            ),
+            "{e}"
+        );
+        // Not at the same level: both annotations are named, each pointing at the other.
+        let e = validate_jobset(&grouped(
+            json!({l::PODSET_PREFERRED_TOPOLOGY_ANNOTATION: "rack", g: "train"}),
+            rack("train"),
+        ))
+        .expect_err("preferred against required");
+        let expected = format!(
+            "{driver}: Invalid value: must specify '{}' or '{}' topology consistent with '{workers}' in group 'train'",
+            l::PODSET_REQUIRED_TOPOLOGY_ANNOTATION,
+            l::PODSET_PREFERRED_TOPOLOGY_ANNOTATION
+        );
+        assert!(e.to_string().contains(&expected), "{e}");
+        assert_eq!(e.at(workers).len(), 1, "{e}");
+        // A group name needs a level of its own, and is no number.
+        let e = validate_jobset(&grouped(json!({g: "7"}), json!({}))).expect_err("bare group name");
+        assert!(
+            e.has(&format!("{driver}[{g}]"), "must not be a number"),
+            "{e}"
+        );
+        assert!(
+            e.has(
+                &format!("{driver}[{g}]"),
+                &format!(
+                    "may not be set when neither '{}' nor '{}' is specified",
+                    l::PODSET_PREFERRED_TOPOLOGY_ANNOTATION,
+                    l::PODSET_REQUIRED_TOPOLOGY_ANNOTATION
+                )
+            ),
+            "{e}"
         );
     }
 

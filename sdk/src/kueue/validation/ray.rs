@@ -8,7 +8,10 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::errors::{Errors, Path, ValidationErrors};
-use super::job::{meta_create_rules, meta_update_rules, name, template_topology_rules};
+use super::job::{
+    GroupMember, meta_create_rules, meta_update_rules, name, pod_set_group_rules,
+    template_topology_rules,
+};
 use crate::kueue::labels as l;
 use crate::ray::{HEAD_POD_SET, RayCluster, RayClusterSpec, RayJob};
 
@@ -193,31 +196,33 @@ fn managed_cluster_rules(errs: &mut Errors, spec: &RayClusterSpec, path: &Path) 
     }
 }
 
-/// The topology annotations of the head (one pod) and of each worker group (its pod count).
+/// The topology annotations of the head (one pod) and of each worker group (its pod count), and the pod-set
+/// groups they form.
 fn topology_rules(errs: &mut Errors, spec: &RayClusterSpec, path: &Path) {
-    let empty = BTreeMap::new();
-    let annotations = |t: &k8s_openapi::api::core::v1::PodTemplateSpec| {
+    static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+    fn annotations(t: &k8s_openapi::api::core::v1::PodTemplateSpec) -> &BTreeMap<String, String> {
         t.metadata
             .as_ref()
             .and_then(|m| m.annotations.as_ref())
-            .unwrap_or(&empty)
-            .clone()
-    };
-    let meta_path = |p: Path| p.child("template").child("metadata").child("annotations");
-    template_topology_rules(
-        errs,
-        &annotations(&spec.head_group_spec.template),
-        &meta_path(path.child("headGroupSpec")),
-        1,
-    );
-    for (i, g) in spec.worker_group_specs.iter().enumerate() {
-        template_topology_rules(
-            errs,
-            &annotations(&g.template),
-            &meta_path(path.child("workerGroupSpecs").index(i)),
-            g.pod_count(),
-        );
+            .unwrap_or(&EMPTY)
     }
+    let meta_path = |p: Path| p.child("template").child("metadata").child("annotations");
+    let mut members = vec![GroupMember {
+        count: 1,
+        annotations: annotations(&spec.head_group_spec.template),
+        path: meta_path(path.child("headGroupSpec")),
+    }];
+    for (i, g) in spec.worker_group_specs.iter().enumerate() {
+        members.push(GroupMember {
+            count: g.pod_count(),
+            annotations: annotations(&g.template),
+            path: meta_path(path.child("workerGroupSpecs").index(i)),
+        });
+    }
+    for m in &members {
+        template_topology_rules(errs, m.annotations, &m.path, m.count);
+    }
+    pod_set_group_rules(errs, &members);
 }
 
 #[cfg(test)]
@@ -343,6 +348,29 @@ mod tests {
         );
         // An update of a cluster that never had a queue is not checked.
         assert!(validate_raycluster_update(&unmanaged, &unmanaged, false, false).is_ok());
+    }
+
+    #[test]
+    fn the_head_and_a_worker_group_may_form_a_pod_set_group() {
+        let g = l::PODSET_GROUP_NAME_ANNOTATION;
+        let mut spec =
+            cluster_spec(json!({l::PODSET_REQUIRED_TOPOLOGY_ANNOTATION: "rack", g: "serve"}));
+        spec["headGroupSpec"]["template"]["metadata"] =
+            json!({"annotations": {l::PODSET_REQUIRED_TOPOLOGY_ANNOTATION: "rack", g: "serve"}});
+        let cluster = |spec: serde_json::Value| -> RayCluster {
+            serde_json::from_value(json!({"metadata": {"name": "serve"}, "spec": spec})).unwrap()
+        };
+        assert!(validate_raycluster(&cluster(spec.clone()), false).is_ok());
+        // Without the head in it, the worker group is a group of one.
+        spec["headGroupSpec"]["template"]["metadata"] = json!({});
+        let e = validate_raycluster(&cluster(spec), false).expect_err("a group of one");
+        assert!(
+            e.has(
+                &format!("spec.workerGroupSpecs[0].template.metadata.annotations[{g}]"),
+                "can only define groups of exactly 2 pod sets, got: 1 pod set(s)"
+            ),
+            "{e}"
+        );
     }
 
     #[test]
