@@ -705,6 +705,16 @@ pub fn workload(
             .unwrap_or(0),
         admitted: condition_true(wl, sluice_sdk::kueue::labels::condition::ADMITTED),
         pods_ready: condition_true(wl, sluice_sdk::kueue::labels::condition::PODS_READY),
+        reclaimable: wl
+            .status
+            .as_ref()
+            .map(|s| {
+                s.reclaimable_pods
+                    .iter()
+                    .map(|r| (r.name.clone(), r.count))
+                    .collect()
+            })
+            .unwrap_or_default(),
     };
     Ok((out, admission))
 }

@@ -189,6 +189,7 @@ pub fn synthetic_cluster(args: &BenchShape) -> (Vec<Event>, Vec<Event>) {
                 job_uid: None,
                 admitted: false,
                 pods_ready: false,
+                reclaimable: Vec::new(),
                 quota_reserved_at: None,
                 checkpointed_at: None,
                 priority_boost: 0,

@@ -844,12 +844,21 @@ impl Engine {
         {
             // Nothing that scheduling reads changed (e.g. a status update): keep the workload
             // where it is queued and keep its flavor scan progress, as Kueue's PushOrUpdate does.
+            let reclaimed = w.spec.reclaimable != spec.reclaimable;
             w.spec = spec;
             w.reqs = reqs;
             w.worded = None;
             settle(self, i);
+            if reclaimed {
+                self.recharge_reclaimed(i);
+            }
             return Ok(());
         }
+        let old_reclaimable = self
+            .wl_by_key
+            .get(&key)
+            .and_then(|&i| self.wl(i))
+            .map(|w| w.spec.reclaimable.clone());
         let i = match self.wl_by_key.get(&key) {
             Some(&i) => {
                 let old_lq = self
@@ -922,6 +931,11 @@ impl Engine {
                 .map(|w| w.spec.quota_reserved_at.unwrap_or(w.spec.creation_time))
                 .unwrap_or_default();
             self.reserve(i, n, a, reserved_at);
+        } else if holds_quota
+            && old_reclaimable
+                .is_some_and(|old| self.wl(i).is_some_and(|w| w.spec.reclaimable != old))
+        {
+            self.recharge_reclaimed(i);
         }
         settle(self, i);
         let (phase, active) = match self.wl(i) {
@@ -1000,10 +1014,87 @@ impl Engine {
         self.free_wls.push(i);
     }
 
-    /// Charges an admission's usage to the quota tree and records it.
+    /// Charges an admission's usage to the quota tree and records it (less its reclaimable pods: a restored
+    /// admission may have some).
     pub(crate) fn reserve(&mut self, i: u32, n: NodeId, admission: Admission, time: Time) {
-        let usage = self.admission_usage(&admission);
+        let reclaimable = self
+            .wl(i)
+            .map(|w| w.spec.reclaimable.clone())
+            .unwrap_or_default();
+        let usage = self.admission_usage_after(&admission, &reclaimable);
         self.reserve_with_usage(i, n, Arc::new(admission), usage, time);
+    }
+
+    /// An admission's usage less the pods `reclaimable` says finished (Kueue scales each pod set's usage to its
+    /// count less its reclaimable pods, at least 0).
+    fn admission_usage_after(
+        &mut self,
+        admission: &Admission,
+        reclaimable: &[(String, i32)],
+    ) -> Vec<(u32, i64)> {
+        if reclaimable.is_empty() {
+            return self.admission_usage(admission);
+        }
+        let pod_set_count = |name: &str| {
+            reclaimable
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(0, |&(_, c)| c)
+        };
+        let mut usage: BTreeMap<u32, i64> = BTreeMap::new();
+        for psa in &admission.pod_set_assignments {
+            let reclaimed = i64::from(pod_set_count(&psa.name).max(0));
+            let count = i64::from(psa.count);
+            for (res, flavor) in &psa.flavors {
+                let f = self.ids.flavor(flavor);
+                let r = self.ids.resource(res);
+                let fr = self.ids.fr(f, r);
+                let full = psa.resource_usage.get(res).copied().unwrap_or(0);
+                let v = if count > 0 && reclaimed > 0 {
+                    let live = (count - reclaimed).max(0);
+                    i64::try_from(i128::from(full) * i128::from(live) / i128::from(count))
+                        .unwrap_or(full)
+                } else {
+                    full
+                };
+                let u = usage.entry(fr).or_default();
+                *u = u.saturating_add(v);
+            }
+        }
+        usage.into_iter().collect()
+    }
+
+    /// Charges an admitted workload anew after its reclaimable pods changed: the quota its finished pods held
+    /// goes back to the tree, and workloads waiting in it get another chance.
+    fn recharge_reclaimed(&mut self, i: u32) {
+        let Some(w) = self.wl(i) else {
+            return;
+        };
+        let Some(adm) = w.adm.as_ref() else {
+            return;
+        };
+        let (n, admission, old) = (adm.cq, adm.admission.clone(), adm.usage.clone());
+        let reclaimable = w.spec.reclaimable.clone();
+        let new = self.admission_usage_after(&admission, &reclaimable);
+        if new == old {
+            return;
+        }
+        for &(fr, v) in &old {
+            self.tree.add_usage(n, fr, -v);
+        }
+        for &(fr, v) in &new {
+            self.tree.add_usage(n, fr, v);
+        }
+        self.tree.bump(n);
+        if let Some(c) = self.cq_mut(n) {
+            c.generation += 1;
+        }
+        if let Some(adm) = self.wl_mut(i).and_then(|w| w.adm.as_mut()) {
+            adm.frs = FrMask::of(new.iter().map(|&(fr, _)| fr));
+            adm.usage = new;
+        }
+        let root = self.tree.root(n);
+        self.requeue_inadmissible_tree(root);
     }
 
     /// An admission's usage by interned flavor-resource, summed over its pod sets.

@@ -652,6 +652,9 @@ pub struct Workload {
     /// Kueue's PodsReady condition is True (every pod is ready or succeeded); read only under
     /// `EngineConfig::block_admission`.
     pub pods_ready: bool,
+    /// Kueue's `status.reclaimablePods`: per pod set, pods that finished and will not run again. An admitted
+    /// workload holds quota only for its other pods (Kueue's ReclaimablePods, on by default).
+    pub reclaimable: Vec<(String, i32)>,
 }
 
 impl Workload {

@@ -186,6 +186,40 @@ impl JobIntegration for BatchJob {
         active_pods(job) > 0
     }
 
+    /// Kueue's: once a pod finished for good, the parallel slots the remaining completions no longer fill (an
+    /// Indexed Job counts its completed and finally failed indexes).
+    fn reclaimable_pods(job: &Job) -> Option<Vec<(String, i32)>> {
+        let spec = job.spec.as_ref()?;
+        let parallelism = spec.parallelism.unwrap_or(1);
+        let completions = spec.completions.unwrap_or(parallelism);
+        let status = job.status.as_ref();
+        let terminal = if spec.completion_mode.as_deref() == Some("Indexed") {
+            terminal_indexes(
+                status
+                    .and_then(|s| s.completed_indexes.as_deref())
+                    .unwrap_or_default(),
+                status
+                    .and_then(|s| s.failed_indexes.as_deref())
+                    .unwrap_or_default(),
+                completions,
+            )
+        } else {
+            status.and_then(|s| s.succeeded).unwrap_or(0)
+        };
+        let mut reclaimable = 0;
+        if parallelism > 1 && terminal > 0 {
+            let remaining = (completions - terminal).max(0);
+            if remaining < parallelism {
+                reclaimable = parallelism - remaining;
+            }
+        }
+        Some(if reclaimable == 0 {
+            Vec::new()
+        } else {
+            vec![(DEFAULT_POD_SET_NAME.to_string(), reclaimable)]
+        })
+    }
+
     fn finished(job: &Job) -> Result<Option<(bool, String)>, JobError> {
         let Some(conditions) = job.status.as_ref().and_then(|s| s.conditions.as_ref()) else {
             return Ok(None);
@@ -283,6 +317,40 @@ fn ready_pods(job: &Job) -> i32 {
         .and_then(|u| u.succeeded.as_ref())
         .map_or(0, |v| v.len() as i32);
     s.and_then(|s| s.ready).unwrap_or(0) + s.and_then(|s| s.succeeded).unwrap_or(0) + uncounted
+}
+
+/// How many of an Indexed Job's indexes below `completions` are completed or failed (their union), from the
+/// status's interval lists ("1,3-5"); malformed entries are skipped, as Kueue skips them.
+fn terminal_indexes(completed: &str, failed: &str, completions: i32) -> i32 {
+    if completions <= 0 {
+        return 0;
+    }
+    let limit = i64::from(completions);
+    let mut intervals: Vec<(i64, i64)> = [completed, failed]
+        .iter()
+        .flat_map(|list| list.split(',').filter(|s| !s.is_empty()))
+        .filter_map(|range| {
+            let (first, last) = match range.split_once('-') {
+                Some((a, b)) => (a.trim().parse::<i64>().ok()?, b.trim().parse::<i64>().ok()?),
+                None => {
+                    let v = range.trim().parse::<i64>().ok()?;
+                    (v, v)
+                }
+            };
+            let last = last.min(limit - 1);
+            (first >= 0 && first <= last).then_some((first, last))
+        })
+        .collect();
+    intervals.sort_unstable();
+    let (mut count, mut counted_to) = (0i64, -1i64);
+    for (first, last) in intervals {
+        let from = first.max(counted_to + 1);
+        if from <= last {
+            count += last - from + 1;
+            counted_to = last;
+        }
+    }
+    i32::try_from(count).unwrap_or(i32::MAX)
 }
 
 #[cfg(test)]
@@ -528,5 +596,32 @@ spec:
         let err =
             tr("kueue.x-k8s.io/podset-slice-required-topology-constraints: '[]'").unwrap_err();
         assert!(err.to_string().contains("1 to 3 layers"), "{err}");
+    }
+
+    #[test]
+    fn reclaimable_pods_are_the_slots_the_remaining_completions_leave() {
+        let mut j = job("");
+        let spec = j.spec.as_mut().unwrap();
+        spec.parallelism = Some(4);
+        spec.completions = Some(6);
+        j.status = Some(Default::default());
+        assert_eq!(BatchJob::reclaimable_pods(&j), Some(vec![]));
+        // 3 of 6 done: 3 remain, one slot of 4 is free.
+        j.status.as_mut().unwrap().succeeded = Some(3);
+        assert_eq!(
+            BatchJob::reclaimable_pods(&j),
+            Some(vec![("main".to_string(), 1)])
+        );
+        // Indexed: completed and failed indexes count once each, those past completions not at all.
+        let spec = j.spec.as_mut().unwrap();
+        spec.completion_mode = Some("Indexed".into());
+        let st = j.status.as_mut().unwrap();
+        st.completed_indexes = Some("0-2,4".into());
+        st.failed_indexes = Some("2,9".into());
+        assert_eq!(
+            BatchJob::reclaimable_pods(&j),
+            Some(vec![("main".to_string(), 2)])
+        );
+        assert_eq!(terminal_indexes("1-3,x,5", "3-4", 5), 4);
     }
 }

@@ -177,6 +177,29 @@ impl JobIntegration for JobSetJob {
         // An admission with nothing to run is never ready.
         replicas == ready && admitted_pods(wl) > 0
     }
+
+    /// Kueue's: per replicated job, the pods of its succeeded Jobs (while no more succeeded than it has replicas).
+    fn reclaimable_pods(js: &JobSet) -> Option<Vec<(String, i32)>> {
+        let statuses = js
+            .status
+            .as_ref()
+            .map(|s| &s.replicated_jobs_status[..])
+            .unwrap_or_default();
+        Some(
+            js.replicated_jobs()
+                .iter()
+                .filter_map(|rj| {
+                    let st = statuses.iter().find(|s| s.name == rj.name)?;
+                    (st.succeeded > 0 && st.succeeded <= rj.replicas).then(|| {
+                        (
+                            rj.name.to_lowercase(),
+                            st.succeeded.saturating_mul(rj.pods_per_job()),
+                        )
+                    })
+                })
+                .collect(),
+        )
+    }
 }
 
 impl SuspendableJob for JobSetJob {

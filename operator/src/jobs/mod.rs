@@ -79,6 +79,12 @@ pub trait JobIntegration {
 
     /// Whether the admitted pods of the job are all ready (Kueue's PodsReady), against its Workload.
     fn pods_ready(job: &Self::Job, wl: &Workload) -> bool;
+
+    /// Per pod set, the pods that finished and will not run again (Kueue's ReclaimablePods); None for a kind that
+    /// does not report them.
+    fn reclaimable_pods(_job: &Self::Job) -> Option<Vec<(String, i32)>> {
+        None
+    }
 }
 
 /// A kind with a suspend field (the batch Job; JobSet and RayJob later): it waits suspended, starts by being

@@ -523,3 +523,46 @@ async fn a_queued_job_that_is_changed_gets_its_workload_updated_and_then_fits() 
     );
     op.abort();
 }
+
+#[tokio::test]
+async fn pods_that_finished_give_their_quota_to_a_waiting_job() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    // 4 pods of 2 GPUs fill the queue; the next Job waits for 4.
+    fake.put(&job("first", 4, 2, None));
+    let op = start(&fake, "op", config());
+    wait_for(10, "first started", || !suspended(&fake, "first")).await;
+    fake.put(&job("next", 2, 2, None));
+    let next_wl = {
+        let mut found = None;
+        wait_for(10, "next's workload", || {
+            found = workload_of(&fake, "next").and_then(|w| w.metadata.name);
+            found.is_some()
+        })
+        .await;
+        found.unwrap()
+    };
+    wait_for(10, "next waits", || {
+        get_workload(&fake, &next_wl)
+            .and_then(|w| condition(&w, "QuotaReserved"))
+            .is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    assert!(suspended(&fake, "next"));
+    // Two of the first Job's pods succeed: two of its four slots will never run again.
+    let mut running = job_of(&fake, "first");
+    running.status = Some(serde_json::from_value(json!({"active": 2, "succeeded": 2})).unwrap());
+    fake.put(&running);
+    wait_for(10, "next started on the reclaimed GPUs", || {
+        !suspended(&fake, "next")
+    })
+    .await;
+    let first = workload_of(&fake, "first").expect("workload");
+    let reclaimable = &first.status.as_ref().unwrap().reclaimable_pods;
+    assert_eq!(reclaimable.len(), 1);
+    assert_eq!(
+        (reclaimable[0].name.as_str(), reclaimable[0].count),
+        ("main", 2)
+    );
+    op.abort();
+}

@@ -133,6 +133,7 @@ pub fn wl(ns: &str, name: &str) -> WlB {
         priority_boost: 0,
         admitted: false,
         pods_ready: false,
+        reclaimable: Vec::new(),
     })
 }
 

@@ -339,6 +339,7 @@ fn run(specs: Vec<CqSpec>, steps: Vec<Step>, fair: bool) -> Result<(), TestCaseE
                         priority_boost: 0,
                         admitted: false,
                         pods_ready: false,
+                        reclaimable: Vec::new(),
                     },
                     admission: None,
                 })

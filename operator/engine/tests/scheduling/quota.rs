@@ -291,3 +291,65 @@ fn deleting_a_cohort_object_removes_its_pool_but_keeps_the_implicit_cohort() {
     env.schedule();
     env.assert_admitted("ns/w");
 }
+
+#[test]
+fn reclaimable_pods_give_their_quota_back_to_waiting_workloads() {
+    let mut env = Env::new();
+    env.flavor("default").ns("ns", &[]);
+    env.cq_lq(
+        cq("q").group(&["cpu"], vec![fq("default", vec![rq("cpu", cpu(8))])]),
+        "ns",
+    );
+    // Four pods of 2 CPUs fill the queue; the next workload waits for 4.
+    let job = || wl("ns", "job").ps("main", 4, &[("cpu", cpu(2))]);
+    env.submit(job());
+    env.schedule();
+    env.assert_admitted_on("ns/job", "cpu", "default", cpu(8));
+    env.submit(
+        wl("ns", "next")
+            .created(1)
+            .ps("main", 1, &[("cpu", cpu(4))]),
+    );
+    env.schedule();
+    env.assert_pending("ns/next", "WaitingForQuota");
+    // One pod finished: not enough yet.
+    let mut one = job().build();
+    one.reclaimable = vec![("main".into(), 1)];
+    env.apply(Event::UpsertWorkload {
+        workload: one,
+        admission: None,
+    });
+    env.schedule();
+    env.assert_pending("ns/next", "WaitingForQuota");
+    assert_eq!(
+        env.engine
+            .cluster_queue_usage("q")
+            .unwrap()
+            .flavors_reservation[0]
+            .resources[0]
+            .total,
+        cpu(6)
+    );
+    // Two finished: their 4 CPUs go to the waiting workload, the job's admission itself unchanged.
+    let mut two = job().build();
+    two.reclaimable = vec![("main".into(), 2)];
+    env.apply(Event::UpsertWorkload {
+        workload: two,
+        admission: None,
+    });
+    env.schedule();
+    env.assert_admitted("ns/next");
+    assert_eq!(
+        env.assert_admitted("ns/job").pod_set_assignments[0].count,
+        4
+    );
+    assert_eq!(
+        env.engine
+            .cluster_queue_usage("q")
+            .unwrap()
+            .flavors_reservation[0]
+            .resources[0]
+            .total,
+        cpu(8)
+    );
+}

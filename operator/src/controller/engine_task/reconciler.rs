@@ -221,6 +221,12 @@ impl EngineTask {
                 return false;
             }
         }
+        // Kueue's step 4: the pods that finished for good give their quota back.
+        if let Some(reclaimable) = I::reclaimable_pods(&job)
+            && self.write_reclaimable(&wkey, &wl, reclaimable).await
+        {
+            return true;
+        }
         let wait_for_pods_ready = self.config.wait_for_pods_ready.is_some();
         if I::PODS_READY == PodsReadyAt::EveryReconcile && wait_for_pods_ready {
             // Kueue's job reconciler writes PodsReady before it handles an eviction or starts the job, for every
@@ -268,6 +274,49 @@ impl EngineTask {
                 .wrote();
         // Without an admission nothing needs a deleted object to be kept for counting.
         I::finalize(self, key, Release::Deleting).await || stopped || updated
+    }
+
+    /// Writes the job's reclaimable pods into its Workload's status when they changed (each capped at its pod
+    /// set's count, pod sets the Workload lacks left out, as Kueue's `LimitReclaimablePodsToPodSetSizes`); returns
+    /// whether it wrote.
+    async fn write_reclaimable(
+        &mut self,
+        wkey: &WorkloadKey,
+        wl: &api::Workload,
+        reclaimable: Vec<(String, i32)>,
+    ) -> bool {
+        let limited: Vec<api::ReclaimablePod> = reclaimable
+            .into_iter()
+            .filter_map(|(name, count)| {
+                let ps = wl.spec.pod_sets.iter().find(|p| p.name == name)?;
+                Some(api::ReclaimablePod {
+                    name,
+                    count: count.min(ps.count),
+                })
+            })
+            .collect();
+        let current = wl
+            .status
+            .as_ref()
+            .map(|s| &s.reclaimable_pods[..])
+            .unwrap_or_default();
+        let same = limited.len() == current.len()
+            && limited.iter().all(|r| {
+                current
+                    .iter()
+                    .any(|c| c.name == r.name && c.count == r.count)
+            });
+        if same {
+            return false;
+        }
+        self.write_workload_status(wkey, |w| {
+            w.status
+                .get_or_insert_with(Default::default)
+                .reclaimable_pods = limited.clone();
+            Ok(true)
+        })
+        .await
+        .is_some()
     }
 
     /// Updates the spec of the job's Workload (all but `active`) to what the job builds now when the two no
