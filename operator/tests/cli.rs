@@ -265,6 +265,38 @@ fn a_rayjob_and_a_raycluster_are_simulated_as_kueue_builds_them() {
 }
 
 #[test]
+fn objects_that_decide_nothing_are_skipped_and_other_unknown_kinds_named() {
+    let dir = std::env::temp_dir().join(format!("sluice-cli-skip-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let with = dir.join("with-configmap.yaml");
+    let setup = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/gpu-cluster/cluster.yaml"),
+    )
+    .unwrap();
+    std::fs::write(
+        &with,
+        format!("{setup}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: code}}\ndata: {{a: b}}\n"),
+    )
+    .unwrap();
+    let o = sluice(&["simulate", "-f", with.to_str().unwrap(), "--no-progress"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let other = dir.join("with-deployment.yaml");
+    std::fs::write(
+        &other,
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {}\n",
+    )
+    .unwrap();
+    let o = sluice(&["simulate", "-f", other.to_str().unwrap(), "--no-progress"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("Deployment web: unsupported kind \"Deployment\""),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn v1beta1_input_is_converted() {
     let o = sluice(&[
         "simulate",

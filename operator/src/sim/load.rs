@@ -225,6 +225,12 @@ impl ClusterObjects {
         match (api_version, doc.kind().unwrap_or_default()) {
             ("v1", "Namespace") => insert(&mut self.namespaces, name, o, what, typed(doc)?),
             ("v1", "Node") => insert(&mut self.nodes, name, o, what, typed(doc)?),
+            // What a job's manifest often carries beside it (its code, credentials, endpoints) decides nothing
+            // about admission: skipped, as Kueue never reads it.
+            ("v1", "ConfigMap" | "Secret" | "Service" | "ServiceAccount") => {
+                tracing::info!(object = %what, "skipped: the simulator does not read this kind");
+                Ok(())
+            }
             ("sluice.dev/v1alpha1", "NodeGpuTopology") => insert(
                 &mut self.node_gpu_topologies,
                 name,
