@@ -3,16 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use kube::ResourceExt;
 use sluice_sdk::jobset::{self, JobSet};
-use sluice_sdk::kueue::labels;
 use sluice_sdk::kueue::v1beta2::{PodSet, PodSetTopologyRequest, Workload};
 
 use super::batch_job::JOB_COMPLETION_INDEX;
 use super::topology_request::template_topology_request;
 use super::{
     JobError, JobIntegration, Owner, PodSetInfo, PriorityClasses, SuspendableJob, admitted_pods,
-    owned_workload, workload_name,
+    owned_workload,
 };
 
 /// The JobSet kind.
@@ -26,14 +24,6 @@ fn error(js: &JobSet, field: &str, message: impl Into<String>) -> JobError {
         field: field.to_string(),
         message: message.into(),
     }
-}
-
-fn label<'a>(js: &'a JobSet, key: &str) -> Option<&'a str> {
-    js.metadata
-        .labels
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map(String::as_str)
 }
 
 fn template_path(i: usize) -> String {
@@ -120,18 +110,7 @@ impl JobIntegration for JobSetJob {
     const GROUP: &'static str = jobset::GROUP;
     const API_VERSION: &'static str = jobset::API_VERSION;
 
-    fn queue_name(js: &JobSet) -> Option<String> {
-        label(js, labels::QUEUE_NAME_LABEL).map(str::to_string)
-    }
-
-    fn workload_name(js: &JobSet) -> Option<String> {
-        let uid = js.metadata.uid.as_deref()?;
-        Some(workload_name(Self::KIND, Self::GROUP, &js.name_any(), uid))
-    }
-
-    fn compose(js: &JobSet, priorities: &PriorityClasses) -> Result<Option<Workload>, JobError> {
-        Self::workload(js, priorities).map(Some)
-    }
+    object_job_identity!(JobSet);
 
     fn is_suspended(js: &JobSet) -> bool {
         js.is_suspended()
@@ -241,7 +220,9 @@ impl SuspendableJob for JobSetJob {
 
 #[cfg(test)]
 mod tests {
+    use super::super::workload_name;
     use super::*;
+    use sluice_sdk::kueue::labels;
     use sluice_sdk::kueue::v1beta2::{Admission, PodSetAssignment, ResourceFlavor};
 
     fn jobset() -> JobSet {

@@ -6,6 +6,32 @@
 //! one job reconciler (`controller/engine_task/reconciler.rs`) is generic over these traits; the simulator drives
 //! suspendable kinds through them.
 
+/// The `JobIntegration` items every kind that is one API object with its own `workload` builder shares: the queue
+/// name from its label, the Workload's name from its kind, group, name and uid, and `compose` as `workload`.
+macro_rules! object_job_identity {
+    ($job:ty) => {
+        fn queue_name(job: &$job) -> Option<String> {
+            kube::ResourceExt::labels(job)
+                .get(sluice_sdk::kueue::labels::QUEUE_NAME_LABEL)
+                .cloned()
+        }
+
+        fn workload_name(job: &$job) -> Option<String> {
+            let uid = job.metadata.uid.as_deref()?;
+            Some($crate::jobs::workload_name(
+                Self::KIND,
+                Self::GROUP,
+                &kube::ResourceExt::name_any(job),
+                uid,
+            ))
+        }
+
+        fn compose(job: &$job, priorities: &PriorityClasses) -> Result<Option<Workload>, JobError> {
+            Self::workload(job, priorities).map(Some)
+        }
+    };
+}
+
 mod batch_job;
 mod jobset;
 pub mod pod_group;

@@ -4,15 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use kube::ResourceExt;
 use sluice_sdk::kubeflow::{self, PyTorchJob};
-use sluice_sdk::kueue::labels;
 use sluice_sdk::kueue::v1beta2::{PodSet, Workload};
 
 use super::topology_request::template_topology_request;
 use super::{
     JobError, JobIntegration, Owner, PodSetInfo, PriorityClasses, SuspendableJob, owned_workload,
-    workload_name,
 };
 
 /// The PyTorchJob kind.
@@ -138,21 +135,7 @@ impl JobIntegration for PyTorchJobJob {
     const GROUP: &'static str = kubeflow::GROUP;
     const API_VERSION: &'static str = kubeflow::API_VERSION;
 
-    fn queue_name(job: &PyTorchJob) -> Option<String> {
-        job.labels().get(labels::QUEUE_NAME_LABEL).cloned()
-    }
-
-    fn workload_name(job: &PyTorchJob) -> Option<String> {
-        let uid = job.metadata.uid.as_deref()?;
-        Some(workload_name(Self::KIND, Self::GROUP, &job.name_any(), uid))
-    }
-
-    fn compose(
-        job: &PyTorchJob,
-        priorities: &PriorityClasses,
-    ) -> Result<Option<Workload>, JobError> {
-        Self::workload(job, priorities).map(Some)
-    }
+    object_job_identity!(PyTorchJob);
 
     fn is_suspended(job: &PyTorchJob) -> bool {
         job.is_suspended()
@@ -235,7 +218,9 @@ impl SuspendableJob for PyTorchJobJob {
 
 #[cfg(test)]
 mod tests {
+    use super::super::workload_name;
     use super::*;
+    use sluice_sdk::kueue::labels;
     use sluice_sdk::kueue::v1beta2::{Admission, PodSetAssignment, ResourceFlavor};
 
     fn job() -> PyTorchJob {

@@ -9,15 +9,12 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::ResourceExt;
-use sluice_sdk::kueue::labels;
 use sluice_sdk::kueue::v1beta2::{PodSet, PodSetTopologyRequest, Workload};
 use sluice_sdk::ray::{self, RayCluster, RayClusterSpec, RayJob};
 
 use super::topology_request::template_topology_request;
 use super::{
     JobError, JobIntegration, Owner, PodSetInfo, PriorityClasses, SuspendableJob, owned_workload,
-    workload_name,
 };
 
 /// The RayCluster kind.
@@ -245,18 +242,7 @@ impl JobIntegration for RayClusterJob {
     const GROUP: &'static str = ray::GROUP;
     const API_VERSION: &'static str = ray::API_VERSION;
 
-    fn queue_name(c: &RayCluster) -> Option<String> {
-        c.labels().get(labels::QUEUE_NAME_LABEL).cloned()
-    }
-
-    fn workload_name(c: &RayCluster) -> Option<String> {
-        let uid = c.metadata.uid.as_deref()?;
-        Some(workload_name(Self::KIND, Self::GROUP, &c.name_any(), uid))
-    }
-
-    fn compose(c: &RayCluster, priorities: &PriorityClasses) -> Result<Option<Workload>, JobError> {
-        Self::workload(c, priorities).map(Some)
-    }
+    object_job_identity!(RayCluster);
 
     fn is_suspended(c: &RayCluster) -> bool {
         c.is_suspended()
@@ -438,18 +424,7 @@ impl JobIntegration for RayJobJob {
     const GROUP: &'static str = ray::GROUP;
     const API_VERSION: &'static str = ray::API_VERSION;
 
-    fn queue_name(job: &RayJob) -> Option<String> {
-        job.labels().get(labels::QUEUE_NAME_LABEL).cloned()
-    }
-
-    fn workload_name(job: &RayJob) -> Option<String> {
-        let uid = job.metadata.uid.as_deref()?;
-        Some(workload_name(Self::KIND, Self::GROUP, &job.name_any(), uid))
-    }
-
-    fn compose(job: &RayJob, priorities: &PriorityClasses) -> Result<Option<Workload>, JobError> {
-        Self::workload(job, priorities).map(Some)
-    }
+    object_job_identity!(RayJob);
 
     fn is_suspended(job: &RayJob) -> bool {
         job.is_suspended()
@@ -536,7 +511,9 @@ impl SuspendableJob for RayJobJob {
 
 #[cfg(test)]
 mod tests {
+    use super::super::workload_name;
     use super::*;
+    use sluice_sdk::kueue::labels;
     use sluice_sdk::kueue::v1beta2::{Admission, PodSetAssignment, ResourceFlavor};
 
     fn rayjob(mode: Option<&str>) -> RayJob {

@@ -22,39 +22,91 @@ const JOB_KIND: &str = "RayJob.ray.io";
 /// Most pod sets a Workload may have (Kueue's `MaxPodSets`).
 pub const MAX_POD_SETS: usize = 18;
 
+/// What the create and update rules of a Ray kind need.
+trait RayKind {
+    /// How Kueue names the kind in its errors.
+    const KIND: &'static str;
+    fn meta(&self) -> &ObjectMeta;
+    fn suspended(&self) -> bool;
+    fn create_rules(&self, errs: &mut Errors, manage_without_queue_name: bool);
+}
+
+impl RayKind for RayCluster {
+    const KIND: &'static str = CLUSTER_KIND;
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn suspended(&self) -> bool {
+        self.is_suspended()
+    }
+    fn create_rules(&self, errs: &mut Errors, manage_without_queue_name: bool) {
+        cluster_create_rules(errs, self, manage_without_queue_name);
+    }
+}
+
+impl RayKind for RayJob {
+    const KIND: &'static str = JOB_KIND;
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn suspended(&self) -> bool {
+        self.is_suspended()
+    }
+    fn create_rules(&self, errs: &mut Errors, manage_without_queue_name: bool) {
+        job_create_rules(errs, self, manage_without_queue_name);
+    }
+}
+
+fn validate_create<T: RayKind>(
+    obj: &T,
+    manage_without_queue_name: bool,
+) -> Result<(), ValidationErrors> {
+    let mut errs = Errors::default();
+    obj.create_rules(&mut errs, manage_without_queue_name);
+    errs.finish(T::KIND, name(obj.meta()))
+}
+
+/// As in Kueue (ValidateRayAndSparkJobUpdates on), an update is checked only when the object is managed or was
+/// queued before.
+fn validate_update<T: RayKind>(
+    old: &T,
+    new: &T,
+    default_queue_exists: bool,
+    manage_without_queue_name: bool,
+) -> Result<(), ValidationErrors> {
+    if !checked_on_update(old.meta(), new.meta(), manage_without_queue_name) {
+        return Ok(());
+    }
+    let mut errs = Errors::default();
+    meta_update_rules(
+        &mut errs,
+        old.meta(),
+        new.meta(),
+        old.suspended(),
+        new.suspended(),
+        default_queue_exists,
+    );
+    new.create_rules(&mut errs, manage_without_queue_name);
+    errs.finish(T::KIND, name(new.meta()))
+}
+
 /// Validates a RayCluster on creation; `manage_without_queue_name` is Kueue's `manageJobsWithoutQueueName`.
 pub fn validate_raycluster(
     cluster: &RayCluster,
     manage_without_queue_name: bool,
 ) -> Result<(), ValidationErrors> {
-    let mut errs = Errors::default();
-    cluster_create_rules(&mut errs, cluster, manage_without_queue_name);
-    errs.finish(CLUSTER_KIND, name(&cluster.metadata))
+    validate_create(cluster, manage_without_queue_name)
 }
 
 /// Validates an update of a RayCluster; `default_queue_exists` says whether its namespace has a LocalQueue named
-/// `default`. As in Kueue (ValidateRayAndSparkJobUpdates on), an update is checked only when the cluster is managed
-/// or was queued before.
+/// `default`. Checked only while the cluster is managed or was queued before.
 pub fn validate_raycluster_update(
     old: &RayCluster,
     new: &RayCluster,
     default_queue_exists: bool,
     manage_without_queue_name: bool,
 ) -> Result<(), ValidationErrors> {
-    if !checked_on_update(&old.metadata, &new.metadata, manage_without_queue_name) {
-        return Ok(());
-    }
-    let mut errs = Errors::default();
-    meta_update_rules(
-        &mut errs,
-        &old.metadata,
-        &new.metadata,
-        old.is_suspended(),
-        new.is_suspended(),
-        default_queue_exists,
-    );
-    cluster_create_rules(&mut errs, new, manage_without_queue_name);
-    errs.finish(CLUSTER_KIND, name(&new.metadata))
+    validate_update(old, new, default_queue_exists, manage_without_queue_name)
 }
 
 /// Validates a RayJob on creation.
@@ -62,32 +114,17 @@ pub fn validate_rayjob(
     job: &RayJob,
     manage_without_queue_name: bool,
 ) -> Result<(), ValidationErrors> {
-    let mut errs = Errors::default();
-    job_create_rules(&mut errs, job, manage_without_queue_name);
-    errs.finish(JOB_KIND, name(&job.metadata))
+    validate_create(job, manage_without_queue_name)
 }
 
-/// Validates an update of a RayJob (checked, as in Kueue, only when managed or queued before).
+/// Validates an update of a RayJob (checked only while managed or queued before).
 pub fn validate_rayjob_update(
     old: &RayJob,
     new: &RayJob,
     default_queue_exists: bool,
     manage_without_queue_name: bool,
 ) -> Result<(), ValidationErrors> {
-    if !checked_on_update(&old.metadata, &new.metadata, manage_without_queue_name) {
-        return Ok(());
-    }
-    let mut errs = Errors::default();
-    meta_update_rules(
-        &mut errs,
-        &old.metadata,
-        &new.metadata,
-        old.is_suspended(),
-        new.is_suspended(),
-        default_queue_exists,
-    );
-    job_create_rules(&mut errs, new, manage_without_queue_name);
-    errs.finish(JOB_KIND, name(&new.metadata))
+    validate_update(old, new, default_queue_exists, manage_without_queue_name)
 }
 
 fn queue_name(meta: &ObjectMeta) -> &str {
