@@ -27,15 +27,12 @@ use tokio::sync::Notify;
 
 use super::kueue::{Kueue, kueue_dir, kueue_version};
 use super::plane::{ControlPlane, repo_root};
+use super::run::KUEUE_GATES;
 use super::sluice::{Operator, Webhook};
 use super::support::{install_webhook, sluice_stdout, wait_established};
 
 /// Requests kept in flight by the load generators (creates, the ceiling's create-and-admit loop).
 const IN_FLIGHT: usize = 16;
-/// Kueue's feature gates: the differential suite's (docs/compatibility.md), so both systems behave alike; its
-/// visibility server wants certificates this harness does not make.
-const KUEUE_GATES: &str =
-    "SchedulingEquivalenceHashing=true,AdmissionGatedBy=true,VisibilityOnDemand=false";
 /// What one Job's pod asks for.
 const JOB_CPU_MILLI: u64 = 100;
 const JOB_MEM_MI: u64 = 64;
@@ -101,7 +98,8 @@ impl Settings {
 /// The systems measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum System {
-    /// Kueue with its shipped client rate limits (qps 50, burst 100).
+    /// Kueue with qps 50, burst 100 (the client limits its shipped Configuration set before v0.19, which ships
+    /// 300/500).
     KueueShipped,
     /// Kueue with qps 1000, burst 2000.
     KueueRaised,

@@ -111,7 +111,7 @@ fn flatten(
                 name.to_string()
             }
             "ClusterQueue" | "LocalQueue" | "Cohort" => {
-                queue(kind, o, &mut fields);
+                queue(o, &mut fields);
                 name.to_string()
             }
             _ => name.to_string(),
@@ -158,19 +158,7 @@ fn conditions(fields: &mut BTreeMap<String, String>, prefix: &str, conds: &Value
             put(fields, &format!("{prefix}[{t}].{f}"), &c[f]);
         }
     }
-    // Kueue v0.19 lower-cased this message's first letter (kubernetes-sigs/kueue#12659); compared case-folded
-    // (docs/compatibility.md, "Differential tests against Kueue v0.17.0").
-    let key = format!("{prefix}[QuotaReserved].message");
-    if let Some(m) = fields.get_mut(&key)
-        && m.starts_with("Workload namespace doesn't match")
-    {
-        m.replace_range(..1, "w");
-    }
 }
-
-/// The field marking an object being deleted: whether it is still there, and some of its status, are not
-/// compared (docs/compatibility.md: a ClusterQueue being deleted, kubernetes-sigs/kueue#13757 and #10833).
-const TERMINATING: &str = "metadata.deletionTimestamp";
 
 /// A Workload: its name checked against Kueue's naming (then shown with the hash, which covers the owner's UID,
 /// replaced by `#####`), its queue, priority, admission, conditions and admission check states.
@@ -405,96 +393,12 @@ fn rayjob(o: &Value, fields: &mut BTreeMap<String, String>) {
     }
 }
 
-/// The container KubeRay's default submitter pod template runs.
-const DEFAULT_SUBMITTER_CONTAINER: &str = "ray-job-submitter";
-
-/// Whether `d` is Kueue v0.17.0 leaving a started RayJob's submitter template unwritten. For a RayJob that submits
-/// through a Kubernetes Job without a `spec.submitterPodTemplate`, v0.17.0 merges the submitter pod set's admission
-/// (node selector, tolerations, labels, annotations) into a copy of KubeRay's default template that it then drops
-/// (pkg/controller/jobs/rayjob/rayjob_controller.go, RunWithPodSetsInfo), so the submitter pod runs without them;
-/// v0.19 writes that template into the RayJob (kubernetes-sigs/kueue#12644, in v0.17.7 as #12695), as Sluice does.
-/// So a field of the submitter template that Kueue's RayJob lacks, having none, is not compared when Sluice's
-/// template is KubeRay's default: its one `ray-job-submitter` container with the head's image and KubeRay's
-/// default resources.
-pub fn unwritten_submitter(
-    kueue_objects: &[(String, Value)],
-    sluice_objects: &[(String, Value)],
-    d: &Difference,
-) -> bool {
-    let Some(key) = d.object.strip_prefix("RayJob ") else {
-        return false;
-    };
-    if !d.field.starts_with(&format!("{SUBMITTER_TEMPLATE}.")) || d.kueue != ABSENT {
-        return false;
-    }
-    let find = |objects: &'_ [(String, Value)]| -> Option<Value> {
-        let (ns, name) = key.split_once('/')?;
-        objects
-            .iter()
-            .find(|(kind, o)| {
-                kind == "RayJob"
-                    && o["metadata"]["namespace"] == ns
-                    && o["metadata"]["name"] == name
-            })
-            .map(|(_, o)| o.clone())
-    };
-    let (Some(k), Some(s)) = (find(kueue_objects), find(sluice_objects)) else {
-        return false;
-    };
-    let k8s_job_mode = |o: &Value| {
-        o["spec"]["submissionMode"]
-            .as_str()
-            .is_none_or(|m| m == "K8sJobMode")
-    };
-    if !k8s_job_mode(&k) || !k["spec"]["submitterPodTemplate"].is_null() {
-        return false;
-    }
-    let head_image =
-        &s["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"];
-    let containers = s["spec"]["submitterPodTemplate"]["spec"]["containers"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let resources = |c: &Value, part: &str| -> BTreeMap<String, String> {
-        c["resources"][part]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(r, q)| (r.clone(), quantity(r, q)))
-            .collect()
-    };
-    let expect = |pairs: [(&str, &str); 2]| -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(r, q)| (r.to_string(), quantity(r, &Value::from(*q))))
-            .collect()
-    };
-    k8s_job_mode(&s)
-        && matches!(containers.as_slice(), [c] if c["name"] == DEFAULT_SUBMITTER_CONTAINER
-            && &c["image"] == head_image
-            && resources(c, "requests") == expect([("cpu", "500m"), ("memory", "200Mi")])
-            && resources(c, "limits") == expect([("cpu", "1"), ("memory", "1Gi")]))
-}
-
-/// A ClusterQueue, LocalQueue or Cohort: its status counts, usage per flavor and resource, conditions and fair
-/// share.
-fn queue(kind: &str, o: &Value, fields: &mut BTreeMap<String, String>) {
+/// A ClusterQueue, LocalQueue or Cohort: whether it is being deleted, its status counts, usage per flavor and
+/// resource, conditions and fair share.
+fn queue(o: &Value, fields: &mut BTreeMap<String, String>) {
     let status = &o["status"];
-    if kind == "ClusterQueue" && !o["metadata"]["deletionTimestamp"].is_null() {
-        // Only v0.19 keeps counting for a ClusterQueue being deleted (kubernetes-sigs/kueue#13757).
-        fields.insert(TERMINATING.into(), "set".into());
-        return;
-    }
-    let orphaned = status["conditions"].as_array().is_some_and(|cs| {
-        cs.iter()
-            .any(|c| c["type"] == "Active" && c["reason"] == "ClusterQueueDoesNotExist")
-    });
-    if kind == "LocalQueue" && orphaned {
-        // Only v0.19 zeroes the usage of a LocalQueue whose ClusterQueue is gone (kubernetes-sigs/kueue#13835).
-        let n = status["pendingWorkloads"].as_i64().unwrap_or(0);
-        fields.insert("status.pendingWorkloads".into(), n.to_string());
-        conditions(fields, "status.conditions", &status["conditions"]);
-        return;
+    if !o["metadata"]["deletionTimestamp"].is_null() {
+        fields.insert("metadata.deletionTimestamp".into(), "set".into());
     }
     // An absent count is zero (omitempty in some of Kueue's status types).
     for f in [
@@ -529,89 +433,6 @@ fn queue(kind: &str, o: &Value, fields: &mut BTreeMap<String, String>) {
     );
 }
 
-/// A pending message's pod sets, each as its prefix (`couldn't assign flavors to pod set main: `) and the
-/// reasons after it, one per resource that does not fit.
-pub fn pending_reasons(message: &str) -> Vec<(&str, Vec<String>)> {
-    message
-        .split("; ")
-        .map(|part| match part.find(": ") {
-            Some(at) => {
-                let (prefix, rest) = part.split_at(at + 2);
-                let reasons = rest
-                    .split(", insufficient ")
-                    .enumerate()
-                    .map(|(i, r)| {
-                        if i == 0 {
-                            r.to_string()
-                        } else {
-                            format!("insufficient {r}")
-                        }
-                    })
-                    .collect();
-                (prefix, reasons)
-            }
-            None => (part, Vec::new()),
-        })
-        .collect()
-}
-
-/// Whether two values of `field` say the same. Kueue v0.17.0 names, in a pending workload's QuotaReserved
-/// message, only the first resource that does not fit, in Go's random map order; v0.19 (the loop became a
-/// callback, kubernetes-sigs/kueue#13487) and Sluice name every one. So Kueue's reasons being among Sluice's
-/// counts as the same (docs/compatibility.md).
-fn same_value(field: &str, kueue: &str, sluice: &str) -> bool {
-    if kueue == sluice || admission_check_wording(kueue, sluice) {
-        return true;
-    }
-    if !field.ends_with("[QuotaReserved].message") {
-        return false;
-    }
-    let (k, s) = (pending_reasons(kueue), pending_reasons(sluice));
-    k.len() == s.len()
-        && k.iter().zip(&s).all(|((kp, kr), (sp, sr))| {
-            kp == sp && !kr.is_empty() && kr.iter().all(|r| sr.contains(r))
-        })
-}
-
-/// Kueue v0.17.0's admission check messages against v0.19's, which Sluice writes (v0.19 names each check and its
-/// message: pkg/controller/core/workload_controller.go, buildAdmissionChecksMessage, not in v0.17.0;
-/// docs/compatibility.md): v0.17.0's Retry eviction "At least one admission check is false" is v0.19's "Evicted
-/// due to AdmissionCheck(s) in Retry state: ..." (names v0.17.0 does not give), and its rejection "Admission
-/// check(s): a,b, were rejected" is v0.19's `AdmissionChecks in Rejected state: "a"; "b"`.
-fn admission_check_wording(kueue: &str, sluice: &str) -> bool {
-    const RETRY_V17: &str = "At least one admission check is false";
-    if let Some(at) = kueue.find(RETRY_V17) {
-        let (before, after) = (&kueue[..at], &kueue[at + RETRY_V17.len()..]);
-        return sluice.starts_with(&format!("{before}Evicted due to AdmissionCheck"))
-            && sluice.contains(" in Retry state: ")
-            && sluice.ends_with(after);
-    }
-    const REJECTED_V17: (&str, &str) = ("Admission check(s): ", ", were rejected");
-    let Some(start) = kueue.find(REJECTED_V17.0) else {
-        return false;
-    };
-    let names_at = start + REJECTED_V17.0.len();
-    let Some(len) = kueue[names_at..].find(REJECTED_V17.1) else {
-        return false;
-    };
-    let names: Vec<String> = kueue[names_at..names_at + len]
-        .split(',')
-        .map(|n| format!("{:?}", n.trim()))
-        .collect();
-    let noun = if names.len() > 1 {
-        "AdmissionChecks"
-    } else {
-        "AdmissionCheck"
-    };
-    let v19 = format!(
-        "{}{noun} in Rejected state: {}{}",
-        &kueue[..start],
-        names.join("; "),
-        &kueue[names_at + len + REJECTED_V17.1.len()..]
-    );
-    v19 == sluice
-}
-
 /// Every field whose value differs (an object or field one side lacks counts, shown as `<absent>`).
 pub fn differences(kueue: &State, sluice: &State) -> Vec<Difference> {
     let empty = BTreeMap::new();
@@ -619,12 +440,6 @@ pub fn differences(kueue: &State, sluice: &State) -> Vec<Difference> {
     let objects: std::collections::BTreeSet<&String> = kueue.keys().chain(sluice.keys()).collect();
     for obj in objects {
         let (k, s) = (kueue.get(obj), sluice.get(obj));
-        let terminating = |side: Option<&BTreeMap<String, String>>| {
-            side.is_some_and(|f| f.contains_key(TERMINATING))
-        };
-        if (k.is_none() && terminating(s)) || (s.is_none() && terminating(k)) {
-            continue;
-        }
         if k.is_none() || s.is_none() {
             out.push(Difference {
                 object: obj.clone(),
@@ -638,11 +453,7 @@ pub fn differences(kueue: &State, sluice: &State) -> Vec<Difference> {
         let fields: std::collections::BTreeSet<&String> = k.keys().chain(s.keys()).collect();
         for f in fields {
             let (kv, sv) = (k.get(f), s.get(f));
-            let same = match (kv, sv) {
-                (Some(a), Some(b)) => same_value(f, a, b),
-                (a, b) => a == b,
-            };
-            if !same {
+            if kv != sv {
                 out.push(Difference {
                     object: obj.clone(),
                     field: f.clone(),
@@ -655,100 +466,10 @@ pub fn differences(kueue: &State, sluice: &State) -> Vec<Difference> {
     out
 }
 
-/// How many Workloads a LocalQueue or ClusterQueue (`LocalQueue ns/name`, `ClusterQueue name`) holds pending as
-/// the system's own Workloads say: active, neither holding quota nor finished. None for other objects.
-fn pending_by_workloads(objects: &[(String, Value)], object: &str) -> Option<i64> {
-    let cq_of = |ns: &str, lq: &str| {
-        objects.iter().find_map(|(kind, o)| {
-            (kind == "LocalQueue"
-                && o["metadata"]["namespace"] == ns
-                && o["metadata"]["name"] == lq)
-                .then(|| o["spec"]["clusterQueue"].as_str().unwrap_or_default())
-        })
-    };
-    let queued_to: Box<dyn Fn(&Value) -> bool> =
-        if let Some(lq) = object.strip_prefix("LocalQueue ") {
-            let (ns, name) = lq.split_once('/')?;
-            let (ns, name) = (ns.to_string(), name.to_string());
-            Box::new(move |w| {
-                w["metadata"]["namespace"] == ns.as_str() && w["spec"]["queueName"] == name.as_str()
-            })
-        } else if let Some(cq) = object.strip_prefix("ClusterQueue ") {
-            let cq = cq.to_string();
-            Box::new(move |w| {
-                cq_of(
-                    w["metadata"]["namespace"].as_str().unwrap_or_default(),
-                    w["spec"]["queueName"].as_str().unwrap_or_default(),
-                ) == Some(cq.as_str())
-            })
-        } else {
-            return None;
-        };
-    let is_true = |w: &Value, ty: &str| {
-        w["status"]["conditions"]
-            .as_array()
-            .is_some_and(|cs| cs.iter().any(|c| c["type"] == ty && c["status"] == "True"))
-    };
-    let n = objects
-        .iter()
-        .filter(|(kind, w)| {
-            kind == "Workload"
-                && w["spec"]["active"] != Value::Bool(false)
-                && queued_to(w)
-                && !is_true(w, "QuotaReserved")
-                && !is_true(w, "Finished")
-        })
-        .count();
-    Some(n as i64)
-}
-
-/// Whether `d` is Kueue's queue status lagging Kueue's own Workloads: its pending count disagrees with them while
-/// Sluice's (or the simulator's) agrees. Kueue v0.17.0 now and then leaves a LocalQueue's count one behind after a
-/// Workload is queued, until the next change in that queue (seen in strict-fifo-blocks, about one run in thirty;
-/// docs/compatibility.md), so the count it shows is not the one it acts on.
-pub fn lagging_count(kueue_objects: &[(String, Value)], d: &Difference) -> bool {
-    if d.field != "status.pendingWorkloads" {
-        return false;
-    }
-    let object = d.object.trim_start_matches("simulate: ");
-    pending_by_workloads(kueue_objects, object).is_some_and(|n| {
-        let n = n.to_string();
-        d.kueue != n && d.sluice == n
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    fn objects(reserved: bool) -> Vec<(String, Value)> {
-        let conditions = if reserved {
-            json!([{"type": "QuotaReserved", "status": "True"}])
-        } else {
-            json!([{"type": "QuotaReserved", "status": "False"}])
-        };
-        vec![
-            (
-                "LocalQueue".into(),
-                json!({"metadata": {"namespace": "ns", "name": "q"}, "spec": {"clusterQueue": "cq"}}),
-            ),
-            (
-                "Workload".into(),
-                json!({"metadata": {"namespace": "ns", "name": "w"}, "spec": {"queueName": "q"},
-                       "status": {"conditions": conditions}}),
-            ),
-        ]
-    }
-
-    fn count(object: &str, kueue: &str, sluice: &str) -> Difference {
-        Difference {
-            object: object.into(),
-            field: "status.pendingWorkloads".into(),
-            kueue: kueue.into(),
-            sluice: sluice.into(),
-        }
-    }
 
     fn jobset_object(workload: &str) -> Value {
         json!({
@@ -887,131 +608,5 @@ mod tests {
                 .keys()
                 .any(|f| f.starts_with("spec.submitterPodTemplate"))
         );
-    }
-
-    #[test]
-    fn kueue_v017_leaving_the_default_submitter_template_unwritten_is_not_compared() {
-        let expected = workload_name("RayJob", "ray.io", "train", RAY_UID);
-        let kueue = vec![("RayJob".to_string(), rayjob_object(&expected, false))];
-        let sluice = vec![("RayJob".to_string(), rayjob_object(&expected, true))];
-        let diffs = differences(&state(&kueue), &state(&sluice));
-        assert!(!diffs.is_empty());
-        assert!(
-            diffs
-                .iter()
-                .all(|d| d.field.starts_with("spec.submitterPodTemplate.")),
-            "{diffs:?}"
-        );
-        assert!(
-            diffs
-                .iter()
-                .all(|d| unwritten_submitter(&kueue, &sluice, d))
-        );
-        // Not when Sluice's template is not KubeRay's default,
-        let mut other = rayjob_object(&expected, true);
-        other["spec"]["submitterPodTemplate"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] =
-            json!("1");
-        let other = vec![("RayJob".to_string(), other)];
-        let diffs = differences(&state(&kueue), &state(&other));
-        assert!(
-            diffs
-                .iter()
-                .all(|d| !unwritten_submitter(&kueue, &other, d))
-        );
-        // nor when Kueue's RayJob has a template of its own (or submits otherwise),
-        let mut own = rayjob_object(&expected, true);
-        own["spec"]["submitterPodTemplate"]["spec"]["nodeSelector"] = json!({});
-        let own = vec![("RayJob".to_string(), own)];
-        let diffs = differences(&state(&own), &state(&sluice));
-        assert_eq!(diffs.len(), 1, "{diffs:?}");
-        assert!(!unwritten_submitter(&own, &sluice, &diffs[0]));
-        let mut http = rayjob_object(&expected, false);
-        http["spec"]["submissionMode"] = json!("HTTPMode");
-        let http = vec![("RayJob".to_string(), http)];
-        let diffs = differences(&state(&http), &state(&sluice));
-        assert!(
-            diffs
-                .iter()
-                .all(|d| !unwritten_submitter(&http, &sluice, d))
-        );
-        // nor for fields Kueue has.
-        let d = Difference {
-            object: "RayJob ns/train".into(),
-            field: "spec.submitterPodTemplate.spec.nodeSelector.pool".into(),
-            kueue: "b".into(),
-            sluice: "a".into(),
-        };
-        assert!(!unwritten_submitter(&kueue, &sluice, &d));
-    }
-
-    #[test]
-    fn kueue_v017_admission_check_wording_reads_as_v019s() {
-        let retry = "Evicted due to AdmissionCheck in Retry state: \"prov\"";
-        assert!(same_value(
-            "m",
-            "At least one admission check is false",
-            retry
-        ));
-        assert!(same_value(
-            "m",
-            "Previously: At least one admission check is false",
-            &format!("Previously: {retry}")
-        ));
-        assert!(!same_value(
-            "m",
-            "At least one admission check is false",
-            "Preempted"
-        ));
-        assert!(same_value(
-            "m",
-            "The workload is deactivated due to Admission check(s): prov, were rejected",
-            "The workload is deactivated due to AdmissionCheck in Rejected state: \"prov\""
-        ));
-        assert!(same_value(
-            "m",
-            "Admission check(s): a,b, were rejected",
-            "AdmissionChecks in Rejected state: \"a\"; \"b\""
-        ));
-        assert!(!same_value(
-            "m",
-            "Admission check(s): a, were rejected",
-            "AdmissionCheck in Rejected state: \"b\""
-        ));
-    }
-
-    #[test]
-    fn a_count_behind_kueues_own_workloads_is_a_lag() {
-        let pending = objects(false);
-        assert!(lagging_count(&pending, &count("LocalQueue ns/q", "0", "1")));
-        assert!(lagging_count(
-            &pending,
-            &count("simulate: LocalQueue ns/q", "0", "1")
-        ));
-        assert!(lagging_count(&pending, &count("ClusterQueue cq", "0", "1")));
-    }
-
-    #[test]
-    fn a_count_that_matches_kueues_workloads_is_a_difference() {
-        // Sluice's count is the wrong one here: Kueue's agrees with its Workloads.
-        assert!(!lagging_count(
-            &objects(true),
-            &count("LocalQueue ns/q", "0", "1")
-        ));
-        assert!(!lagging_count(
-            &objects(false),
-            &count("LocalQueue ns/q", "1", "2")
-        ));
-        // Another field, or another queue, is never excused.
-        let mut other = count("LocalQueue ns/q", "0", "1");
-        other.field = "status.reservingWorkloads".into();
-        assert!(!lagging_count(&objects(false), &other));
-        assert!(!lagging_count(
-            &objects(false),
-            &count("LocalQueue ns/other", "0", "1")
-        ));
-        assert!(!lagging_count(
-            &objects(false),
-            &count("ClusterQueue other", "0", "1")
-        ));
     }
 }

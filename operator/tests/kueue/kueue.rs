@@ -19,7 +19,7 @@ pub fn kueue_dir() -> PathBuf {
         .unwrap_or_else(|| repo_root().join("target/kueue"))
 }
 
-/// The Kueue release built, e.g. `v0.17.0`; None when tests/kueue/build has not run.
+/// The Kueue release built, e.g. `v0.19.2`; None when tests/kueue/build has not run.
 pub fn kueue_version() -> Option<String> {
     let v = std::fs::read_to_string(kueue_dir().join("version")).ok()?;
     kueue_dir()
@@ -29,7 +29,7 @@ pub fn kueue_version() -> Option<String> {
 }
 
 /// Where the manager reads its metrics certificate when internal certificate management is off: a fixed path
-/// in v0.17.0's main.go, which exits when the files are missing.
+/// in its main.go (cmd/kueue/main.go, `metricsCertPath`), which exits when the files are missing.
 const METRICS_CERTS: &str = "/etc/kueue/metrics/certs";
 
 /// A running Kueue manager, killed when dropped.
@@ -69,7 +69,7 @@ fn b64(path: &Path) -> String {
     }
 }
 
-/// The metrics certificate v0.17.0 insists on, from the control plane's webhook certificate when none is there.
+/// The metrics certificate the manager insists on, from the control plane's webhook certificate when none is there.
 fn ensure_metrics_certs(plane: &ControlPlane) {
     let dir = Path::new(METRICS_CERTS);
     if dir.join("tls.crt").exists() && dir.join("tls.key").exists() {
@@ -125,19 +125,6 @@ fn configuration(
         "health",
         &format!("{{healthProbeBindAddress: \"{health}\"}}"),
     );
-    if !config.contains_key("waitForPodsReady") {
-        // v0.19 turns waitForPodsReady on when a v1beta2 Configuration leaves it out (kubernetes-sigs/kueue#11855);
-        // v0.17.0 leaves it off. Sluice follows v0.19, so v0.17.0 is given v0.19's default explicitly.
-        set(
-            &mut config,
-            "waitForPodsReady",
-            "{timeout: 30m, blockAdmission: false}",
-        );
-    }
-    if !config.contains_key("clientConnection") {
-        // Kueue's shipped Configuration (config/components/manager) sets these; its binary's defaults are lower.
-        set(&mut config, "clientConnection", "{qps: 50, burst: 100}");
-    }
     serde_yaml::to_string(&config).expect("Configuration")
 }
 
@@ -240,8 +227,8 @@ impl Kueue {
         let mut kueue = Kueue { child, log };
         kueue.wait_listening(([127, 0, 0, 1], port).into())?;
 
-        // Its webhooks, by URL; the pod and deployment webhooks skip the system namespaces, as its kustomization
-        // makes them.
+        // Its webhooks, by URL; those of the job integrations (every kind outside Kueue's own API group) skip the
+        // system namespaces, as its kustomization (config/components/webhook) makes them.
         let mut configs = Vec::new();
         for mut doc in documents(
             &std::fs::read_to_string(dir.join("config/webhook.yaml")).expect("Kueue's webhooks"),
@@ -260,17 +247,13 @@ impl Kueue {
                     .unwrap_or("/")
                     .to_string();
                 hook["clientConfig"] = json!({"url": format!("{url}{path}"), "caBundle": ca});
-                let name = hook["name"].as_str().unwrap_or_default();
-                if [
-                    "mpod.kb.io",
-                    "vpod.kb.io",
-                    "mdeployment.kb.io",
-                    "vdeployment.kb.io",
-                    "mstatefulset.kb.io",
-                    "vstatefulset.kb.io",
-                ]
-                .contains(&name)
-                {
+                let kueue_kind = hook["rules"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|r| r["apiGroups"].as_array().into_iter().flatten())
+                    .any(|g| g == "kueue.x-k8s.io");
+                if !kueue_kind {
                     hook["namespaceSelector"] = json!({"matchExpressions": [{
                         "key": "kubernetes.io/metadata.name", "operator": "NotIn",
                         "values": ["kube-system", "kueue-system"]}]});

@@ -1,13 +1,12 @@
 //! Running scenarios under both systems and collecting what differs.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::compare::{Difference, differences, lagging_count, state, unwritten_submitter};
+use super::compare::{Difference, differences, state};
 use super::kubelet::FakeNode;
 use super::scenario::{Scenario, Step};
 use super::sim;
@@ -17,11 +16,10 @@ use super::system::{System, THIRD_PARTY, Which, crds};
 const STILL: Duration = Duration::from_secs(3);
 const QUIET_LIMIT: Duration = Duration::from_secs(90);
 
-/// Feature gates given to Kueue's manager: the two whose default turned on by v0.19 and that these scenarios
-/// reach (docs/compatibility.md, "Differential tests against Kueue v0.17.0"), and its visibility server off, which
-/// wants certificates this harness does not make (Sluice's visibility API is tested in the cluster suite).
-const KUEUE_GATES: &str =
-    "SchedulingEquivalenceHashing=true,AdmissionGatedBy=true,VisibilityOnDemand=false";
+/// Feature gates given to Kueue's manager: every gate at its default, as Sluice runs, but its visibility server
+/// off, which wants certificates this harness does not make (Sluice's visibility API is tested in the cluster
+/// suite).
+pub const KUEUE_GATES: &str = "VisibilityOnDemand=false";
 
 /// One scenario's outcome.
 pub struct Outcome {
@@ -214,16 +212,17 @@ fn stale_share(patched: &[String], d: &Difference) -> bool {
         && !patched.iter().any(|p| p == object)
 }
 
-/// How the note saying a scenario's simulator predictions were left out begins.
-const NOT_SIMULATED: &str = "the simulator was not compared";
-
-/// The note for a count left out by `lagging_count`.
-fn lagging_note(step: usize, d: &Difference) -> String {
+/// The note for a share left out by `stale_share`.
+fn stale_note(step: usize, d: &Difference) -> String {
     format!(
-        "after step {step}: {} {} not compared: Kueue's says {} though its own Workloads say {} (Sluice's)",
+        "after step {step}: {} {} not compared: Kueue's {} was not rewritten after another queue's quota changed, \
+         Sluice's says {}",
         d.object, d.field, d.kueue, d.sluice
     )
 }
+
+/// How the note saying a scenario's simulator predictions were left out begins.
+const NOT_SIMULATED: &str = "the simulator was not compared";
 
 async fn run_one(s: &Scenario, started: Started) -> Outcome {
     let start = Instant::now();
@@ -280,29 +279,12 @@ async fn run_one(s: &Scenario, started: Started) -> Outcome {
             patched.push(format!("{} {}", object.kind, object.name));
         }
         let (ko, so) = tokio::join!(kueue.objects(), sluice.objects());
-        // RayJobs whose default submitter template Kueue v0.17.0 left unwritten: the fields not compared.
-        let mut unwritten: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for d in differences(&state(&ko), &state(&so)) {
             if stale_share(&patched, &d) {
-                continue;
-            }
-            if lagging_count(&ko, &d) {
-                outcome.notes.push(lagging_note(n, &d));
-                continue;
-            }
-            if unwritten_submitter(&ko, &so, &d) {
-                unwritten.entry(d.object).or_default().push(d.field);
+                outcome.notes.push(stale_note(n, &d));
                 continue;
             }
             outcome.differences.push((n, what.clone(), d));
-        }
-        for (object, fields) in unwritten {
-            outcome.notes.push(format!(
-                "after step {n}: {object}: {} fields of spec.submitterPodTemplate not compared: Kueue v0.17.0 leaves \
-                 KubeRay's default submitter template unwritten (fixed by kubernetes-sigs/kueue#12644, in v0.17.7 and \
-                 v0.19), Sluice writes it as v0.19 does",
-                fields.len()
-            ));
         }
         if let Some(why) = &s.not_simulated {
             if !outcome.notes.iter().any(|n| n.starts_with(NOT_SIMULATED)) {
@@ -316,12 +298,12 @@ async fn run_one(s: &Scenario, started: Started) -> Outcome {
         let dir = sim_dir.join(format!("step-{n}"));
         match tokio::task::block_in_place(|| sim::predict(&dir, config, input, &ko)) {
             Ok(diffs) => {
-                for mut d in diffs.into_iter().filter(|d| !stale_share(&patched, d)) {
-                    if lagging_count(&ko, &d) {
-                        outcome.notes.push(lagging_note(n, &d));
+                for mut d in diffs {
+                    d.object = format!("simulate: {}", d.object);
+                    if stale_share(&patched, &d) {
+                        outcome.notes.push(stale_note(n, &d));
                         continue;
                     }
-                    d.object = format!("simulate: {}", d.object);
                     outcome.differences.push((n, what.clone(), d));
                 }
             }

@@ -229,9 +229,10 @@ impl System {
                 }
                 let out = tokio::task::block_in_place(|| self.plane.kubectl_output(&args, None));
                 if out.status.success() && super::sim::JOB_KINDS.contains(&o.kind.as_str()) {
-                    // Garbage collection deletes the Job's Workload, when it has caught up with the Workload
-                    // resource (up to ~30 s after the CRD appeared); Kueue v0.17.0 holds the quota until then, v0.19
-                    // and Sluice finish the orphan at once. Compared once it is gone on both.
+                    // Both managers finish the orphaned Workload at once (reason OwnerNotFound), and garbage
+                    // collection deletes it when it has caught up with the Workload resource (up to ~30 s after
+                    // the CRD appeared), at a different moment on each control plane: compared once it is gone on
+                    // both.
                     return self
                         .wait_workloads_gone(
                             &o.kind,
@@ -449,24 +450,11 @@ impl System {
         let mut since = Instant::now();
         loop {
             // What is compared, not resource versions: a manager that rewrites a status without changing what
-            // it says (Kueue v0.17.0 retrying one workload every cycle) is quiet.
-            // A pending message counts by its pod sets only: Kueue v0.17.0 retries some pending workloads every
-            // cycle and names a different resource each time (Go's map order), which is not a change.
+            // it says is quiet.
             let now: std::collections::BTreeMap<String, String> =
                 super::compare::state(&self.objects().await)
                     .into_iter()
-                    .map(|(k, mut fields)| {
-                        for (f, v) in fields.iter_mut() {
-                            if f.ends_with("[QuotaReserved].message") {
-                                *v = super::compare::pending_reasons(v)
-                                    .iter()
-                                    .map(|(prefix, _)| *prefix)
-                                    .collect::<Vec<_>>()
-                                    .join("; ");
-                            }
-                        }
-                        (k, format!("{fields:?}"))
-                    })
+                    .map(|(k, fields)| (k, format!("{fields:?}")))
                     .collect();
             if now != last {
                 changing = now
