@@ -110,6 +110,10 @@ fn flatten(
                 rayjob(o, &mut fields);
                 name.to_string()
             }
+            "PyTorchJob" => {
+                pytorchjob(o, &mut fields);
+                name.to_string()
+            }
             "ClusterQueue" | "LocalQueue" | "Cohort" => {
                 queue(o, &mut fields);
                 name.to_string()
@@ -390,6 +394,33 @@ fn rayjob(o: &Value, fields: &mut BTreeMap<String, String>) {
                 fields.insert(format!("{prefix}.resources.{part}.{r}"), quantity(r, q));
             }
         }
+    }
+}
+
+/// A PyTorchJob: suspended or not (`spec.runPolicy.suspend`, absent read as false) and what was injected into each
+/// replica type's pod template, by replica type.
+fn pytorchjob(o: &Value, fields: &mut BTreeMap<String, String>) {
+    let spec = &o["spec"];
+    fields.insert(
+        "spec.runPolicy.suspend".into(),
+        spec["runPolicy"]["suspend"]
+            .as_bool()
+            .unwrap_or(false)
+            .to_string(),
+    );
+    let workload = workload_name(
+        "PyTorchJob",
+        "kubeflow.org",
+        o["metadata"]["name"].as_str().unwrap_or_default(),
+        o["metadata"]["uid"].as_str().unwrap_or_default(),
+    );
+    for (replica_type, r) in spec["pytorchReplicaSpecs"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        let prefix = format!("spec.pytorchReplicaSpecs[{replica_type}].template");
+        template_given(fields, &prefix, &r["template"], &workload);
     }
 }
 

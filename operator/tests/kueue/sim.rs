@@ -107,7 +107,7 @@ fn owned_by(o: &Value, kind: &str, name: &str) -> bool {
 /// The kinds of jobs a scenario queues (those that become Workloads): a step's new ones go to the simulator with
 /// the creation time Kueue's API server gave them, a deleted one takes its Workloads along, and Kueue's from earlier
 /// steps stand beside the simulator's prediction so that messages naming them by UID read the same.
-pub const JOB_KINDS: &[&str] = &["Job", "JobSet", "RayJob"];
+pub const JOB_KINDS: &[&str] = &["Job", "JobSet", "RayJob", "PyTorchJob"];
 
 /// The simulator's input for `step`: Kueue's objects before it (`before`, from [`INPUT_KINDS`]) with the step
 /// applied; new jobs ([`JOB_KINDS`]) get the creation time Kueue's API server gave them (`after`), which orders its

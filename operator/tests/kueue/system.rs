@@ -90,6 +90,12 @@ pub const THIRD_PARTY: &[ThirdParty] = &[
         compared: &[("ray.io", "v1", "RayJob", "rayjobs")],
         crds: &["/ray.io_rayjobs.yaml", "/ray.io_rayclusters.yaml"],
     },
+    ThirdParty {
+        kind: "PyTorchJob",
+        framework: "kubeflow.org/pytorchjob",
+        compared: &[("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs")],
+        crds: &["/kubeflow.org_pytorchjobs.yaml"],
+    },
 ];
 
 /// The paths of the third-party CRDs, as `tests/control-plane/crds` prints them (each downloaded into Go's module
