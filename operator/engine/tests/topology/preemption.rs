@@ -138,3 +138,75 @@ fn a_gang_that_no_rack_could_hold_even_empty_preempts_nothing() {
     assert!(evictions(&out).is_empty());
     env.assert_pending("ns/huge", "TopologyPlacementFailed");
 }
+
+/// [`full_cluster`] plus a second topology flavor, `spare`, with one empty 8-GPU node (x7, pool `spare`), listed
+/// after `tas` in the ClusterQueue whose flavor fungibility is `when_can_preempt`.
+fn full_cluster_with_a_spare_flavor(when_can_preempt: FungibilityPolicy) -> Env {
+    let mut env = full_cluster();
+    env.flavor_obj(Flavor {
+        name: "spare".into(),
+        node_labels: [("pool".to_string(), "spare".to_string())].into(),
+        topology_name: Some("default".into()),
+        ..Flavor::default()
+    });
+    let mut x7 = crate::placement::node("x7", "b3", "r4", 8);
+    x7.labels.insert("pool".into(), "spare".into());
+    env.apply(Event::UpsertNode(x7));
+    env.cq(cq("cq")
+        .group(
+            &["cpu", GPU],
+            vec![
+                fq("tas", vec![rq("cpu", cpu(1000)), rq(GPU, 1000)]),
+                fq("spare", vec![rq("cpu", cpu(1000)), rq(GPU, 1000)]),
+            ],
+        )
+        .preemption(ReclaimPolicy::Never, WithinCqPolicy::LowerPriority)
+        .fungibility(FungibilityPolicy::MayStopSearch, when_can_preempt, None));
+    schedule(&mut env);
+    env
+}
+
+#[test]
+fn a_later_flavor_with_room_is_taken_before_preempting_for_room_when_the_queue_says_try_next_flavor()
+ {
+    let mut env = full_cluster_with_a_spare_flavor(FungibilityPolicy::TryNextFlavor);
+    // The quota of `tas` fits, its nodes are full; `spare` has a free node.
+    env.submit(
+        gang(
+            "high",
+            1,
+            8,
+            TopologyMode::Required,
+            Some("kubernetes.io/hostname"),
+        )
+        .prio(10),
+    );
+    let out = schedule(&mut env);
+    assert!(evictions(&out).is_empty(), "{out:?}");
+    env.assert_admitted("ns/high");
+    assert_eq!(per_node(&env, "ns/high").keys().collect::<Vec<_>>(), ["x7"]);
+}
+
+#[test]
+fn a_queue_that_stops_at_a_flavor_needing_preemption_preempts_for_room_there() {
+    let mut env = full_cluster_with_a_spare_flavor(FungibilityPolicy::MayStopSearch);
+    env.submit(
+        gang(
+            "high",
+            1,
+            8,
+            TopologyMode::Required,
+            Some("kubernetes.io/hostname"),
+        )
+        .prio(10),
+    );
+    let out = schedule(&mut env);
+    assert_eq!(
+        evictions(&out),
+        vec![("ns/r2-pod".to_string(), Some("InClusterQueue".to_string()))]
+    );
+    env.complete_evictions(&out);
+    schedule(&mut env);
+    env.assert_admitted("ns/high");
+    assert_eq!(per_node(&env, "ns/high").keys().collect::<Vec<_>>(), ["x3"]);
+}
