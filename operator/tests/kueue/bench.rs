@@ -98,8 +98,7 @@ impl Settings {
 /// The systems measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum System {
-    /// Kueue with qps 50, burst 100 (the client limits its shipped Configuration set before v0.19, which ships
-    /// 300/500).
+    /// Kueue with the client limits of its shipped Configuration (qps 300, burst 500 in v0.19; 50/100 before).
     KueueShipped,
     /// Kueue with qps 1000, burst 2000.
     KueueRaised,
@@ -110,7 +109,7 @@ enum System {
 impl System {
     fn label(self) -> &'static str {
         match self {
-            System::KueueShipped => "Kueue (qps 50/burst 100)",
+            System::KueueShipped => "Kueue (shipped client limits)",
             System::KueueRaised => "Kueue (qps 1000/burst 2000)",
             System::Sluice => "Sluice",
         }
@@ -681,17 +680,20 @@ enum Manager {
     Sluice(Webhook, Operator),
 }
 
-/// Kueue's Configuration: its shipped controller concurrency, with these client limits.
-fn kueue_config(qps: u32, burst: u32) -> String {
+/// Kueue's Configuration: its shipped controller concurrency, with these client limits (None: the shipped ones).
+fn kueue_config(limits: Option<(u32, u32)>) -> String {
     let shipped = std::fs::read_to_string(kueue_dir().join("config/configuration.yaml"))
         .expect("Kueue's Configuration");
     let shipped: serde_yaml::Value = serde_yaml::from_str(&shipped).expect("Kueue's Configuration");
     let mut config = serde_yaml::Mapping::new();
     config.insert("controller".into(), shipped["controller"].clone());
-    config.insert(
-        "clientConnection".into(),
-        serde_yaml::from_str(&format!("{{qps: {qps}, burst: {burst}}}")).expect("limits"),
-    );
+    let client = match limits {
+        Some((qps, burst)) => {
+            serde_yaml::from_str(&format!("{{qps: {qps}, burst: {burst}}}")).expect("limits")
+        }
+        None => shipped["clientConnection"].clone(),
+    };
+    config.insert("clientConnection".into(), client);
     serde_yaml::to_string(&config).expect("Configuration")
 }
 
@@ -701,9 +703,9 @@ async fn start(which: System, plane: &ControlPlane) -> (Manager, Vec<(String, Op
     match which {
         System::KueueShipped | System::KueueRaised => {
             let config = if which == System::KueueShipped {
-                kueue_config(50, 100)
+                kueue_config(None)
             } else {
-                kueue_config(1000, 2000)
+                kueue_config(Some((1000, 2000)))
             };
             let kueue =
                 tokio::task::block_in_place(|| Kueue::start(plane, Some(&config), KUEUE_GATES));
