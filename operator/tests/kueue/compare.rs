@@ -110,6 +110,10 @@ fn flatten(
                 rayjob(o, &mut fields);
                 name.to_string()
             }
+            "RayCluster" => {
+                raycluster(o, &mut fields);
+                name.to_string()
+            }
             "PyTorchJob" => {
                 pytorchjob(o, &mut fields);
                 name.to_string()
@@ -360,18 +364,12 @@ fn rayjob(o: &Value, fields: &mut BTreeMap<String, String>) {
         o["metadata"]["name"].as_str().unwrap_or_default(),
         o["metadata"]["uid"].as_str().unwrap_or_default(),
     );
-    let cluster = &spec["rayClusterSpec"];
-    template_given(
+    cluster_templates_given(
         fields,
-        "spec.rayClusterSpec.headGroupSpec.template",
-        &cluster["headGroupSpec"]["template"],
+        "spec.rayClusterSpec",
+        &spec["rayClusterSpec"],
         &workload,
     );
-    for g in cluster["workerGroupSpecs"].as_array().into_iter().flatten() {
-        let n = g["groupName"].as_str().unwrap_or("?");
-        let prefix = format!("spec.rayClusterSpec.workerGroupSpecs[{n}].template");
-        template_given(fields, &prefix, &g["template"], &workload);
-    }
     let submitter = &spec["submitterPodTemplate"];
     if submitter.is_null() {
         return;
@@ -395,6 +393,43 @@ fn rayjob(o: &Value, fields: &mut BTreeMap<String, String>) {
             }
         }
     }
+}
+
+/// What was injected into a Ray cluster spec's pod templates: the head's, and each worker group's by group name.
+fn cluster_templates_given(
+    fields: &mut BTreeMap<String, String>,
+    at: &str,
+    cluster: &Value,
+    workload: &str,
+) {
+    template_given(
+        fields,
+        &format!("{at}.headGroupSpec.template"),
+        &cluster["headGroupSpec"]["template"],
+        workload,
+    );
+    for g in cluster["workerGroupSpecs"].as_array().into_iter().flatten() {
+        let n = g["groupName"].as_str().unwrap_or("?");
+        let prefix = format!("{at}.workerGroupSpecs[{n}].template");
+        template_given(fields, &prefix, &g["template"], workload);
+    }
+}
+
+/// A RayCluster: suspended or not (`spec.suspend`, absent read as false) and what was injected into its head's and
+/// each worker group's pod template.
+fn raycluster(o: &Value, fields: &mut BTreeMap<String, String>) {
+    let spec = &o["spec"];
+    fields.insert(
+        "spec.suspend".into(),
+        spec["suspend"].as_bool().unwrap_or(false).to_string(),
+    );
+    let workload = workload_name(
+        "RayCluster",
+        "ray.io",
+        o["metadata"]["name"].as_str().unwrap_or_default(),
+        o["metadata"]["uid"].as_str().unwrap_or_default(),
+    );
+    cluster_templates_given(fields, "spec", spec, &workload);
 }
 
 /// A PyTorchJob: suspended or not (`spec.runPolicy.suspend`, absent read as false) and what was injected into each
@@ -577,6 +612,30 @@ mod tests {
             o["spec"]["submitterPodTemplate"] = t;
         }
         o
+    }
+
+    #[test]
+    fn a_raycluster_is_compared_by_its_suspension_and_what_each_template_was_given() {
+        let expected = workload_name("RayCluster", "ray.io", "train", RAY_UID);
+        let job = rayjob_object(&expected, false);
+        let mut o = json!({"metadata": job["metadata"].clone(), "spec": job["spec"]["rayClusterSpec"].clone()});
+        o["spec"]["suspend"] = json!(true);
+        let s = state(&[("RayCluster".into(), o)]);
+        let fields = &s["RayCluster ns/train"];
+        assert_eq!(fields["spec.suspend"], "true");
+        assert_eq!(
+            fields["spec.headGroupSpec.template.metadata.labels.kueue.x-k8s.io/podset"],
+            "head"
+        );
+        assert_eq!(
+            fields["spec.workerGroupSpecs[Workers].template.spec.nodeSelector.pool"],
+            "a"
+        );
+        assert_eq!(
+            fields["spec.workerGroupSpecs[Workers].template.metadata.annotations.kueue.x-k8s.io/workload"],
+            "raycluster-train-#####"
+        );
+        assert!(!fields.keys().any(|f| f.contains("containers")));
     }
 
     #[test]

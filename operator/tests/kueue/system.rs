@@ -74,9 +74,10 @@ pub struct ThirdParty {
     pub crds: &'static [&'static str],
 }
 
-/// JobSets (`jobset.x-k8s.io/v1alpha2`), and KubeRay's RayJobs (`ray.io/v1`) with the RayCluster CRD beside theirs:
-/// Kueue's RayJob controller watches RayClusters, and Kueue's shipped Configuration manages both kinds. No RayCluster
-/// is compared: without KubeRay's controller no RayJob makes one.
+/// JobSets (`jobset.x-k8s.io/v1alpha2`), KubeRay's RayJobs and RayClusters (`ray.io/v1`; both CRDs for either kind:
+/// Kueue's RayJob controller watches RayClusters, and Kueue's shipped Configuration manages both kinds; without
+/// KubeRay's controller no RayJob makes a RayCluster, so only RayClusters applied by a scenario are compared), and
+/// PyTorchJobs (`kubeflow.org/v1`).
 pub const THIRD_PARTY: &[ThirdParty] = &[
     ThirdParty {
         kind: "JobSet",
@@ -88,6 +89,12 @@ pub const THIRD_PARTY: &[ThirdParty] = &[
         kind: "RayJob",
         framework: "ray.io/rayjob",
         compared: &[("ray.io", "v1", "RayJob", "rayjobs")],
+        crds: &["/ray.io_rayjobs.yaml", "/ray.io_rayclusters.yaml"],
+    },
+    ThirdParty {
+        kind: "RayCluster",
+        framework: "ray.io/raycluster",
+        compared: &[("ray.io", "v1", "RayCluster", "rayclusters")],
         crds: &["/ray.io_rayjobs.yaml", "/ray.io_rayclusters.yaml"],
     },
     ThirdParty {
@@ -296,7 +303,7 @@ impl System {
             .collect()
     }
 
-    /// Waits until no Workload owned by the `kind` (Job, JobSet, RayJob) `ns/job` is left (at most 90 s); an error
+    /// Waits until no Workload owned by the `kind` (Job, JobSet, RayJob, RayCluster) `ns/job` is left (at most 90 s); an error
     /// line when one stays.
     async fn wait_workloads_gone(&self, kind: &str, ns: &str, job: &str) -> Vec<String> {
         let api: Api<DynamicObject> = Api::namespaced_with(
