@@ -146,16 +146,13 @@ impl BatchJob {
             .as_ref()
             .and_then(|s| s.priority_class_name.clone())
             .map(|n| (n, "spec.template.spec.priorityClassName".to_string()));
-        let owner = Owner {
-            meta: &job.metadata,
-            kind: Self::KIND,
-            group: Self::GROUP,
-            api_version: Self::API_VERSION,
-            pod_class,
-        };
         // No label (a Job managed under manageJobsWithoutQueueName): no queue, as Kueue builds it; the Workload
         // waits until one is set.
-        owned_workload(owner, vec![pod_set], priorities)
+        owned_workload(
+            Owner::of::<Self>(&job.metadata, pod_class),
+            vec![pod_set],
+            priorities,
+        )
     }
 }
 

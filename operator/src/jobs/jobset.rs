@@ -93,14 +93,11 @@ impl JobSetJob {
                 )
             })
         });
-        let owner = Owner {
-            meta: &js.metadata,
-            kind: Self::KIND,
-            group: Self::GROUP,
-            api_version: Self::API_VERSION,
-            pod_class,
-        };
-        owned_workload(owner, pod_sets, priorities)
+        owned_workload(
+            Owner::of::<Self>(&js.metadata, pod_class),
+            pod_sets,
+            priorities,
+        )
     }
 }
 

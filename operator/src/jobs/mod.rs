@@ -140,6 +140,22 @@ pub(crate) struct Owner<'a> {
     pub pod_class: Option<(String, String)>,
 }
 
+impl<'a> Owner<'a> {
+    /// The owner of kind `I` with this metadata and pod PriorityClass.
+    pub(crate) fn of<I: JobIntegration + ?Sized>(
+        meta: &'a ObjectMeta,
+        pod_class: Option<(String, String)>,
+    ) -> Self {
+        Self {
+            meta,
+            kind: I::KIND,
+            group: I::GROUP,
+            api_version: I::API_VERSION,
+            pod_class,
+        }
+    }
+}
+
 /// The Workload Kueue's job framework builds for a job of any kind: its name (kind, group, name and uid hashed),
 /// controller owner reference, `kueue.x-k8s.io/job-uid` label, finalizer, queue, priority (the
 /// `kueue.x-k8s.io/priority-class` label, else the kind's pod PriorityClass, else the default) and maximum execution

@@ -102,14 +102,11 @@ impl PyTorchJobJob {
                 })
             })
         });
-        let owner = Owner {
-            meta: &job.metadata,
-            kind: Self::KIND,
-            group: Self::GROUP,
-            api_version: Self::API_VERSION,
-            pod_class,
-        };
-        owned_workload(owner, pod_sets, priorities)
+        owned_workload(
+            Owner::of::<Self>(&job.metadata, pod_class),
+            pod_sets,
+            priorities,
+        )
     }
 
     /// The replica types present, in order, mutably.

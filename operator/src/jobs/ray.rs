@@ -225,14 +225,11 @@ impl RayClusterJob {
         let pod_sets =
             cluster_pod_sets(spec, c.metadata.annotations.as_ref(), "spec.").map_err(error)?;
         let pod_class = first_pod_class(&pod_sets, |i| cluster_template_path("spec.", i));
-        let owner = Owner {
-            meta: &c.metadata,
-            kind: Self::KIND,
-            group: Self::GROUP,
-            api_version: Self::API_VERSION,
-            pod_class,
-        };
-        owned_workload(owner, pod_sets, priorities)
+        owned_workload(
+            Owner::of::<Self>(&c.metadata, pod_class),
+            pod_sets,
+            priorities,
+        )
     }
 }
 
@@ -372,8 +369,7 @@ impl RayJobJob {
         }
     }
 
-    fn pod_sets(job: &RayJob) -> Result<Vec<PodSet>, FieldError> {
-        let cluster = Self::cluster_spec(job)?;
+    fn pod_sets(job: &RayJob, cluster: &RayClusterSpec) -> Result<Vec<PodSet>, FieldError> {
         let mut sets = cluster_pod_sets(cluster, job.metadata.annotations.as_ref(), JOB_CLUSTER)?;
         if Self::submitter_job(job) {
             let template = Self::submitter_template(job, cluster)?;
@@ -404,17 +400,14 @@ impl RayJobJob {
     /// The Workload Kueue builds for the RayJob.
     pub fn workload(job: &RayJob, priorities: &PriorityClasses) -> Result<Workload, JobError> {
         let error = |e| job_error(Self::KIND, &job.metadata, e);
-        let pod_sets = Self::pod_sets(job).map_err(error)?;
         let cluster = Self::cluster_spec(job).map_err(error)?;
+        let pod_sets = Self::pod_sets(job, cluster).map_err(error)?;
         let pod_class = first_pod_class(&pod_sets, |i| Self::template_path(job, cluster, i));
-        let owner = Owner {
-            meta: &job.metadata,
-            kind: Self::KIND,
-            group: Self::GROUP,
-            api_version: Self::API_VERSION,
-            pod_class,
-        };
-        owned_workload(owner, pod_sets, priorities)
+        owned_workload(
+            Owner::of::<Self>(&job.metadata, pod_class),
+            pod_sets,
+            priorities,
+        )
     }
 }
 
