@@ -90,21 +90,24 @@ fn a_gang_that_fits_the_quota_but_no_rack_preempts_inside_one_rack_with_the_fewe
     assert_eq!(racks, ["r3"].into());
 }
 
+/// A priority-10 pod of 8 GPUs that must sit on one host: any single node freed is enough.
+fn one_whole_node(name: &str) -> WlB {
+    gang(
+        name,
+        1,
+        8,
+        TopologyMode::Required,
+        Some("kubernetes.io/hostname"),
+    )
+    .prio(10)
+}
+
 #[test]
 fn no_victim_is_evicted_whose_removal_does_not_help_the_placement() {
     let mut env = full_cluster();
     // One 8-GPU pod in one host: any single node freed is enough. Kueue's order would take the most recent
     // small pods first; only victims on one node may go, and as few as possible.
-    env.submit(
-        gang(
-            "high",
-            1,
-            8,
-            TopologyMode::Required,
-            Some("kubernetes.io/hostname"),
-        )
-        .prio(10),
-    );
+    env.submit(one_whole_node("high"));
     let out = schedule(&mut env);
     let victims: Vec<String> = evictions(&out).into_iter().map(|(w, _)| w).collect();
     assert!(!victims.is_empty());
@@ -167,20 +170,10 @@ fn full_cluster_with_a_spare_flavor(when_can_preempt: FungibilityPolicy) -> Env 
 }
 
 #[test]
-fn a_later_flavor_with_room_is_taken_before_preempting_for_room_when_the_queue_says_try_next_flavor()
- {
+fn a_later_flavor_with_room_comes_before_preempting_for_room_under_try_next_flavor() {
     let mut env = full_cluster_with_a_spare_flavor(FungibilityPolicy::TryNextFlavor);
     // The quota of `tas` fits, its nodes are full; `spare` has a free node.
-    env.submit(
-        gang(
-            "high",
-            1,
-            8,
-            TopologyMode::Required,
-            Some("kubernetes.io/hostname"),
-        )
-        .prio(10),
-    );
+    env.submit(one_whole_node("high"));
     let out = schedule(&mut env);
     assert!(evictions(&out).is_empty(), "{out:?}");
     env.assert_admitted("ns/high");
@@ -190,16 +183,7 @@ fn a_later_flavor_with_room_is_taken_before_preempting_for_room_when_the_queue_s
 #[test]
 fn a_queue_that_stops_at_a_flavor_needing_preemption_preempts_for_room_there() {
     let mut env = full_cluster_with_a_spare_flavor(FungibilityPolicy::MayStopSearch);
-    env.submit(
-        gang(
-            "high",
-            1,
-            8,
-            TopologyMode::Required,
-            Some("kubernetes.io/hostname"),
-        )
-        .prio(10),
-    );
+    env.submit(one_whole_node("high"));
     let out = schedule(&mut env);
     assert_eq!(
         evictions(&out),
