@@ -19,6 +19,10 @@ pub const API_VERSION: &str = "ray.io/v1";
 pub const RAY_CLUSTER_KIND: &str = "RayCluster";
 /// Kind of a RayJob.
 pub const RAY_JOB_KIND: &str = "RayJob";
+/// Kind of a RayService.
+pub const RAY_SERVICE_KIND: &str = "RayService";
+/// KubeRay's RayService condition saying the service takes requests (`RayServiceReady`).
+pub const SERVICE_READY_CONDITION: &str = "Ready";
 /// The head group's pod-set name (Kueue's; no worker group may take it).
 pub const HEAD_POD_SET: &str = "head";
 /// The submitter Job's pod-set name (a RayJob in `K8sJobMode`).
@@ -224,6 +228,45 @@ pub struct RayJobStatus {
     pub other: BTreeMap<String, Value>,
 }
 
+/// A RayService: Ray Serve applications on a RayCluster that KubeRay creates for it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RayService {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// What to serve.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<RayServiceSpec>,
+    /// What KubeRay reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<RayServiceStatus>,
+}
+
+/// The part of a RayService's spec Kueue reads; the rest is kept in `other`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RayServiceSpec {
+    /// The cluster KubeRay creates for the service (its `suspend` is the service's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ray_cluster_config: Option<RayClusterSpec>,
+    /// Every other field, as it came.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Value>,
+}
+
+/// A RayService's status: its conditions; the rest is kept in `other`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RayServiceStatus {
+    /// KubeRay's conditions (`Ready`, `UpgradeInProgress`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    /// Every other field, as it came.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Value>,
+}
+
 macro_rules! namespaced_resource {
     ($ty:ty, $kind:expr, $plural:expr) => {
         impl kube::Resource for $ty {
@@ -254,6 +297,7 @@ macro_rules! namespaced_resource {
 
 namespaced_resource!(RayCluster, RAY_CLUSTER_KIND, "rayclusters");
 namespaced_resource!(RayJob, RAY_JOB_KIND, "rayjobs");
+namespaced_resource!(RayService, RAY_SERVICE_KIND, "rayservices");
 
 impl RayClusterSpec {
     /// Whether GCS fault tolerance is on (KubeRay's test: the annotation, or fault-tolerance options present).
@@ -274,6 +318,26 @@ impl RayCluster {
     /// Whether it is suspended (`spec.suspend`, false when unset).
     pub fn is_suspended(&self) -> bool {
         self.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false)
+    }
+}
+
+impl RayService {
+    /// Whether it is suspended (`spec.rayClusterConfig.suspend`, false when unset).
+    pub fn is_suspended(&self) -> bool {
+        self.spec
+            .as_ref()
+            .and_then(|s| s.ray_cluster_config.as_ref())
+            .and_then(|c| c.suspend)
+            .unwrap_or(false)
+    }
+
+    /// Whether KubeRay says the service takes requests (its `Ready` condition is true).
+    pub fn is_ready(&self) -> bool {
+        self.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == SERVICE_READY_CONDITION && c.status == "True")
+        })
     }
 }
 

@@ -19,9 +19,10 @@ use sluice_sdk::kueue::validation::jobset::{validate_jobset, validate_jobset_upd
 use sluice_sdk::kueue::validation::kubeflow::{validate_pytorchjob, validate_pytorchjob_update};
 use sluice_sdk::kueue::validation::ray::{
     validate_raycluster, validate_raycluster_update, validate_rayjob, validate_rayjob_update,
+    validate_rayservice, validate_rayservice_update,
 };
 use sluice_sdk::kueue::validation::{validate, validate_update};
-use sluice_sdk::ray::{RayCluster, RayJob};
+use sluice_sdk::ray::{RayCluster, RayJob, RayService};
 
 use crate::policy::PolicyModuleValidator;
 use crate::queues::LocalQueueIndex;
@@ -50,6 +51,10 @@ pub enum Hook {
     MutateRayCluster,
     /// Kueue's RayCluster rules (no autoscaling, worker groups; labels, topology).
     ValidateRayCluster,
+    /// Kueue's RayService defaulting (default LocalQueue, `spec.rayClusterConfig.suspend`).
+    MutateRayService,
+    /// Kueue's RayService rules (its cluster's, as a RayCluster's; labels, topology).
+    ValidateRayService,
     /// Kueue's plain-pod defaulting (default LocalQueue, managed label, scheduling gates).
     MutatePod,
     /// Kueue's job-framework label rules on plain pods.
@@ -87,6 +92,8 @@ pub const ROUTES: &[(&str, Hook)] = &[
     ("/validate-ray-io-v1-rayjob", Hook::ValidateRayJob),
     ("/mutate-ray-io-v1-raycluster", Hook::MutateRayCluster),
     ("/validate-ray-io-v1-raycluster", Hook::ValidateRayCluster),
+    ("/mutate-ray-io-v1-rayservice", Hook::MutateRayService),
+    ("/validate-ray-io-v1-rayservice", Hook::ValidateRayService),
     ("/mutate--v1-pod", Hook::MutatePod),
     ("/validate--v1-pod", Hook::ValidatePod),
     (
@@ -241,6 +248,16 @@ impl Hooks {
                     |old, new, dq| validate_raycluster_update(old, new, dq, manage),
                 )
             }
+            Hook::MutateRayService => self.mutate_ray_service(req),
+            Hook::ValidateRayService => {
+                let manage = self.config.manage_jobs_without_queue_name;
+                self.validate_kind::<RayService>(
+                    req,
+                    "RayService",
+                    |s| validate_rayservice(s, manage),
+                    |old, new, dq| validate_rayservice_update(old, new, dq, manage),
+                )
+            }
             Hook::MutatePod => self.mutate_pod(req),
             Hook::ValidatePod => self.validate_pod(req),
             Hook::MutateKueue(kind) => self.mutate_kueue(kind, req),
@@ -362,6 +379,20 @@ impl Hooks {
         };
         let mut mutated = object.clone();
         defaults::default_ray_object(&mut mutated, self.job_context(req.namespace()));
+        Verdict::patched(object, &mutated)
+    }
+
+    /// Kueue's RayService defaulting: the default LocalQueue and its cluster's `suspend`, on create.
+    fn mutate_ray_service(&self, req: &AdmissionRequest) -> Verdict {
+        if req.operation != Operation::Create {
+            return Verdict::allow();
+        }
+        let object = match typed::<RayService>(req.object.as_ref(), "RayService", "object") {
+            Ok((raw, _)) => raw,
+            Err(v) => return v,
+        };
+        let mut mutated = object.clone();
+        defaults::default_rayservice(&mut mutated, self.job_context(req.namespace()));
         Verdict::patched(object, &mutated)
     }
 

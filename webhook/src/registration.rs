@@ -98,6 +98,14 @@ pub const REGISTRATIONS: &[Registration] = &[
         operations: CREATE,
     },
     Registration {
+        name: "mrayservice.kb.io",
+        path: "/mutate-ray-io-v1-rayservice",
+        group: "ray.io",
+        version: "v1",
+        resources: &["rayservices"],
+        operations: CREATE,
+    },
+    Registration {
         name: "mpod.kb.io",
         path: "/mutate--v1-pod",
         group: "",
@@ -161,6 +169,14 @@ pub const REGISTRATIONS: &[Registration] = &[
         group: "ray.io",
         version: "v1",
         resources: &["rayclusters"],
+        operations: CREATE_UPDATE,
+    },
+    Registration {
+        name: "vrayservice.kb.io",
+        path: "/validate-ray-io-v1-rayservice",
+        group: "ray.io",
+        version: "v1",
+        resources: &["rayservices"],
         operations: CREATE_UPDATE,
     },
     Registration {

@@ -243,7 +243,7 @@ async fn a_pytorchjob_is_suspended_in_its_run_policy_and_checked_per_replica_typ
 }
 
 #[tokio::test]
-async fn a_rayjob_and_a_raycluster_are_suspended_and_checked_as_kueue_checks_them() {
+async fn rayjobs_rayclusters_and_rayservices_are_suspended_and_checked_as_kueue_checks_them() {
     let s = start(None).await;
     let mut c = s.client().await;
     let cluster = json!({
@@ -317,6 +317,45 @@ async fn a_rayjob_and_a_raycluster_are_suspended_and_checked_as_kueue_checks_the
         &[
             "RayCluster.ray.io \"serve\" is invalid",
             "spec.enableInTreeAutoscaling",
+        ],
+    );
+
+    // A RayService waits with its cluster's suspend, and is checked as its cluster (Kueue's field path).
+    let mut svc = json!({
+        "apiVersion": "ray.io/v1", "kind": "RayService",
+        "metadata": {"name": "llm", "namespace": "team", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+        "spec": {"serveConfigV2": "applications: []", "rayClusterConfig": cluster}
+    });
+    let resp = c
+        .review(
+            "/mutate-ray-io-v1-rayservice",
+            &admission_review("CREATE", &svc, None),
+        )
+        .await;
+    assert_allowed(&resp);
+    let out = apply_patch(&svc, &resp);
+    assert_eq!(out["spec"]["rayClusterConfig"]["suspend"], json!(true));
+    assert!(out["spec"].get("suspend").is_none());
+    let resp = c
+        .review(
+            "/validate-ray-io-v1-rayservice",
+            &admission_review("CREATE", &out, None),
+        )
+        .await;
+    assert_allowed(&resp);
+    svc["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["groupName"] = json!("head");
+    let resp = c
+        .review(
+            "/validate-ray-io-v1-rayservice",
+            &admission_review("CREATE", &svc, None),
+        )
+        .await;
+    assert_denied(
+        &resp,
+        &[
+            "RayService.ray.io \"llm\" is invalid",
+            "spec.rayClusterSpec.workerGroupSpecs[0].groupName",
+            "\"head\" is reserved for the head group",
         ],
     );
 }

@@ -417,6 +417,8 @@ pub const PYTORCHJOB_FRAMEWORK: &str = "kubeflow.org/pytorchjob";
 pub const RAYJOB_FRAMEWORK: &str = "ray.io/rayjob";
 /// Kueue's framework name of the RayCluster integration.
 pub const RAYCLUSTER_FRAMEWORK: &str = "ray.io/raycluster";
+/// Kueue's framework name of the RayService integration.
+pub const RAYSERVICE_FRAMEWORK: &str = "ray.io/rayservice";
 
 /// Everything the controllers need to know.
 #[derive(Clone, Debug)]
@@ -438,6 +440,8 @@ pub struct OperatorConfig {
     pub rayjobs: bool,
     /// Whether KubeRay RayClusters (`ray.io/v1`) are managed, once their CRD is served (in Kueue's shipped list).
     pub rayclusters: bool,
+    /// Whether KubeRay RayServices (`ray.io/v1`) are managed, once their CRD is served (in Kueue's shipped list).
+    pub rayservices: bool,
     /// Whether plain Pods and Pod groups (Kueue's `pod` framework) are managed.
     pub pod_groups: bool,
     /// Write Kueue's detailed pending reasons instead of "Pending".
@@ -470,6 +474,7 @@ impl Default for OperatorConfig {
             pytorchjobs: false,
             rayjobs: true,
             rayclusters: true,
+            rayservices: true,
             pod_groups: true,
             detailed_pending_reasons: false,
             retry_base: Duration::from_millis(100),
@@ -634,6 +639,7 @@ impl OperatorConfig {
             out.pytorchjobs = i.frameworks.iter().any(|f| f == PYTORCHJOB_FRAMEWORK);
             out.rayjobs = i.frameworks.iter().any(|f| f == RAYJOB_FRAMEWORK);
             out.rayclusters = i.frameworks.iter().any(|f| f == RAYCLUSTER_FRAMEWORK);
+            out.rayservices = i.frameworks.iter().any(|f| f == RAYSERVICE_FRAMEWORK);
             out.pod_groups = i.frameworks.iter().any(|f| f == "pod");
         }
         Ok(out)
@@ -722,7 +728,12 @@ integrations: {frameworks: ["batch/job"]}
         assert_eq!(w.backoff_limit_count, Some(3));
         assert!(c.manage_jobs_without_queue_name);
         assert!(
-            c.batch_jobs && !c.pod_groups && !c.jobsets && !c.rayjobs && !c.rayclusters,
+            c.batch_jobs
+                && !c.pod_groups
+                && !c.jobsets
+                && !c.rayjobs
+                && !c.rayclusters
+                && !c.rayservices,
             "frameworks list: only batch/job"
         );
         let both = OperatorConfig::from_yaml(
@@ -731,11 +742,11 @@ integrations: {frameworks: ["batch/job"]}
         )
         .unwrap();
         assert!(both.batch_jobs && both.pod_groups && both.jobsets && both.pytorchjobs);
-        assert!(both.rayjobs && !both.rayclusters);
+        assert!(both.rayjobs && !both.rayclusters && !both.rayservices);
         let default = OperatorConfig::default();
         assert!(!default.pytorchjobs);
-        // Kueue's shipped Configuration lists both Ray kinds.
-        assert!(default.rayjobs && default.rayclusters);
+        // Kueue's shipped Configuration lists the three Ray kinds.
+        assert!(default.rayjobs && default.rayclusters && default.rayservices);
     }
 
     #[test]

@@ -289,6 +289,11 @@ impl Operator {
                 "rayclusters",
                 sluice_sdk::ray::RAY_CLUSTER_KIND,
             ),
+            (
+                self.config.rayservices,
+                "rayservices",
+                sluice_sdk::ray::RAY_SERVICE_KIND,
+            ),
         ] {
             if !enabled {
                 continue;
@@ -297,10 +302,24 @@ impl Operator {
             if served {
                 optional_kinds.push(kind);
             }
-            let handle = if kind == sluice_sdk::ray::RAY_JOB_KIND {
-                spawn_watcher_when_served(c.clone(), served, tx.clone(), Input::RayJob, kind)
-            } else {
-                spawn_watcher_when_served(c.clone(), served, tx.clone(), Input::RayCluster, kind)
+            let handle = match kind {
+                sluice_sdk::ray::RAY_JOB_KIND => {
+                    spawn_watcher_when_served(c.clone(), served, tx.clone(), Input::RayJob, kind)
+                }
+                sluice_sdk::ray::RAY_CLUSTER_KIND => spawn_watcher_when_served(
+                    c.clone(),
+                    served,
+                    tx.clone(),
+                    Input::RayCluster,
+                    kind,
+                ),
+                _ => spawn_watcher_when_served(
+                    c.clone(),
+                    served,
+                    tx.clone(),
+                    Input::RayService,
+                    kind,
+                ),
             };
             handles.push(handle);
         }

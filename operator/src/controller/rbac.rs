@@ -101,6 +101,11 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: WATCH_UPDATE,
     },
     Permission {
+        group: "ray.io",
+        resource: "rayservices",
+        verbs: WATCH_UPDATE,
+    },
+    Permission {
         group: "",
         resource: "pods",
         // delete: pods of an evicted plain-pod group are ended, as Kueue does.

@@ -2,7 +2,7 @@
 //!
 //! Each kind implements [`JobIntegration`] (what the reconciler reads), and [`SuspendableJob`] when it has a
 //! suspend field: the batch/v1 Job ([`BatchJob`]), the JobSet ([`JobSetJob`]), the Kubeflow PyTorchJob
-//! ([`PyTorchJobJob`]), KubeRay's RayJob and RayCluster ([`RayJobJob`], [`RayClusterJob`]), and plain Pods and pod groups ([`PodGroups`]). The operator's
+//! ([`PyTorchJobJob`]), KubeRay's RayJob, RayCluster and RayService ([`RayJobJob`], [`RayClusterJob`], [`RayServiceJob`]), and plain Pods and pod groups ([`PodGroups`]). The operator's
 //! one job reconciler (`controller/engine_task/reconciler.rs`) is generic over these traits; the simulator drives
 //! suspendable kinds through them.
 
@@ -48,7 +48,7 @@ pub use pod_group::{PodGroup, PodGroupKey, PodGroups};
 pub use podset_info::{PodSetInfo, merge_check_updates, pod_set_infos};
 pub use priority::{PriorityClasses, ResolvedPriority};
 pub use pytorchjob::PyTorchJobJob;
-pub use ray::{RayClusterJob, RayJobJob};
+pub use ray::{RayClusterJob, RayJobJob, RayServiceJob};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use sluice_sdk::kueue::v1beta2::Workload;

@@ -1,7 +1,8 @@
 //! The KubeRay integrations (`ray.io/v1`), as Kueue's: a RayCluster is one pod set for its head (1 pod) and one per
 //! worker group (named after the group in lower case, replicas times hosts per replica); a RayJob is the cluster
-//! it creates, plus a `submitter` pod set last when KubeRay submits through a Kubernetes Job. Both wait with
-//! `spec.suspend`; neither supports partial admission. The head pod set carries what KubeRay adds to the head pod
+//! it creates, plus a `submitter` pod set last when KubeRay submits through a Kubernetes Job; a RayService is the
+//! cluster at its `spec.rayClusterConfig`. They wait with their cluster's `suspend` (a RayJob with `spec.suspend`);
+//! none supports partial admission. The head pod set carries what KubeRay adds to the head pod
 //! beyond its template (the autoscaler sidecar, the SidecarMode submitter, GCS fault tolerance's Redis cleanup), so
 //! the quota covers what actually runs.
 
@@ -10,7 +11,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use sluice_sdk::kueue::v1beta2::{PodSet, PodSetTopologyRequest, Workload};
-use sluice_sdk::ray::{self, RayCluster, RayClusterSpec, RayJob};
+use sluice_sdk::ray::{self, RayCluster, RayClusterSpec, RayJob, RayService};
 
 use super::topology_request::template_topology_request;
 use super::{
@@ -22,6 +23,9 @@ pub struct RayClusterJob;
 
 /// The RayJob kind.
 pub struct RayJobJob;
+
+/// The RayService kind: the cluster at `spec.rayClusterConfig`, which serves until deleted.
+pub struct RayServiceJob;
 
 /// A field at fault, relative to the object, and what is wrong.
 type FieldError = (String, String);
@@ -214,22 +218,52 @@ fn wrong_count(expected: usize, got: usize) -> FieldError {
     )
 }
 
+/// The Workload of a kind whose pod sets are exactly one cluster's (RayCluster, RayService), at `prefix`.
+fn cluster_workload<I: JobIntegration>(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    spec: Option<&RayClusterSpec>,
+    prefix: &str,
+    priorities: &PriorityClasses,
+) -> Result<Workload, JobError> {
+    let error = |e| job_error(I::KIND, meta, e);
+    let spec =
+        spec.ok_or_else(|| error((prefix.trim_end_matches('.').into(), "required".into())))?;
+    let pod_sets = cluster_pod_sets(spec, meta.annotations.as_ref(), prefix).map_err(error)?;
+    let pod_class = first_pod_class(&pod_sets, |i| cluster_template_path(prefix, i));
+    owned_workload(Owner::of::<I>(meta, pod_class), pod_sets, priorities)
+}
+
+/// Starts a cluster: each template given its pod set's info, then unsuspended; nothing changes on an error.
+fn start_cluster(
+    spec: &mut RayClusterSpec,
+    infos: &[PodSetInfo],
+    prefix: &str,
+) -> Result<(), FieldError> {
+    let mut started = spec.clone();
+    let n = started.pod_set_count();
+    if infos.len() != n {
+        return Err(wrong_count(n, infos.len()));
+    }
+    run_cluster(&mut started, infos, prefix)?;
+    started.suspend = Some(false);
+    *spec = started;
+    Ok(())
+}
+
+/// Puts back each template as the Workload recorded it, when the pod sets still match (as Kueue, else nothing).
+fn restore_cluster(spec: &mut RayClusterSpec, infos: &[PodSetInfo]) {
+    if infos.len() != spec.pod_set_count() {
+        return;
+    }
+    for (template, info) in cluster_templates_mut(spec).into_iter().zip(infos) {
+        info.restore_into(template);
+    }
+}
+
 impl RayClusterJob {
     /// The Workload Kueue builds for the RayCluster.
     pub fn workload(c: &RayCluster, priorities: &PriorityClasses) -> Result<Workload, JobError> {
-        let error = |e| job_error(Self::KIND, &c.metadata, e);
-        let spec = c
-            .spec
-            .as_ref()
-            .ok_or_else(|| error(("spec".into(), "required".into())))?;
-        let pod_sets =
-            cluster_pod_sets(spec, c.metadata.annotations.as_ref(), "spec.").map_err(error)?;
-        let pod_class = first_pod_class(&pod_sets, |i| cluster_template_path("spec.", i));
-        owned_workload(
-            Owner::of::<Self>(&c.metadata, pod_class),
-            pod_sets,
-            priorities,
-        )
+        cluster_workload::<Self>(&c.metadata, c.spec.as_ref(), "spec.", priorities)
     }
 }
 
@@ -268,28 +302,85 @@ impl SuspendableJob for RayClusterJob {
     }
 
     fn run_with(c: &mut RayCluster, infos: &[PodSetInfo]) -> Result<(), JobError> {
-        let error = |e| job_error(Self::KIND, &c.metadata, e);
-        let mut spec = c.spec.clone().unwrap_or_default();
-        let n = spec.pod_set_count();
-        if infos.len() != n {
-            return Err(error(wrong_count(n, infos.len())));
+        start_cluster(c.spec.get_or_insert_with(Default::default), infos, "spec.")
+            .map_err(|e| job_error(Self::KIND, &c.metadata, e))
+    }
+
+    fn restore(c: &mut RayCluster, infos: &[PodSetInfo]) {
+        if let Some(spec) = c.spec.as_mut() {
+            restore_cluster(spec, infos);
         }
-        run_cluster(&mut spec, infos, "spec.").map_err(error)?;
-        spec.suspend = Some(false);
-        c.spec = Some(spec);
+    }
+}
+
+/// Where a RayService's cluster lives.
+const SERVICE_CLUSTER: &str = "spec.rayClusterConfig.";
+
+impl RayServiceJob {
+    /// The Workload Kueue builds for the RayService: its cluster's pod sets.
+    pub fn workload(svc: &RayService, priorities: &PriorityClasses) -> Result<Workload, JobError> {
+        let cluster = svc
+            .spec
+            .as_ref()
+            .and_then(|s| s.ray_cluster_config.as_ref());
+        cluster_workload::<Self>(&svc.metadata, cluster, SERVICE_CLUSTER, priorities)
+    }
+
+    fn cluster_mut(svc: &mut RayService) -> &mut RayClusterSpec {
+        svc.spec
+            .get_or_insert_with(Default::default)
+            .ray_cluster_config
+            .get_or_insert_with(Default::default)
+    }
+}
+
+impl JobIntegration for RayServiceJob {
+    type Job = RayService;
+    const KIND: &'static str = ray::RAY_SERVICE_KIND;
+    const GROUP: &'static str = ray::GROUP;
+    const API_VERSION: &'static str = ray::API_VERSION;
+
+    object_job_identity!(RayService);
+
+    fn is_suspended(svc: &RayService) -> bool {
+        svc.is_suspended()
+    }
+
+    /// Kueue counts a service as active once KubeRay says it is ready.
+    fn is_active(svc: &RayService) -> bool {
+        svc.is_ready()
+    }
+
+    /// A service serves until deleted: it never finishes.
+    fn finished(_: &RayService) -> Result<Option<(bool, String)>, JobError> {
+        Ok(None)
+    }
+
+    fn pods_ready(svc: &RayService, _: &Workload) -> bool {
+        svc.is_ready()
+    }
+}
+
+impl SuspendableJob for RayServiceJob {
+    fn suspend(svc: &mut RayService) {
+        Self::cluster_mut(svc).suspend = Some(true);
+    }
+
+    fn run_with(svc: &mut RayService, infos: &[PodSetInfo]) -> Result<(), JobError> {
+        let mut cluster = Self::cluster_mut(svc).clone();
+        start_cluster(&mut cluster, infos, SERVICE_CLUSTER)
+            .map_err(|e| job_error(Self::KIND, &svc.metadata, e))?;
+        *Self::cluster_mut(svc) = cluster;
         Ok(())
     }
 
-    /// Puts back each template as the Workload recorded it, when the pod sets still match (as Kueue, else nothing).
-    fn restore(c: &mut RayCluster, infos: &[PodSetInfo]) {
-        let Some(spec) = c.spec.as_mut() else {
-            return;
-        };
-        if infos.len() != spec.pod_set_count() {
-            return;
-        }
-        for (template, info) in cluster_templates_mut(spec).into_iter().zip(infos) {
-            info.restore_into(template);
+    fn restore(svc: &mut RayService, infos: &[PodSetInfo]) {
+        if let Some(cluster) = svc
+            .spec
+            .as_mut()
+            .and_then(|s| s.ray_cluster_config.as_mut())
+        {
+            restore_cluster(cluster, infos);
         }
     }
 }
@@ -812,5 +903,92 @@ spec:
         let mut refused = cluster.clone();
         assert!(RayClusterJob::run_with(&mut refused, &infos[..1]).is_err());
         assert_eq!(refused, cluster);
+    }
+
+    #[test]
+    fn a_rayservice_is_its_cluster_suspended_in_the_cluster_and_never_finishes() {
+        let j = rayjob(None);
+        let svc = RayService {
+            metadata: j.metadata.clone(),
+            spec: Some(sluice_sdk::ray::RayServiceSpec {
+                ray_cluster_config: j.spec.as_ref().unwrap().ray_cluster_spec.clone(),
+                other: [("serveConfigV2".to_string(), "applications: []".into())].into(),
+            }),
+            status: None,
+        };
+        let wl = RayServiceJob::workload(&svc, &priorities()).unwrap();
+        assert_eq!(
+            wl.metadata.name.as_deref(),
+            Some(
+                workload_name(
+                    "RayService",
+                    "ray.io",
+                    "train",
+                    j.metadata.uid.as_deref().unwrap()
+                )
+                .as_str()
+            )
+        );
+        assert!(
+            wl.metadata
+                .name
+                .as_deref()
+                .unwrap()
+                .starts_with("rayservice-train-")
+        );
+        assert_eq!(names_counts(&wl), [("head", 1), ("gpu-workers", 4)]);
+        let e = RayServiceJob::workload(&svc, &PriorityClasses::default()).unwrap_err();
+        assert_eq!(
+            e.field,
+            "spec.rayClusterConfig.workerGroupSpecs[0].template.spec.priorityClassName"
+        );
+        let mut empty = svc.clone();
+        empty.spec = None;
+        assert_eq!(
+            RayServiceJob::workload(&empty, &priorities())
+                .unwrap_err()
+                .field,
+            "spec.rayClusterConfig"
+        );
+
+        let infos = admit(&wl);
+        let mut s = svc.clone();
+        RayServiceJob::suspend(&mut s);
+        assert!(s.is_suspended());
+        let cluster = |s: &RayService| s.spec.as_ref().unwrap().ray_cluster_config.clone().unwrap();
+        assert_eq!(cluster(&s).suspend, Some(true));
+        RayServiceJob::run_with(&mut s, &infos).unwrap();
+        assert!(!s.is_suspended());
+        assert_eq!(
+            selector(&cluster(&s).worker_group_specs[0].template).unwrap()["pool"],
+            "h100"
+        );
+        // The service's own fields are kept.
+        assert_eq!(
+            s.spec.as_ref().unwrap().other["serveConfigV2"],
+            "applications: []"
+        );
+        RayServiceJob::suspend(&mut s);
+        // Restored from the templates the Workload recorded.
+        let originals: Vec<PodSetInfo> = wl
+            .spec
+            .pod_sets
+            .iter()
+            .map(|ps| PodSetInfo::from_template(&ps.name, ps.count, &ps.template))
+            .collect();
+        RayServiceJob::restore(&mut s, &originals);
+        assert!(selector(&cluster(&s).worker_group_specs[0].template).is_none());
+        assert!(!RayServiceJob::is_active(&s));
+        s.status = serde_json::from_value(serde_json::json!({
+            "conditions": [{"type": "Ready", "status": "True", "reason": "RayServiceReady", "message": "",
+                            "lastTransitionTime": "2026-12-05T00:00:00Z"}],
+            "serviceStatus": "Running"}))
+        .unwrap();
+        assert!(RayServiceJob::is_active(&s));
+        assert!(RayServiceJob::pods_ready(&s, &wl));
+        assert_eq!(RayServiceJob::finished(&s).unwrap(), None);
+        let mut refused = svc.clone();
+        assert!(RayServiceJob::run_with(&mut refused, &infos[..1]).is_err());
+        assert_eq!(refused, svc);
     }
 }

@@ -7,12 +7,12 @@ use serde_json::Value;
 use sluice_sdk::jobset::{self, JobSet};
 use sluice_sdk::kubeflow::{self, PyTorchJob};
 use sluice_sdk::kueue::v1beta2 as api;
-use sluice_sdk::ray::{self, RayCluster, RayJob};
+use sluice_sdk::ray::{self, RayCluster, RayJob, RayService};
 
 use crate::engine::Time;
 use crate::jobs::{
     BatchJob, JobError, JobIntegration, JobSetJob, PodSetInfo, PriorityClasses, PyTorchJobJob,
-    RayClusterJob, RayJobJob, SuspendableJob,
+    RayClusterJob, RayJobJob, RayServiceJob, SuspendableJob,
 };
 use crate::status;
 
@@ -33,6 +33,8 @@ pub enum SimJob {
     RayJob(RayJob),
     /// A KubeRay RayCluster.
     RayCluster(RayCluster),
+    /// A KubeRay RayService.
+    RayService(RayService),
 }
 
 /// Runs `$body` with `$j` bound to the job of whatever kind `$job` is and `$K` naming that kind's integration.
@@ -57,6 +59,10 @@ macro_rules! each_kind {
             }
             SimJob::RayCluster($j) => {
                 type $K = RayClusterJob;
+                $body
+            }
+            SimJob::RayService($j) => {
+                type $K = RayServiceJob;
                 $body
             }
         }
@@ -143,8 +149,9 @@ impl SimJob {
                 st.job_status = ray::JOB_SUCCEEDED.into();
                 st.message = "simulated run completed".into();
             }
-            // A cluster never finishes by itself: the end of its simulated run stands for its owner deleting it.
-            SimJob::RayCluster(_) => {}
+            // A cluster or a service never finishes by itself: the end of its simulated run stands for its owner
+            // deleting it.
+            SimJob::RayCluster(_) | SimJob::RayService(_) => {}
         }
     }
 

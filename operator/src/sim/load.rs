@@ -14,9 +14,11 @@ use sluice_sdk::kueue::decode::{
 use sluice_sdk::kueue::v1beta2 as api;
 use sluice_sdk::kueue::validation::jobset::validate_jobset;
 use sluice_sdk::kueue::validation::kubeflow::validate_pytorchjob;
-use sluice_sdk::kueue::validation::ray::{validate_raycluster, validate_rayjob};
+use sluice_sdk::kueue::validation::ray::{
+    validate_raycluster, validate_rayjob, validate_rayservice,
+};
 use sluice_sdk::kueue::validation::validate;
-use sluice_sdk::ray::{self, RayCluster, RayJob};
+use sluice_sdk::ray::{self, RayCluster, RayJob, RayService};
 use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
 
 use super::job::{JobKey, SimJob};
@@ -83,7 +85,7 @@ pub struct ClusterObjects {
     pub node_gpu_topologies: BTreeMap<String, Loaded<NodeGpuTopology>>,
     /// PriorityClasses by name.
     pub priority_classes: BTreeMap<String, Loaded<PriorityClass>>,
-    /// Jobs of every kind (batch/v1 Jobs, JobSets, PyTorchJobs, RayJobs, RayClusters) by kind, namespace and name.
+    /// Jobs of every kind (batch/v1 Jobs, JobSets, PyTorchJobs, RayJobs, RayClusters, RayServices) by kind, namespace and name.
     pub jobs: BTreeMap<JobKey, Loaded<SimJob>>,
     /// Document order of Workloads and jobs ("Workload" or the job's kind, namespace, name), for FIFO tie-breaks.
     pub submission_order: Vec<(&'static str, String, String)>,
@@ -295,13 +297,23 @@ impl ClusterObjects {
                 let key = (ray::RAY_CLUSTER_KIND, ns(), name);
                 insert(&mut self.jobs, key, o, what, SimJob::RayCluster(cluster))
             }
+            (ray::API_VERSION, ray::RAY_SERVICE_KIND) => {
+                let mut service: RayService = typed(doc)?;
+                service.metadata.namespace = Some(ns());
+                validate_rayservice(&service, false)
+                    .map_err(|e| LoadError::new(o, &what, e.to_string()))?;
+                self.submission_order
+                    .push((ray::RAY_SERVICE_KIND, ns(), name.clone()));
+                let key = (ray::RAY_SERVICE_KIND, ns(), name);
+                insert(&mut self.jobs, key, o, what, SimJob::RayService(service))
+            }
             (v, k) => Err(LoadError::new(
                 o,
                 what,
                 format!(
                     "unsupported kind {k:?} in {v:?}: the simulator reads Kueue's kinds (kueue.x-k8s.io/v1beta2 or \
                      v1beta1), v1 Namespace and Node, scheduling.k8s.io/v1 PriorityClass, batch/v1 Job, jobset.x-k8s.io/v1alpha2 \
-                     JobSet, kubeflow.org/v1 PyTorchJob, ray.io/v1 RayJob and RayCluster, and sluice.dev/v1alpha1 NodeGpuTopology"
+                     JobSet, kubeflow.org/v1 PyTorchJob, ray.io/v1 RayJob, RayCluster and RayService, and sluice.dev/v1alpha1 NodeGpuTopology"
                 ),
             )),
         }

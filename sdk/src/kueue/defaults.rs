@@ -124,6 +124,26 @@ pub fn default_ray_object(obj: &mut Value, ctx: JobContext) {
     default_queue_and_suspend(obj, ctx);
 }
 
+/// Applies Kueue's RayService defaulting to a document: the namespace's default LocalQueue, and
+/// `spec.rayClusterConfig.suspend` when the service is managed (the suspend of the cluster KubeRay makes for it).
+pub fn default_rayservice(obj: &mut Value, ctx: JobContext) {
+    if owner_integrated(obj) {
+        return;
+    }
+    default_queue(obj, ctx);
+    let suspended = obj
+        .pointer("/spec/rayClusterConfig/suspend")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if managed(obj, ctx)
+        && !suspended
+        && let Some(cluster) =
+            object_at(obj, "spec").and_then(|s| child_object(s, "rayClusterConfig"))
+    {
+        cluster.insert("suspend".to_owned(), Value::Bool(true));
+    }
+}
+
 /// Applies Kueue's defaulting of the Kubeflow training v1 kinds (PyTorchJob) to a document: the namespace's
 /// default LocalQueue, and `spec.runPolicy.suspend` when the job is managed.
 pub fn default_kubeflow_job(job: &mut Value, ctx: JobContext) {
@@ -364,6 +384,27 @@ mod tests {
             "spec": {"headGroupSpec": {}}});
         default_ray_object(&mut owned, managed_ns(false));
         assert!(owned["spec"].get("suspend").is_none());
+    }
+
+    #[test]
+    fn a_ray_service_is_suspended_in_its_cluster_config_and_gets_the_default_queue() {
+        let mut svc = json!({"kind": "RayService", "metadata": {"name": "s", "labels": {l::QUEUE_NAME_LABEL: "q"}},
+            "spec": {"serveConfigV2": "", "rayClusterConfig": {"headGroupSpec": {}}}});
+        default_rayservice(&mut svc, managed_ns(false));
+        assert_eq!(svc["spec"]["rayClusterConfig"]["suspend"], true);
+        assert!(svc["spec"].get("suspend").is_none());
+        // No queue name: the namespace's `default` LocalQueue, and suspended since it is then managed.
+        let mut plain = json!({"kind": "RayService", "metadata": {"name": "s"}, "spec": {}});
+        default_rayservice(&mut plain, managed_ns(true));
+        assert_eq!(
+            plain["metadata"]["labels"][l::QUEUE_NAME_LABEL],
+            l::DEFAULT_LOCAL_QUEUE_NAME
+        );
+        assert_eq!(plain["spec"]["rayClusterConfig"]["suspend"], true);
+        // Not managed: untouched.
+        let mut free = json!({"kind": "RayService", "metadata": {"name": "s"}, "spec": {}});
+        default_rayservice(&mut free, managed_ns(false));
+        assert_eq!(free["spec"], json!({}));
     }
 
     #[test]

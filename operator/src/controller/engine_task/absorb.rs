@@ -13,7 +13,7 @@ use crate::controller::tas;
 use crate::controller::watch::Change;
 use crate::engine::{self, Engine, Event, WorkloadKey};
 use crate::ingest;
-use crate::jobs::{JobSetJob, PyTorchJobJob, RayClusterJob, RayJobJob};
+use crate::jobs::{JobSetJob, PyTorchJobJob, RayClusterJob, RayJobJob, RayServiceJob};
 
 impl EngineTask {
     fn count_event(&self, kind: &str) {
@@ -315,6 +315,17 @@ impl EngineTask {
                 let (obj, deleted) = split(c);
                 let gone = crd_kinds::absorb_change::<RayClusterJob>(
                     &mut self.cache.rayclusters,
+                    &mut self.kinds,
+                    obj,
+                    deleted,
+                );
+                self.owners_gone.extend(gone);
+            }
+            Input::RayService(c) => {
+                self.count_event("RayService");
+                let (obj, deleted) = split(c);
+                let gone = crd_kinds::absorb_change::<RayServiceJob>(
+                    &mut self.cache.rayservices,
                     &mut self.kinds,
                     obj,
                     deleted,

@@ -1,5 +1,5 @@
 //! The kinds defined by other projects' CRDs that wait with a suspend field (JobSet, Kubeflow PyTorchJob, KubeRay
-//! RayJob and RayCluster), as one
+//! RayJob, RayCluster and RayService), as one
 //! [`Reconciled`] implementation: suspended while queued, unsuspended with their admission, and stopped in one
 //! write (suspended with their pod templates restored), as Kueue's generic job reconciler stops kinds without a
 //! custom stop. A kind is its [`CrdKind`] implementation: where it is cached and whether it is enabled.
@@ -11,7 +11,7 @@ use kube::Resource;
 use sluice_sdk::jobset::JobSet;
 use sluice_sdk::kubeflow::PyTorchJob;
 use sluice_sdk::kueue::v1beta2 as api;
-use sluice_sdk::ray::{RayCluster, RayJob};
+use sluice_sdk::ray::{RayCluster, RayJob, RayService};
 
 use super::jobs::FAILED_TO_START;
 use super::kinds::{KindQueues, Kinds};
@@ -21,7 +21,9 @@ use super::{Cache, EngineTask};
 use crate::controller::config::OperatorConfig;
 use crate::controller::objects::*;
 use crate::controller::writer::Endpoint;
-use crate::jobs::{JobSetJob, PodSetInfo, PyTorchJobJob, RayClusterJob, RayJobJob, SuspendableJob};
+use crate::jobs::{
+    JobSetJob, PodSetInfo, PyTorchJobJob, RayClusterJob, RayJobJob, RayServiceJob, SuspendableJob,
+};
 use crate::telemetry::EventSeverity;
 
 /// A kind from another project's CRD, with a suspend field, keyed by (namespace, name).
@@ -88,15 +90,27 @@ impl CrdKind for RayClusterJob {
     fn cache(cache: &Cache) -> &BTreeMap<(String, String), RayCluster> {
         &cache.rayclusters
     }
-    /// The cluster a managed RayJob created: the RayJob's Workload holds its quota (Kueue skips a job whose owner
-    /// it manages).
+    /// The cluster a managed RayJob or RayService created: the owner's Workload holds its quota (Kueue skips a job
+    /// whose owner it manages).
     fn not_kueues(config: &OperatorConfig, cluster: &RayCluster) -> bool {
-        config.rayjobs
-            && cluster.metadata.owner_references.iter().flatten().any(|o| {
-                o.controller == Some(true)
-                    && o.api_version == sluice_sdk::ray::API_VERSION
-                    && o.kind == sluice_sdk::ray::RAY_JOB_KIND
-            })
+        cluster.metadata.owner_references.iter().flatten().any(|o| {
+            o.controller == Some(true)
+                && o.api_version == sluice_sdk::ray::API_VERSION
+                && ((config.rayjobs && o.kind == sluice_sdk::ray::RAY_JOB_KIND)
+                    || (config.rayservices && o.kind == sluice_sdk::ray::RAY_SERVICE_KIND))
+        })
+    }
+}
+
+impl CrdKind for RayServiceJob {
+    fn enabled(config: &OperatorConfig) -> bool {
+        config.rayservices
+    }
+    fn queues(kinds: &mut Kinds) -> &mut KindQueues<(String, String)> {
+        &mut kinds.rayservices
+    }
+    fn cache(cache: &Cache) -> &BTreeMap<(String, String), RayService> {
+        &cache.rayservices
     }
 }
 
@@ -263,6 +277,7 @@ cached_in!(JobSet, jobsets);
 cached_in!(PyTorchJob, pytorchjobs);
 cached_in!(RayJob, rayjobs);
 cached_in!(RayCluster, rayclusters);
+cached_in!(RayService, rayservices);
 
 /// What the engine task does with a watch event of a [`CrdKind`]: caches the object and marks it dirty, or on
 /// deletion forgets it and returns its Workload's (namespace, name), whose owner is then gone.

@@ -1,5 +1,5 @@
 //! The job kinds the engine task reconciles, and the only place that lists them: each function below has one
-//! line per kind, in the order the kinds are reconciled (batch Jobs, JobSets, PyTorchJobs, RayJobs, RayClusters,
+//! line per kind, in the order the kinds are reconciled (batch Jobs, JobSets, PyTorchJobs, RayJobs, RayClusters, RayServices,
 //! then plain Pods and pod groups).
 
 use std::collections::BTreeSet;
@@ -10,6 +10,7 @@ use super::EngineTask;
 use super::reconciler::Reconciled;
 use crate::jobs::{
     BatchJob, JobSetJob, PodGroupKey, PodGroups, PyTorchJobJob, RayClusterJob, RayJobJob,
+    RayServiceJob,
 };
 
 /// The jobs of one kind waiting to be reconciled.
@@ -43,6 +44,8 @@ pub(super) struct Kinds {
     pub rayjobs: KindQueues<(String, String)>,
     /// KubeRay RayClusters, by (namespace, name).
     pub rayclusters: KindQueues<(String, String)>,
+    /// KubeRay RayServices, by (namespace, name).
+    pub rayservices: KindQueues<(String, String)>,
     /// Plain pods and pod groups.
     pub pod_groups: KindQueues<PodGroupKey>,
 }
@@ -56,6 +59,7 @@ impl EngineTask {
         did |= self.reconcile_dirty::<PyTorchJobJob>().await;
         did |= self.reconcile_dirty::<RayJobJob>().await;
         did |= self.reconcile_dirty::<RayClusterJob>().await;
+        did |= self.reconcile_dirty::<RayServiceJob>().await;
         did |= self.reconcile_dirty::<PodGroups>().await;
         self.create_owned_workloads().await;
         self.start_jobs().await;
@@ -69,6 +73,7 @@ impl EngineTask {
             || !self.kinds.pytorchjobs.dirty.is_empty()
             || !self.kinds.rayjobs.dirty.is_empty()
             || !self.kinds.rayclusters.dirty.is_empty()
+            || !self.kinds.rayservices.dirty.is_empty()
             || !self.kinds.pod_groups.dirty.is_empty()
     }
 
@@ -79,6 +84,7 @@ impl EngineTask {
         self.retry_unbuilt_of::<PyTorchJobJob>();
         self.retry_unbuilt_of::<RayJobJob>();
         self.retry_unbuilt_of::<RayClusterJob>();
+        self.retry_unbuilt_of::<RayServiceJob>();
         self.retry_unbuilt_of::<PodGroups>();
     }
 
@@ -89,6 +95,7 @@ impl EngineTask {
         self.mark_owner_of::<PyTorchJobJob>(wl);
         self.mark_owner_of::<RayJobJob>(wl);
         self.mark_owner_of::<RayClusterJob>(wl);
+        self.mark_owner_of::<RayServiceJob>(wl);
         self.mark_owner_of::<PodGroups>(wl);
     }
 
@@ -99,6 +106,7 @@ impl EngineTask {
             || self.owner_of_needs_stopping::<PyTorchJobJob>(wl)
             || self.owner_of_needs_stopping::<RayJobJob>(wl)
             || self.owner_of_needs_stopping::<RayClusterJob>(wl)
+            || self.owner_of_needs_stopping::<RayServiceJob>(wl)
             || self.owner_of_needs_stopping::<PodGroups>(wl)
     }
 
@@ -109,6 +117,7 @@ impl EngineTask {
         self.mark_all_of::<PyTorchJobJob>();
         self.mark_all_of::<RayJobJob>();
         self.mark_all_of::<RayClusterJob>();
+        self.mark_all_of::<RayServiceJob>();
         self.mark_all_of::<PodGroups>();
     }
 

@@ -25,7 +25,7 @@ use kube::{Api, Client, Resource};
 use sluice_sdk::jobset::JobSet;
 use sluice_sdk::kubeflow::PyTorchJob;
 use sluice_sdk::kueue::v1beta2 as api;
-use sluice_sdk::ray::{RayCluster, RayJob};
+use sluice_sdk::ray::{RayCluster, RayJob, RayService};
 use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
 use sluice_sdk::sluice::policy_module::PolicyModule;
 use tokio::sync::mpsc;
@@ -87,6 +87,8 @@ pub enum Input {
     RayJob(Change<RayJob>),
     /// A KubeRay RayCluster changed.
     RayCluster(Change<RayCluster>),
+    /// A KubeRay RayService changed.
+    RayService(Change<RayService>),
     /// A WorkloadPriorityClass changed.
     WorkloadPriorityClass(Change<api::WorkloadPriorityClass>),
     /// A pod PriorityClass changed.
@@ -142,6 +144,7 @@ struct Cache {
     pytorchjobs: BTreeMap<(String, String), PyTorchJob>,
     rayjobs: BTreeMap<(String, String), RayJob>,
     rayclusters: BTreeMap<(String, String), RayCluster>,
+    rayservices: BTreeMap<(String, String), RayService>,
     priorities: PriorityClasses,
     nodes: BTreeMap<String, Node>,
     topologies: BTreeMap<String, api::Topology>,

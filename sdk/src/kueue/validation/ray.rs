@@ -13,12 +13,17 @@ use super::job::{
     template_topology_rules,
 };
 use crate::kueue::labels as l;
-use crate::ray::{HEAD_POD_SET, RayCluster, RayClusterSpec, RayJob};
+use crate::ray::{HEAD_POD_SET, RayCluster, RayClusterSpec, RayJob, RayService};
 
 /// How Kueue names a RayCluster in its errors.
 const CLUSTER_KIND: &str = "RayCluster.ray.io";
 /// How Kueue names a RayJob in its errors.
 const JOB_KIND: &str = "RayJob.ray.io";
+/// How Kueue names a RayService in its errors.
+const SERVICE_KIND: &str = "RayService.ray.io";
+/// Autoscaling refused in a managed RayJob's or RayService's cluster (Kueue's message, and why).
+const JOB_AUTOSCALING: &str = "a kueue managed job should only use autoscaling when workload slicing is enabled (Sluice does not run elastic \
+     jobs yet)";
 /// Most pod sets a Workload may have (Kueue's `MaxPodSets`).
 pub const MAX_POD_SETS: usize = 18;
 
@@ -54,6 +59,19 @@ impl RayKind for RayJob {
     }
     fn create_rules(&self, errs: &mut Errors, manage_without_queue_name: bool) {
         job_create_rules(errs, self, manage_without_queue_name);
+    }
+}
+
+impl RayKind for RayService {
+    const KIND: &'static str = SERVICE_KIND;
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn suspended(&self) -> bool {
+        self.is_suspended()
+    }
+    fn create_rules(&self, errs: &mut Errors, manage_without_queue_name: bool) {
+        service_create_rules(errs, self, manage_without_queue_name);
     }
 }
 
@@ -121,6 +139,24 @@ pub fn validate_rayjob(
 pub fn validate_rayjob_update(
     old: &RayJob,
     new: &RayJob,
+    default_queue_exists: bool,
+    manage_without_queue_name: bool,
+) -> Result<(), ValidationErrors> {
+    validate_update(old, new, default_queue_exists, manage_without_queue_name)
+}
+
+/// Validates a RayService on creation.
+pub fn validate_rayservice(
+    service: &RayService,
+    manage_without_queue_name: bool,
+) -> Result<(), ValidationErrors> {
+    validate_create(service, manage_without_queue_name)
+}
+
+/// Validates an update of a RayService (checked only while managed or queued before).
+pub fn validate_rayservice_update(
+    old: &RayService,
+    new: &RayService,
     default_queue_exists: bool,
     manage_without_queue_name: bool,
 ) -> Result<(), ValidationErrors> {
@@ -202,8 +238,7 @@ fn job_create_rules(errs: &mut Errors, job: &RayJob, manage_without_queue_name: 
                     errs.invalid(
                         &cluster_path.child("enableInTreeAutoscaling"),
                         "true",
-                        "a kueue managed job should only use autoscaling when workload slicing is enabled \
-                         (Sluice does not run elastic jobs yet)",
+                        JOB_AUTOSCALING,
                     );
                 }
                 managed_cluster_rules(errs, cluster, &cluster_path);
@@ -214,6 +249,29 @@ fn job_create_rules(errs: &mut Errors, job: &RayJob, manage_without_queue_name: 
     if let Some(cluster) = job.spec.as_ref().and_then(|s| s.ray_cluster_spec.as_ref()) {
         topology_rules(errs, cluster, &spec_path.child("rayClusterSpec"));
     }
+}
+
+/// A RayService's cluster is `spec.rayClusterConfig`; Kueue's errors name it by its Go field, `spec.rayClusterSpec`.
+fn service_create_rules(errs: &mut Errors, service: &RayService, manage_without_queue_name: bool) {
+    let cluster_path = Path::new("spec").child("rayClusterSpec");
+    let default_cluster = RayClusterSpec::default();
+    let cluster = service
+        .spec
+        .as_ref()
+        .and_then(|s| s.ray_cluster_config.as_ref())
+        .unwrap_or(&default_cluster);
+    if manage_without_queue_name || !queue_name(&service.metadata).is_empty() {
+        if cluster.enable_in_tree_autoscaling == Some(true) {
+            errs.invalid(
+                &cluster_path.child("enableInTreeAutoscaling"),
+                "true",
+                JOB_AUTOSCALING,
+            );
+        }
+        managed_cluster_rules(errs, cluster, &cluster_path);
+    }
+    meta_create_rules(errs, &service.metadata);
+    topology_rules(errs, cluster, &cluster_path);
 }
 
 /// The pod-set limit and the reserved `head` name.
@@ -406,6 +464,73 @@ mod tests {
                 &format!("spec.workerGroupSpecs[0].template.metadata.annotations[{g}]"),
                 "can only define groups of exactly 2 pod sets, got: 1 pod set(s)"
             ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_rayservice_is_checked_as_its_cluster_under_kueues_field_path() {
+        let q = json!({l::QUEUE_NAME_LABEL: "q"});
+        let mut spec = cluster_spec(json!({l::PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION: "rack",
+                                          l::PODSET_SLICE_SIZE_ANNOTATION: "3"}));
+        spec["enableInTreeAutoscaling"] = json!(true);
+        spec["workerGroupSpecs"][0]["groupName"] = json!("head");
+        let service = |labels: &serde_json::Value| -> RayService {
+            serde_json::from_value(json!({"metadata": {"name": "llm", "labels": labels},
+                "spec": {"serveConfigV2": "applications: []", "rayClusterConfig": spec}}))
+            .unwrap()
+        };
+        let managed = service(&q);
+        let e = validate_rayservice(&managed, false).expect_err("three problems");
+        assert!(
+            e.to_string()
+                .starts_with("RayService.ray.io \"llm\" is invalid"),
+            "{e}"
+        );
+        // Kueue names the cluster by its Go field, rayClusterSpec, not the JSON one.
+        assert!(
+            e.has(
+                "spec.rayClusterSpec.enableInTreeAutoscaling",
+                JOB_AUTOSCALING
+            ),
+            "{e}"
+        );
+        assert!(
+            e.has(
+                "spec.rayClusterSpec.workerGroupSpecs[0].groupName",
+                "\"head\" is reserved for the head group"
+            ),
+            "{e}"
+        );
+        let field = format!(
+            "spec.rayClusterSpec.workerGroupSpecs[0].template.metadata.annotations[{}]",
+            l::PODSET_SLICE_SIZE_ANNOTATION
+        );
+        assert!(
+            e.has(&field, "must not be greater than pod set count 2"),
+            "{e}"
+        );
+        // Unmanaged: only the topology annotations; its update is not checked.
+        let unmanaged = service(&json!({}));
+        let e = validate_rayservice(&unmanaged, false).expect_err("topology");
+        assert!(
+            e.at("spec.rayClusterSpec.enableInTreeAutoscaling")
+                .is_empty(),
+            "{e}"
+        );
+        assert!(validate_rayservice_update(&unmanaged, &unmanaged, false, false).is_ok());
+        // A managed service's update is checked, and its queue may not change while it runs.
+        let mut running = managed.clone();
+        running.spec.as_mut().unwrap().ray_cluster_config =
+            Some(serde_json::from_value(cluster_spec(json!({}))).unwrap());
+        let mut moved = running.clone();
+        moved.metadata.labels =
+            Some([(l::QUEUE_NAME_LABEL.to_string(), "other".to_string())].into());
+        let e =
+            validate_rayservice_update(&running, &moved, false, false).expect_err("queue changed");
+        assert!(
+            !e.at(&format!("metadata.labels[{}]", l::QUEUE_NAME_LABEL))
+                .is_empty(),
             "{e}"
         );
     }
