@@ -1,10 +1,11 @@
-//! KubeRay RayJobs and RayClusters through the API server, with KubeRay's own CRDs (from its Go module,
+//! KubeRay RayJobs, RayClusters and RayServices through the API server, with KubeRay's own CRDs (from its Go module,
 //! `tests/control-plane/crds`) and the integrations enabled in the Configuration, as Kueue v0.19 requires. No
 //! KubeRay controller runs: the objects alone are enough. A RayJob is applied with kubectl, suspended by the
 //! webhook, admitted as a Workload of pod sets head, its worker group and the submitter (K8sJobMode, the CRD's
 //! default), unsuspended with the flavor's node selector on every template, then preempted by a higher-priority
-//! RayJob; a RayCluster is suspended, admitted and unsuspended. The objects are read untyped, as kubectl shows
-//! them.
+//! RayJob; a RayCluster is suspended, admitted and unsuspended; a RayService is suspended in its cluster config,
+//! admitted, unsuspended and preempted by a higher-priority RayService. The objects are read untyped, as kubectl
+//! shows them.
 
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
@@ -21,7 +22,7 @@ const CONFIG: &str = r#"
 apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
 integrations:
-  frameworks: ["batch/job", "ray.io/rayjob", "ray.io/raycluster"]
+  frameworks: ["batch/job", "ray.io/rayjob", "ray.io/raycluster", "ray.io/rayservice"]
 "#;
 
 /// The submitter pod Kueue accounts for requests memory, so the queue covers it.
@@ -97,19 +98,25 @@ fn resource(kind: &str) -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk("ray.io", "v1", kind))
 }
 
-/// `spec.suspend`, false when absent.
+/// `spec.suspend` (a RayService's cluster's, `spec.rayClusterConfig.suspend`), false when absent.
 fn suspended(o: &DynamicObject) -> bool {
-    o.data["spec"]["suspend"].as_bool().unwrap_or(false)
-}
-
-/// The Ray cluster spec of a RayJob (`spec.rayClusterSpec`) or a RayCluster (`spec`).
-fn cluster_spec(o: &DynamicObject) -> &Value {
     let spec = &o.data["spec"];
-    if spec.get("rayClusterSpec").is_some() {
-        &spec["rayClusterSpec"]
+    let at = if spec.get("rayClusterConfig").is_some() {
+        &spec["rayClusterConfig"]
     } else {
         spec
-    }
+    };
+    at["suspend"].as_bool().unwrap_or(false)
+}
+
+/// The Ray cluster spec of a RayJob (`spec.rayClusterSpec`), a RayService (`spec.rayClusterConfig`) or a RayCluster
+/// (`spec`).
+fn cluster_spec(o: &DynamicObject) -> &Value {
+    let spec = &o.data["spec"];
+    ["rayClusterSpec", "rayClusterConfig"]
+        .iter()
+        .find_map(|f| spec.get(f))
+        .unwrap_or(spec)
 }
 
 /// The pod templates of the head and of each worker group, in that order.
@@ -365,4 +372,104 @@ async fn rayclusters_are_admitted_through_the_api_server() {
         .await
         .expect("workload");
     assert!(has_condition(&admitted, "Admitted"));
+}
+
+/// A RayService in `ml/queue` serving on a CPU head and the worker group `replicas` of 2 pods of 4 GPUs (the queue's 8).
+fn rayservice(name: &str, labels: &str) -> String {
+    format!(
+        r#"
+apiVersion: ray.io/v1
+kind: RayService
+metadata:
+  name: {name}
+  namespace: ml
+  labels: {{kueue.x-k8s.io/queue-name: queue{labels}}}
+spec:
+  serveConfigV2: |
+    applications:
+    - name: llm
+      import_path: serve.app
+  rayClusterConfig:
+    headGroupSpec:
+      rayStartParams: {{}}
+      template:
+        spec:
+          containers: [{{name: ray-head, image: ray, resources: {{requests: {{cpu: "1", memory: 1Gi}}}}}}]
+    workerGroupSpecs:
+    - groupName: replicas
+      replicas: 2
+      minReplicas: 2
+      maxReplicas: 2
+      rayStartParams: {{}}
+      template:
+        spec:
+          containers: [{{name: ray-worker, image: ray, resources: {{requests: {{cpu: "1", memory: 1Gi, nvidia.com/gpu: "4"}}}}}}]
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rayservices_are_admitted_and_preempted_through_the_api_server() {
+    let Some(plane) = ControlPlane::up("rayservices") else {
+        return;
+    };
+    plane.kubectl(
+        &["apply", "--server-side", "-f", "-"],
+        Some(&third_party_crds()),
+    );
+    let nodes = (0..2)
+        .map(|i| FakeNode::new(&format!("a100-{i}"), 16, 4).label("pool", "a100"))
+        .collect();
+    let installed = install(&plane, Some(CONFIG), nodes).await;
+    let client = installed.client.clone();
+    plane.kubectl(&["apply", "-f", "-"], Some(SETUP));
+
+    plane.kubectl(&["apply", "-f", "-"], Some(&rayservice("low", "")));
+    let services: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "ml", &resource("RayService"));
+    let created = services.get("low").await.expect("rayservice low");
+    let low_wl = workload_of(&client, "ml", "low").await;
+    assert!(
+        suspended(&created) || has_condition(&low_wl, "Admitted"),
+        "the webhook did not suspend the RayService's cluster at creation: {}",
+        created.data["spec"]
+    );
+    assert_named_and_owned(&low_wl, &created, "RayService");
+    assert_eq!(pod_sets(&low_wl), [("head", 1), ("replicas", 2)]);
+    eventually(60, "low admitted and unsuspended on a100", || async {
+        let s = services.get("low").await.ok()?;
+        (!suspended(&s) && on_a100(&s)).then_some(())
+    })
+    .await;
+    let low = services.get("low").await.expect("low");
+    // What Sluice does not read came through its writes.
+    assert!(
+        low.data["spec"]["serveConfigV2"]
+            .as_str()
+            .is_some_and(|c| c.contains("serve.app"))
+    );
+
+    plane.kubectl(
+        &["apply", "-f", "-"],
+        Some(&rayservice("high", ", kueue.x-k8s.io/priority-class: high")),
+    );
+    eventually(60, "low suspended with its templates restored", || async {
+        let s = services.get("low").await.ok()?;
+        (suspended(&s) && restored(&s)).then_some(())
+    })
+    .await;
+    let preempted = Api::<Workload>::namespaced(client.clone(), "ml")
+        .get(low_wl.metadata.name.as_deref().unwrap())
+        .await
+        .expect("workload");
+    let c = condition(&preempted, "Preempted").expect("Preempted condition");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("True", "InClusterQueue")
+    );
+    eventually(60, "high unsuspended on a100", || async {
+        let s = services.get("high").await.ok()?;
+        (!suspended(&s) && on_a100(&s)).then_some(())
+    })
+    .await;
 }

@@ -1,11 +1,12 @@
 //! The KubeRay integrations against the fake API server: a RayJob's Workload (head, worker group, submitter) is
 //! admitted, started with its admission on every template, and stopped in one write when preempted; the
-//! RayCluster a RayJob creates and a RayJob on an existing cluster get no Workload of their own.
+//! RayCluster a RayJob creates and a RayJob on an existing cluster get no Workload of their own; a RayService is
+//! started in its cluster config, and the RayCluster it makes gets no Workload of its own.
 
 use crate::support::*;
 use sluice_operator::testing::FakeApi;
 use sluice_sdk::kueue::v1beta2 as api;
-use sluice_sdk::ray::{RayCluster, RayJob};
+use sluice_sdk::ray::{RayCluster, RayJob, RayService};
 
 /// A queued, suspended RayJob: a head (1 CPU), a worker group of `workers` pods with `gpus` GPUs each, and a
 /// submitter Job of its own template (1 CPU).
@@ -253,5 +254,67 @@ async fn a_raycluster_is_admitted_and_started() {
         flavor_of(&spec.worker_group_specs[0].template).as_deref(),
         Some("a100")
     );
+    op.abort();
+}
+
+#[tokio::test]
+async fn a_rayservice_is_started_in_its_cluster_config_and_its_cluster_is_left_alone() {
+    let fake = FakeApi::new();
+    fake.serve_api("ray.io/v1", &["rayjobs", "rayclusters", "rayservices"]);
+    seed_queues(&fake, 8);
+    let mut cluster_spec = rayjob("x", 2, 2, None)
+        .spec
+        .unwrap()
+        .ray_cluster_spec
+        .unwrap();
+    cluster_spec.suspend = Some(true);
+    let mut svc: RayService = yaml(
+        "metadata: {name: llm, namespace: team-a, labels: {kueue.x-k8s.io/queue-name: lq}}\n\
+         spec: {serveConfigV2: 'applications: []'}",
+    );
+    svc.spec.as_mut().unwrap().ray_cluster_config = Some(cluster_spec.clone());
+    let put = fake.put(&svc);
+    let uid = put["metadata"]["uid"].as_str().unwrap().to_string();
+    // The cluster KubeRay makes for the service, owned by it.
+    let mut cluster: RayCluster = yaml(
+        "metadata: {name: llm-raycluster-x, namespace: team-a, labels: {kueue.x-k8s.io/queue-name: lq}}",
+    );
+    cluster.spec = Some(cluster_spec);
+    cluster.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "ray.io/v1".into(),
+            kind: "RayService".into(),
+            name: "llm".into(),
+            uid,
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        },
+    ]);
+    fake.put(&cluster);
+    let op = start(&fake, "op", config());
+    let get = || {
+        fake.get::<RayService>(Some("team-a"), "llm")
+            .expect("service")
+    };
+    wait_for(10, "started", || !get().is_suspended()).await;
+    let wl = workload_of(&fake, "RayService", "llm").expect("workload");
+    let sets: Vec<(&str, i32)> = wl
+        .spec
+        .pod_sets
+        .iter()
+        .map(|p| (p.name.as_str(), p.count))
+        .collect();
+    assert_eq!(sets, [("head", 1), ("gpu", 2)]);
+    let spec = get().spec.unwrap();
+    let cluster = spec.ray_cluster_config.unwrap();
+    assert_eq!(
+        flavor_of(&cluster.worker_group_specs[0].template).as_deref(),
+        Some("a100")
+    );
+    assert_eq!(spec.other["serveConfigV2"], "applications: []");
+    // One write started it; the service's cluster got no Workload and no write.
+    assert_eq!(writes(&fake, "PATCH", "/rayservices/llm").len(), 1);
+    assert!(workload_of(&fake, "RayCluster", "llm-raycluster-x").is_none());
+    assert!(writes(&fake, "PATCH", "/rayclusters/llm-raycluster-x").is_empty());
     op.abort();
 }
