@@ -114,6 +114,10 @@ fn flatten(
                 raycluster(o, &mut fields);
                 name.to_string()
             }
+            "RayService" => {
+                rayservice(o, &mut fields);
+                name.to_string()
+            }
             "PyTorchJob" => {
                 pytorchjob(o, &mut fields);
                 name.to_string()
@@ -430,6 +434,23 @@ fn raycluster(o: &Value, fields: &mut BTreeMap<String, String>) {
         o["metadata"]["uid"].as_str().unwrap_or_default(),
     );
     cluster_templates_given(fields, "spec", spec, &workload);
+}
+
+/// A RayService: its cluster's suspend (`spec.rayClusterConfig.suspend`, absent read as false) and what was injected
+/// into its cluster's head and worker group templates.
+fn rayservice(o: &Value, fields: &mut BTreeMap<String, String>) {
+    let cluster = &o["spec"]["rayClusterConfig"];
+    fields.insert(
+        "spec.rayClusterConfig.suspend".into(),
+        cluster["suspend"].as_bool().unwrap_or(false).to_string(),
+    );
+    let workload = workload_name(
+        "RayService",
+        "ray.io",
+        o["metadata"]["name"].as_str().unwrap_or_default(),
+        o["metadata"]["uid"].as_str().unwrap_or_default(),
+    );
+    cluster_templates_given(fields, "spec.rayClusterConfig", cluster, &workload);
 }
 
 /// A PyTorchJob: suspended or not (`spec.runPolicy.suspend`, absent read as false) and what was injected into each

@@ -76,8 +76,8 @@ pub struct ThirdParty {
 
 /// JobSets (`jobset.x-k8s.io/v1alpha2`), KubeRay's RayJobs and RayClusters (`ray.io/v1`; both CRDs for either kind:
 /// Kueue's RayJob controller watches RayClusters, and Kueue's shipped Configuration manages both kinds; without
-/// KubeRay's controller no RayJob makes a RayCluster, so only RayClusters applied by a scenario are compared), and
-/// PyTorchJobs (`kubeflow.org/v1`).
+/// KubeRay's controller no RayJob or RayService makes a RayCluster, so only RayClusters applied by a scenario are
+/// compared), RayServices (with the RayCluster CRD too), and PyTorchJobs (`kubeflow.org/v1`).
 pub const THIRD_PARTY: &[ThirdParty] = &[
     ThirdParty {
         kind: "JobSet",
@@ -96,6 +96,12 @@ pub const THIRD_PARTY: &[ThirdParty] = &[
         framework: "ray.io/raycluster",
         compared: &[("ray.io", "v1", "RayCluster", "rayclusters")],
         crds: &["/ray.io_rayjobs.yaml", "/ray.io_rayclusters.yaml"],
+    },
+    ThirdParty {
+        kind: "RayService",
+        framework: "ray.io/rayservice",
+        compared: &[("ray.io", "v1", "RayService", "rayservices")],
+        crds: &["/ray.io_rayclusters.yaml", "/ray.io_rayservices.yaml"],
     },
     ThirdParty {
         kind: "PyTorchJob",
@@ -303,7 +309,7 @@ impl System {
             .collect()
     }
 
-    /// Waits until no Workload owned by the `kind` (Job, JobSet, RayJob, RayCluster) `ns/job` is left (at most 90 s); an error
+    /// Waits until no Workload owned by the `kind` (Job, JobSet, RayJob, RayCluster, RayService) `ns/job` is left (at most 90 s); an error
     /// line when one stays.
     async fn wait_workloads_gone(&self, kind: &str, ns: &str, job: &str) -> Vec<String> {
         let api: Api<DynamicObject> = Api::namespaced_with(
