@@ -228,7 +228,7 @@ fn pytorchjobs_are_simulated_with_their_workers_in_one_rack() {
 }
 
 #[test]
-fn a_rayjob_and_a_raycluster_are_simulated_as_kueue_builds_them() {
+fn a_rayjob_a_raycluster_and_a_rayservice_are_simulated_as_kueue_builds_them() {
     let o = sluice(&[
         "simulate",
         "-f",
@@ -239,27 +239,33 @@ fn a_rayjob_and_a_raycluster_are_simulated_as_kueue_builds_them() {
         "examples/rayjob",
         "-f",
         "examples/raycluster",
+        "-f",
+        "examples/rayservice",
         "--no-progress",
         "-o",
         "json",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(report["report"]["admitted"], 2, "{report}");
+    assert_eq!(report["report"]["admitted"], 3, "{report}");
     // The RayJob's GPU workers are a required-rack gang.
     assert!(
         report["report"]["topology"]["gangsInOneRack"].as_u64() >= Some(1),
         "{report}"
     );
-    assert_eq!(report["report"]["topology"]["gangs"], 2, "{report}");
-    // A cluster serves until deleted: without a run time it is still admitted at the end.
-    let unfinished = report["report"]["unfinished"].as_array().unwrap();
-    assert_eq!(unfinished.len(), 1, "{report}");
+    assert_eq!(report["report"]["topology"]["gangs"], 3, "{report}");
+    // A cluster or a service serves until deleted: without a run time it is still admitted at the end.
+    let mut unfinished: Vec<&str> = report["report"]["unfinished"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["workload"].as_str().unwrap())
+        .collect();
+    unfinished.sort();
+    assert_eq!(unfinished.len(), 2, "{report}");
     assert!(
-        unfinished[0]["workload"]
-            .as_str()
-            .unwrap()
-            .starts_with("llm/raycluster-llm-serve-"),
+        unfinished[0].starts_with("llm/raycluster-llm-serve-")
+            && unfinished[1].starts_with("llm/rayservice-chat-"),
         "{report}"
     );
 }

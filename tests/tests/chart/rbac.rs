@@ -71,6 +71,12 @@ const OPERATOR_CLUSTER: &[(&str, &str, &[&str])] = &[
         &["get", "list", "watch", "update", "patch"],
     ),
     ("ray.io", "rayclusters/finalizers", &["update"]),
+    (
+        "ray.io",
+        "rayservices",
+        &["get", "list", "watch", "update", "patch"],
+    ),
+    ("ray.io", "rayservices/finalizers", &["update"]),
     ("", "pods", &["get", "list", "watch", "patch", "delete"]),
     ("", "pods/status", &["patch"]),
     // A single plain pod owns its Workload with blockOwnerDeletion.
