@@ -54,13 +54,15 @@ impl EngineTask {
     /// Reconciles every dirty job of every kind, then creates the Workloads they built and starts the Jobs they
     /// admitted; returns whether anything was written.
     pub(super) async fn reconcile_dirty_jobs(&mut self) -> bool {
-        let mut did = self.reconcile_dirty::<BatchJob>().await;
-        did |= self.reconcile_dirty::<JobSetJob>().await;
-        did |= self.reconcile_dirty::<PyTorchJobJob>().await;
-        did |= self.reconcile_dirty::<RayJobJob>().await;
-        did |= self.reconcile_dirty::<RayClusterJob>().await;
-        did |= self.reconcile_dirty::<RayServiceJob>().await;
-        did |= self.reconcile_dirty::<PodGroups>().await;
+        // Each kind's reconcile future is large (a debug build's test threads overflowed their stacks once a
+        // seventh kind was added): boxed, they live on the heap, one allocation per kind per round.
+        let mut did = Box::pin(self.reconcile_dirty::<BatchJob>()).await;
+        did |= Box::pin(self.reconcile_dirty::<JobSetJob>()).await;
+        did |= Box::pin(self.reconcile_dirty::<PyTorchJobJob>()).await;
+        did |= Box::pin(self.reconcile_dirty::<RayJobJob>()).await;
+        did |= Box::pin(self.reconcile_dirty::<RayClusterJob>()).await;
+        did |= Box::pin(self.reconcile_dirty::<RayServiceJob>()).await;
+        did |= Box::pin(self.reconcile_dirty::<PodGroups>()).await;
         self.create_owned_workloads().await;
         self.start_jobs().await;
         did
