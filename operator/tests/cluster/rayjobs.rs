@@ -172,11 +172,10 @@ fn assert_named_and_owned(w: &Workload, o: &DynamicObject, kind: &str) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rayjobs_are_admitted_and_preempted_through_the_api_server() {
-    let Some(plane) = ControlPlane::up("rayjobs") else {
-        return;
-    };
+/// A control plane named `name` with the third-party CRDs, Sluice installed under [`CONFIG`] on two a100 nodes, and
+/// [`SETUP`] applied; None when no control plane is built.
+async fn ray_plane(name: &str) -> Option<(ControlPlane, Installed)> {
+    let plane = ControlPlane::up(name)?;
     plane.kubectl(
         &["apply", "--server-side", "-f", "-"],
         Some(&third_party_crds()),
@@ -185,8 +184,16 @@ async fn rayjobs_are_admitted_and_preempted_through_the_api_server() {
         .map(|i| FakeNode::new(&format!("a100-{i}"), 16, 4).label("pool", "a100"))
         .collect();
     let installed = install(&plane, Some(CONFIG), nodes).await;
-    let client = installed.client.clone();
     plane.kubectl(&["apply", "-f", "-"], Some(SETUP));
+    Some((plane, installed))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rayjobs_are_admitted_and_preempted_through_the_api_server() {
+    let Some((plane, installed)) = ray_plane("rayjobs").await else {
+        return;
+    };
+    let client = installed.client.clone();
 
     // Kueue manages a RayJob only when it deletes its cluster once finished.
     let kept = plane.kubectl_output(
@@ -328,19 +335,10 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rayclusters_are_admitted_through_the_api_server() {
-    let Some(plane) = ControlPlane::up("rayclusters") else {
+    let Some((plane, installed)) = ray_plane("rayclusters").await else {
         return;
     };
-    plane.kubectl(
-        &["apply", "--server-side", "-f", "-"],
-        Some(&third_party_crds()),
-    );
-    let nodes = (0..2)
-        .map(|i| FakeNode::new(&format!("a100-{i}"), 16, 4).label("pool", "a100"))
-        .collect();
-    let installed = install(&plane, Some(CONFIG), nodes).await;
     let client = installed.client.clone();
-    plane.kubectl(&["apply", "-f", "-"], Some(SETUP));
 
     // Kueue refuses a managed cluster that scales itself (workload slicing is not enabled).
     let scaling = plane.kubectl_output(&["apply", "-f", "-"], Some(&raycluster("scaling", true)));
@@ -410,19 +408,10 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rayservices_are_admitted_and_preempted_through_the_api_server() {
-    let Some(plane) = ControlPlane::up("rayservices") else {
+    let Some((plane, installed)) = ray_plane("rayservices").await else {
         return;
     };
-    plane.kubectl(
-        &["apply", "--server-side", "-f", "-"],
-        Some(&third_party_crds()),
-    );
-    let nodes = (0..2)
-        .map(|i| FakeNode::new(&format!("a100-{i}"), 16, 4).label("pool", "a100"))
-        .collect();
-    let installed = install(&plane, Some(CONFIG), nodes).await;
     let client = installed.client.clone();
-    plane.kubectl(&["apply", "-f", "-"], Some(SETUP));
 
     plane.kubectl(&["apply", "-f", "-"], Some(&rayservice("low", "")));
     let services: Api<DynamicObject> =
