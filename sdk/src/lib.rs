@@ -63,6 +63,8 @@ pub mod ray;
 #[cfg(feature = "api")]
 pub mod sluice;
 pub mod topology;
+#[cfg(feature = "api")]
+pub mod trainer;
 
 /// Re-export of the Kubernetes API types these types are built on.
 #[cfg(feature = "api")]

@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::hooks::{DEFAULT_UNMANAGED_NAMESPACES, HookConfig, Hooks};
 use crate::policy::PolicyModuleValidator;
 use crate::queues::{InMemoryLocalQueues, LocalQueueIndex, ReflectorLocalQueues};
+use crate::runtimes::{InMemoryTrainingRuntimes, ReflectorTrainingRuntimes, TrainingRuntimeIndex};
 use crate::server::{self, DEFAULT_MAX_BODY_BYTES, ServeError, ServerOptions};
 use crate::tls::ReloadingCert;
 
@@ -64,16 +65,24 @@ pub async fn run(
     policy: Option<Arc<dyn PolicyModuleValidator>>,
 ) -> Result<(), ServeError> {
     let cert = ReloadingCert::load(&args.tls_cert, &args.tls_key).map_err(ServeError::Cert)?;
-    let queues: Arc<dyn LocalQueueIndex> = if args.no_local_queue_watch {
-        Arc::new(InMemoryLocalQueues::default())
-    } else {
-        let client = kube::Client::try_default()
-            .await
-            .map_err(ServeError::Kube)?;
-        Arc::new(ReflectorLocalQueues::start(client))
-    };
+    let (queues, runtimes): (Arc<dyn LocalQueueIndex>, Arc<dyn TrainingRuntimeIndex>) =
+        if args.no_local_queue_watch {
+            (
+                Arc::new(InMemoryLocalQueues::default()),
+                Arc::new(InMemoryTrainingRuntimes::default()),
+            )
+        } else {
+            let client = kube::Client::try_default()
+                .await
+                .map_err(ServeError::Kube)?;
+            (
+                Arc::new(ReflectorLocalQueues::start(client.clone())),
+                Arc::new(ReflectorTrainingRuntimes::start(client)),
+            )
+        };
     let hooks = Hooks {
         queues,
+        runtimes,
         policy,
         config: HookConfig {
             unmanaged_namespaces: args.unmanaged_namespaces.clone(),

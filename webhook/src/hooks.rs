@@ -11,7 +11,6 @@ use sluice_sdk::kubeflow::PyTorchJob;
 use sluice_sdk::kueue::decode::decode;
 use sluice_sdk::kueue::defaults::{self, Gates, JobContext};
 use sluice_sdk::kueue::labels as l;
-use sluice_sdk::kueue::validation::ValidationErrors;
 use sluice_sdk::kueue::validation::job::{
     validate_job, validate_job_metadata_update, validate_job_update, validate_pod_metadata,
 };
@@ -21,12 +20,15 @@ use sluice_sdk::kueue::validation::ray::{
     validate_raycluster, validate_raycluster_update, validate_rayjob, validate_rayjob_update,
     validate_rayservice, validate_rayservice_update,
 };
+use sluice_sdk::kueue::validation::trainer::{validate_trainjob, validate_trainjob_update};
 use sluice_sdk::kueue::validation::{validate, validate_update};
 use sluice_sdk::ray::{RayCluster, RayJob, RayService};
+use sluice_sdk::trainer::TrainJob;
 
 use crate::policy::PolicyModuleValidator;
 use crate::queues::LocalQueueIndex;
 use crate::review::{self, AdmissionRequest, Operation, UnreviewableError, Verdict};
+use crate::runtimes::{InMemoryTrainingRuntimes, TrainingRuntimeIndex};
 
 /// One admission hook.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +57,10 @@ pub enum Hook {
     MutateRayService,
     /// Kueue's RayService rules (its cluster's, as a RayCluster's; labels, topology).
     ValidateRayService,
+    /// Kueue's TrainJob defaulting (default LocalQueue, suspend, its runtime patch).
+    MutateTrainJob,
+    /// Kueue's TrainJob validation (labels, and topology annotations of the pod sets its runtime gives).
+    ValidateTrainJob,
     /// Kueue's plain-pod defaulting (default LocalQueue, managed label, scheduling gates).
     MutatePod,
     /// Kueue's job-framework label rules on plain pods.
@@ -94,6 +100,14 @@ pub const ROUTES: &[(&str, Hook)] = &[
     ("/validate-ray-io-v1-raycluster", Hook::ValidateRayCluster),
     ("/mutate-ray-io-v1-rayservice", Hook::MutateRayService),
     ("/validate-ray-io-v1-rayservice", Hook::ValidateRayService),
+    (
+        "/mutate-trainer-kubeflow-org-v1alpha1-trainjob",
+        Hook::MutateTrainJob,
+    ),
+    (
+        "/validate-trainer-kubeflow-org-v1alpha1-trainjob",
+        Hook::ValidateTrainJob,
+    ),
     ("/mutate--v1-pod", Hook::MutatePod),
     ("/validate--v1-pod", Hook::ValidatePod),
     (
@@ -179,6 +193,8 @@ impl Default for HookConfig {
 pub struct Hooks {
     /// Which LocalQueues exist.
     pub queues: Arc<dyn LocalQueueIndex>,
+    /// Which Trainer runtimes exist (for TrainJobs).
+    pub runtimes: Arc<dyn TrainingRuntimeIndex>,
     /// The PolicyModule check, when this build has one.
     pub policy: Option<Arc<dyn PolicyModuleValidator>>,
     /// Behaviour switches.
@@ -199,6 +215,7 @@ impl Hooks {
     pub fn new(queues: Arc<dyn LocalQueueIndex>) -> Self {
         Self {
             queues,
+            runtimes: Arc::new(InMemoryTrainingRuntimes::default()),
             policy: None,
             config: HookConfig::default(),
         }
@@ -224,40 +241,61 @@ impl Hooks {
         match hook {
             Hook::MutateJob => self.mutate_job(req),
             Hook::ValidateJob => self.validate_job(req),
-            Hook::MutateJobSet => self.mutate_jobset(req),
+            Hook::MutateJobSet => {
+                self.mutate_kind::<JobSet>(req, "JobSet", defaults::default_jobset)
+            }
             Hook::ValidateJobSet => self.validate_jobset(req),
-            Hook::MutatePyTorchJob => self.mutate_pytorchjob(req),
+            Hook::MutatePyTorchJob => {
+                self.mutate_kind::<PyTorchJob>(req, "PyTorchJob", defaults::default_kubeflow_job)
+            }
             Hook::ValidatePyTorchJob => self.validate_pytorchjob(req),
-            Hook::MutateRayJob => self.mutate_ray::<RayJob>(req, "RayJob"),
+            Hook::MutateRayJob => {
+                self.mutate_kind::<RayJob>(req, "RayJob", defaults::default_ray_object)
+            }
             Hook::ValidateRayJob => {
                 let manage = self.config.manage_jobs_without_queue_name;
-                self.validate_kind::<RayJob>(
+                self.validate_kind::<RayJob, _>(
                     req,
                     "RayJob",
                     |j| validate_rayjob(j, manage),
                     |old, new, dq| validate_rayjob_update(old, new, dq, manage),
                 )
             }
-            Hook::MutateRayCluster => self.mutate_ray::<RayCluster>(req, "RayCluster"),
+            Hook::MutateRayCluster => {
+                self.mutate_kind::<RayCluster>(req, "RayCluster", defaults::default_ray_object)
+            }
             Hook::ValidateRayCluster => {
                 let manage = self.config.manage_jobs_without_queue_name;
-                self.validate_kind::<RayCluster>(
+                self.validate_kind::<RayCluster, _>(
                     req,
                     "RayCluster",
                     |c| validate_raycluster(c, manage),
                     |old, new, dq| validate_raycluster_update(old, new, dq, manage),
                 )
             }
-            Hook::MutateRayService => self.mutate_ray_service(req),
+            Hook::MutateRayService => {
+                self.mutate_kind::<RayService>(req, "RayService", defaults::default_rayservice)
+            }
             Hook::ValidateRayService => {
                 let manage = self.config.manage_jobs_without_queue_name;
-                self.validate_kind::<RayService>(
+                self.validate_kind::<RayService, _>(
                     req,
                     "RayService",
                     |s| validate_rayservice(s, manage),
                     |old, new, dq| validate_rayservice_update(old, new, dq, manage),
                 )
             }
+            Hook::MutateTrainJob => {
+                self.mutate_kind::<TrainJob>(req, "TrainJob", defaults::default_trainjob)
+            }
+            Hook::ValidateTrainJob => self.validate_kind::<TrainJob, _>(
+                req,
+                "TrainJob",
+                |tj| validate_trainjob(&self.with_runtime(tj)),
+                |old, new, default_queue| {
+                    validate_trainjob_update(old, &self.with_runtime(new), default_queue)
+                },
+            ),
             Hook::MutatePod => self.mutate_pod(req),
             Hook::ValidatePod => self.validate_pod(req),
             Hook::MutateKueue(kind) => self.mutate_kueue(kind, req),
@@ -329,38 +367,12 @@ impl Hooks {
         }
     }
 
-    fn mutate_jobset(&self, req: &AdmissionRequest) -> Verdict {
-        if req.operation != Operation::Create {
-            return Verdict::allow();
-        }
-        let object = match typed::<JobSet>(req.object.as_ref(), "JobSet", "object") {
-            Ok((raw, _)) => raw,
-            Err(v) => return v,
-        };
-        let mut mutated = object.clone();
-        defaults::default_jobset(&mut mutated, self.job_context(req.namespace()));
-        Verdict::patched(object, &mutated)
-    }
-
     fn validate_jobset(&self, req: &AdmissionRequest) -> Verdict {
-        self.validate_kind::<JobSet>(req, "JobSet", validate_jobset, validate_jobset_update)
-    }
-
-    fn mutate_pytorchjob(&self, req: &AdmissionRequest) -> Verdict {
-        if req.operation != Operation::Create {
-            return Verdict::allow();
-        }
-        let object = match typed::<PyTorchJob>(req.object.as_ref(), "PyTorchJob", "object") {
-            Ok((raw, _)) => raw,
-            Err(v) => return v,
-        };
-        let mut mutated = object.clone();
-        defaults::default_kubeflow_job(&mut mutated, self.job_context(req.namespace()));
-        Verdict::patched(object, &mutated)
+        self.validate_kind::<JobSet, _>(req, "JobSet", validate_jobset, validate_jobset_update)
     }
 
     fn validate_pytorchjob(&self, req: &AdmissionRequest) -> Verdict {
-        self.validate_kind::<PyTorchJob>(
+        self.validate_kind::<PyTorchJob, _>(
             req,
             "PyTorchJob",
             validate_pytorchjob,
@@ -368,8 +380,13 @@ impl Hooks {
         )
     }
 
-    /// Kueue's Ray defaulting (RayJob, RayCluster): the default LocalQueue and `spec.suspend`, on create.
-    fn mutate_ray<T: DeserializeOwned>(&self, req: &AdmissionRequest, kind: &str) -> Verdict {
+    /// A job kind's defaulting on create (`default` is Kueue's defaulting for that kind), as a JSON patch.
+    fn mutate_kind<T: DeserializeOwned>(
+        &self,
+        req: &AdmissionRequest,
+        kind: &str,
+        default: impl Fn(&mut Value, JobContext),
+    ) -> Verdict {
         if req.operation != Operation::Create {
             return Verdict::allow();
         }
@@ -378,31 +395,29 @@ impl Hooks {
             Err(v) => return v,
         };
         let mut mutated = object.clone();
-        defaults::default_ray_object(&mut mutated, self.job_context(req.namespace()));
+        default(&mut mutated, self.job_context(req.namespace()));
         Verdict::patched(object, &mutated)
     }
 
-    /// Kueue's RayService defaulting: the default LocalQueue and its cluster's `suspend`, on create.
-    fn mutate_ray_service(&self, req: &AdmissionRequest) -> Verdict {
-        if req.operation != Operation::Create {
-            return Verdict::allow();
-        }
-        let object = match typed::<RayService>(req.object.as_ref(), "RayService", "object") {
-            Ok((raw, _)) => raw,
-            Err(v) => return v,
-        };
-        let mut mutated = object.clone();
-        defaults::default_rayservice(&mut mutated, self.job_context(req.namespace()));
-        Verdict::patched(object, &mutated)
+    /// The TrainJob with the runtime its reference names, as the runtime index holds it (or Kueue's error).
+    fn with_runtime(&self, tj: &TrainJob) -> TrainJob {
+        let resolved = tj.runtime_key().and_then(|key| {
+            self.runtimes
+                .get(&key)
+                .ok_or_else(|| tj.runtime_not_found())
+        });
+        let mut out = tj.clone();
+        out.runtime = Some(Arc::new(resolved));
+        out
     }
 
     /// A job kind's validation on create and update (with a missing-queue warning on create).
-    fn validate_kind<T: DeserializeOwned>(
+    fn validate_kind<T: DeserializeOwned, E: std::fmt::Display>(
         &self,
         req: &AdmissionRequest,
         kind: &str,
-        on_create: impl Fn(&T) -> Result<(), ValidationErrors>,
-        on_update: impl Fn(&T, &T, bool) -> Result<(), ValidationErrors>,
+        on_create: impl Fn(&T) -> Result<(), E>,
+        on_update: impl Fn(&T, &T, bool) -> Result<(), E>,
     ) -> Verdict {
         let (raw, new) = match req.operation {
             Operation::Create | Operation::Update => {

@@ -13,6 +13,7 @@ pub mod policy;
 pub mod queues;
 pub mod registration;
 pub mod review;
+pub mod runtimes;
 pub mod server;
 pub mod tls;
 
@@ -20,6 +21,7 @@ pub use args::{ServeArgs, run, serve};
 pub use hooks::{Hook, HookConfig, Hooks, ROUTES};
 pub use policy::PolicyModuleValidator;
 pub use queues::{InMemoryLocalQueues, LocalQueueIndex, ReflectorLocalQueues};
+pub use runtimes::{InMemoryTrainingRuntimes, ReflectorTrainingRuntimes, TrainingRuntimeIndex};
 
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};

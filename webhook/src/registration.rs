@@ -106,6 +106,14 @@ pub const REGISTRATIONS: &[Registration] = &[
         operations: CREATE,
     },
     Registration {
+        name: "mtrainjob.kb.io",
+        path: "/mutate-trainer-kubeflow-org-v1alpha1-trainjob",
+        group: "trainer.kubeflow.org",
+        version: "v1alpha1",
+        resources: &["trainjobs"],
+        operations: CREATE,
+    },
+    Registration {
         name: "mpod.kb.io",
         path: "/mutate--v1-pod",
         group: "",
@@ -177,6 +185,14 @@ pub const REGISTRATIONS: &[Registration] = &[
         group: "ray.io",
         version: "v1",
         resources: &["rayservices"],
+        operations: CREATE_UPDATE,
+    },
+    Registration {
+        name: "vtrainjob.kb.io",
+        path: "/validate-trainer-kubeflow-org-v1alpha1-trainjob",
+        group: "trainer.kubeflow.org",
+        version: "v1alpha1",
+        resources: &["trainjobs"],
         operations: CREATE_UPDATE,
     },
     Registration {

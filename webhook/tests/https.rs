@@ -361,6 +361,69 @@ async fn rayjobs_rayclusters_and_rayservices_are_suspended_and_checked_as_kueue_
 }
 
 #[tokio::test]
+async fn trainjobs_get_kueues_runtime_patch_and_are_checked_on_their_runtimes_pod_sets() {
+    let s = start(None).await;
+    let mut c = s.client().await;
+    let tj = json!({
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+        "metadata": {"name": "llm", "namespace": "team", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+        "spec": {"runtimeRef": {"name": "torch", "apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime"},
+                 "trainer": {"numNodes": 2}}
+    });
+    let resp = c
+        .review(
+            "/mutate-trainer-kubeflow-org-v1alpha1-trainjob",
+            &admission_review("CREATE", &tj, None),
+        )
+        .await;
+    assert_allowed(&resp);
+    let out = apply_patch(&tj, &resp);
+    assert_eq!(out["spec"]["suspend"], json!(true));
+    assert_eq!(
+        out["spec"]["runtimePatches"],
+        json!([{"manager": "kueue.x-k8s.io/manager", "trainingRuntimeSpec": {"template": {"spec": {}}}}])
+    );
+    // Without its runtime, Kueue denies it with the runtime's name alone.
+    let path = "/validate-trainer-kubeflow-org-v1alpha1-trainjob";
+    let resp = c
+        .review(path, &admission_review("CREATE", &out, None))
+        .await;
+    assert_denied(&resp, &["runtime 'torch' not found"]);
+    let runtime = |annotations: Value| -> sluice_sdk::trainer::TrainingRuntimeSpec {
+        serde_json::from_value(json!({"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {"replicatedJobs": [
+            {"name": "node", "template": {"metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                "spec": {"template": {"metadata": {"annotations": annotations},
+                    "spec": {"containers": [{"name": "node", "image": "torch"}]}}}}}]}}}))
+        .expect("runtime")
+    };
+    let key = sluice_sdk::trainer::RuntimeKey::Cluster("torch".into());
+    s.runtimes.insert(key.clone(), runtime(json!({})));
+    let resp = c
+        .review(path, &admission_review("CREATE", &out, None))
+        .await;
+    assert_allowed(&resp);
+    // A slice larger than the trainer's two nodes is refused at Kueue's path, with its hint.
+    s.runtimes.insert(
+        key,
+        runtime(json!({"kueue.x-k8s.io/podset-required-topology": "rack",
+            "kueue.x-k8s.io/podset-slice-required-topology": "rack",
+            "kueue.x-k8s.io/podset-slice-size": "3"})),
+    );
+    let resp = c
+        .review(path, &admission_review("CREATE", &out, None))
+        .await;
+    assert_denied(
+        &resp,
+        &[
+            "TrainJob.trainer.kubeflow.org \"llm\" is invalid",
+            "job[node].annotations[kueue.x-k8s.io/podset-slice-size]",
+            "must not be greater than pod set count 2",
+            "Adjust either the \"TrainJob.spec.runtimePatches\" or the \"TrainingRuntime.Template\" annotations",
+        ],
+    );
+}
+
+#[tokio::test]
 async fn elastic_job_pods_get_the_elastic_gate() {
     let s = start(None).await;
     let mut c = s.client().await;

@@ -419,6 +419,8 @@ pub const RAYJOB_FRAMEWORK: &str = "ray.io/rayjob";
 pub const RAYCLUSTER_FRAMEWORK: &str = "ray.io/raycluster";
 /// Kueue's framework name of the RayService integration.
 pub const RAYSERVICE_FRAMEWORK: &str = "ray.io/rayservice";
+/// Kueue's framework name of the Kubeflow Trainer TrainJob integration.
+pub const TRAINJOB_FRAMEWORK: &str = "trainer.kubeflow.org/trainjob";
 
 /// Everything the controllers need to know.
 #[derive(Clone, Debug)]
@@ -442,6 +444,9 @@ pub struct OperatorConfig {
     pub rayclusters: bool,
     /// Whether KubeRay RayServices (`ray.io/v1`) are managed, once their CRD is served (in Kueue's shipped list).
     pub rayservices: bool,
+    /// Whether Kubeflow Trainer TrainJobs (`trainer.kubeflow.org/v1alpha1`) are managed, once their CRD is served
+    /// (in Kueue's shipped list).
+    pub trainjobs: bool,
     /// Whether plain Pods and Pod groups (Kueue's `pod` framework) are managed.
     pub pod_groups: bool,
     /// Write Kueue's detailed pending reasons instead of "Pending".
@@ -475,6 +480,7 @@ impl Default for OperatorConfig {
             rayjobs: true,
             rayclusters: true,
             rayservices: true,
+            trainjobs: true,
             pod_groups: true,
             detailed_pending_reasons: false,
             retry_base: Duration::from_millis(100),
@@ -640,6 +646,7 @@ impl OperatorConfig {
             out.rayjobs = i.frameworks.iter().any(|f| f == RAYJOB_FRAMEWORK);
             out.rayclusters = i.frameworks.iter().any(|f| f == RAYCLUSTER_FRAMEWORK);
             out.rayservices = i.frameworks.iter().any(|f| f == RAYSERVICE_FRAMEWORK);
+            out.trainjobs = i.frameworks.iter().any(|f| f == TRAINJOB_FRAMEWORK);
             out.pod_groups = i.frameworks.iter().any(|f| f == "pod");
         }
         Ok(out)

@@ -323,6 +323,44 @@ impl Operator {
             };
             handles.push(handle);
         }
+        if self.config.trainjobs {
+            use sluice_sdk::trainer as t;
+            let kinds = [
+                ("trainjobs", t::TRAIN_JOB_KIND),
+                ("trainingruntimes", t::TRAINING_RUNTIME_KIND),
+                ("clustertrainingruntimes", t::CLUSTER_TRAINING_RUNTIME_KIND),
+            ];
+            for (plural, kind) in kinds {
+                let served = api_served(c, t::API_VERSION, plural).await;
+                if served {
+                    optional_kinds.push(kind);
+                }
+                let handle = match kind {
+                    t::TRAIN_JOB_KIND => spawn_watcher_when_served(
+                        c.clone(),
+                        served,
+                        tx.clone(),
+                        Input::TrainJob,
+                        kind,
+                    ),
+                    t::TRAINING_RUNTIME_KIND => spawn_watcher_when_served(
+                        c.clone(),
+                        served,
+                        tx.clone(),
+                        Input::TrainingRuntime,
+                        kind,
+                    ),
+                    _ => spawn_watcher_when_served(
+                        c.clone(),
+                        served,
+                        tx.clone(),
+                        Input::ClusterTrainingRuntime,
+                        kind,
+                    ),
+                };
+                handles.push(handle);
+            }
+        }
         let input = tx.downgrade();
         drop(tx);
         let events = self.events.then(|| {

@@ -106,6 +106,21 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: WATCH_UPDATE,
     },
     Permission {
+        group: "trainer.kubeflow.org",
+        resource: "trainjobs",
+        verbs: WATCH_UPDATE,
+    },
+    Permission {
+        group: "trainer.kubeflow.org",
+        resource: "trainingruntimes",
+        verbs: WATCH,
+    },
+    Permission {
+        group: "trainer.kubeflow.org",
+        resource: "clustertrainingruntimes",
+        verbs: WATCH,
+    },
+    Permission {
         group: "",
         resource: "pods",
         // delete: pods of an evicted plain-pod group are ended, as Kueue does.

@@ -34,7 +34,7 @@ impl JobSetJob {
     /// Kueue's pod sets: per replicated job its name (lowercased), its Jobs' pod template and its pod count, with a
     /// topology request whose ranks are the completion index within a Job and the Job's index within the
     /// replicated job.
-    fn pod_sets(js: &JobSet) -> Result<Vec<PodSet>, JobError> {
+    pub(crate) fn pod_sets(js: &JobSet) -> Result<Vec<PodSet>, JobError> {
         let empty = BTreeMap::new();
         js.replicated_jobs()
             .iter()
@@ -83,22 +83,26 @@ impl JobSetJob {
         if pod_sets.is_empty() {
             return Err(error(js, "spec.replicatedJobs", "must have at least one"));
         }
-        // Kueue takes the first pod set's priorityClassName that is set.
-        let pod_class = pod_sets.iter().enumerate().find_map(|(i, ps)| {
-            let name = ps.template.spec.as_ref()?.priority_class_name.as_deref()?;
-            (!name.is_empty()).then(|| {
-                (
-                    name.to_string(),
-                    format!("{}.spec.priorityClassName", template_path(i)),
-                )
-            })
-        });
+        let pod_class = first_pod_class(&pod_sets);
         owned_workload(
             Owner::of::<Self>(&js.metadata, pod_class),
             pod_sets,
             priorities,
         )
     }
+}
+
+/// The first pod set's priorityClassName that is set, with its field (Kueue takes that one).
+pub(crate) fn first_pod_class(pod_sets: &[PodSet]) -> Option<(String, String)> {
+    pod_sets.iter().enumerate().find_map(|(i, ps)| {
+        let name = ps.template.spec.as_ref()?.priority_class_name.as_deref()?;
+        (!name.is_empty()).then(|| {
+            (
+                name.to_string(),
+                format!("{}.spec.priorityClassName", template_path(i)),
+            )
+        })
+    })
 }
 
 impl JobIntegration for JobSetJob {

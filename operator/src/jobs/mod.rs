@@ -2,7 +2,8 @@
 //!
 //! Each kind implements [`JobIntegration`] (what the reconciler reads), and [`SuspendableJob`] when it has a
 //! suspend field: the batch/v1 Job ([`BatchJob`]), the JobSet ([`JobSetJob`]), the Kubeflow PyTorchJob
-//! ([`PyTorchJobJob`]), KubeRay's RayJob, RayCluster and RayService ([`RayJobJob`], [`RayClusterJob`], [`RayServiceJob`]), and plain Pods and pod groups ([`PodGroups`]). The operator's
+//! ([`PyTorchJobJob`]), KubeRay's RayJob, RayCluster and RayService ([`RayJobJob`], [`RayClusterJob`], [`RayServiceJob`]), Kubeflow Trainer's TrainJob
+//! ([`TrainJobJob`]), and plain Pods and pod groups ([`PodGroups`]). The operator's
 //! one job reconciler (`controller/engine_task/reconciler.rs`) is generic over these traits; the simulator drives
 //! suspendable kinds through them.
 
@@ -41,6 +42,7 @@ mod pytorchjob;
 mod ray;
 pub mod topology;
 mod topology_request;
+mod trainjob;
 
 pub use batch_job::BatchJob;
 pub use jobset::JobSetJob;
@@ -49,6 +51,7 @@ pub use podset_info::{PodSetInfo, merge_check_updates, pod_set_infos};
 pub use priority::{PriorityClasses, ResolvedPriority};
 pub use pytorchjob::PyTorchJobJob;
 pub use ray::{RayClusterJob, RayJobJob, RayServiceJob};
+pub use trainjob::TrainJobJob;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use sluice_sdk::kueue::v1beta2::Workload;

@@ -127,40 +127,35 @@ pub fn default_ray_object(obj: &mut Value, ctx: JobContext) {
 /// Applies Kueue's RayService defaulting to a document: the namespace's default LocalQueue, and
 /// `spec.rayClusterConfig.suspend` when the service is managed (the suspend of the cluster KubeRay makes for it).
 pub fn default_rayservice(obj: &mut Value, ctx: JobContext) {
-    if owner_integrated(obj) {
+    default_queue_and_suspend_at(obj, ctx, &["spec", "rayClusterConfig"]);
+}
+
+/// Applies Kueue's TrainJob defaulting to a document: the namespace's default LocalQueue, `spec.suspend` when the
+/// job is managed, and, on every TrainJob (managed or not), Kueue's own empty runtime patch appended to
+/// `spec.runtimePatches` (where the admission's node selectors and tolerations go later).
+pub fn default_trainjob(job: &mut Value, ctx: JobContext) {
+    default_queue_and_suspend(job, ctx);
+    let Some(spec) = object_at(job, "spec") else {
         return;
+    };
+    let patches = spec
+        .entry("runtimePatches")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if patches.is_null() {
+        *patches = Value::Array(Vec::new());
     }
-    default_queue(obj, ctx);
-    let suspended = obj
-        .pointer("/spec/rayClusterConfig/suspend")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    if managed(obj, ctx)
-        && !suspended
-        && let Some(cluster) =
-            object_at(obj, "spec").and_then(|s| child_object(s, "rayClusterConfig"))
-    {
-        cluster.insert("suspend".to_owned(), Value::Bool(true));
+    if let Some(list) = patches.as_array_mut() {
+        list.push(serde_json::json!({
+            "manager": crate::trainer::KUEUE_RUNTIME_PATCH_MANAGER,
+            "trainingRuntimeSpec": {"template": {"spec": {}}}
+        }));
     }
 }
 
 /// Applies Kueue's defaulting of the Kubeflow training v1 kinds (PyTorchJob) to a document: the namespace's
 /// default LocalQueue, and `spec.runPolicy.suspend` when the job is managed.
 pub fn default_kubeflow_job(job: &mut Value, ctx: JobContext) {
-    if owner_integrated(job) {
-        return;
-    }
-    default_queue(job, ctx);
-    let suspended = job
-        .pointer("/spec/runPolicy/suspend")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    if managed(job, ctx)
-        && !suspended
-        && let Some(policy) = object_at(job, "spec").and_then(|s| child_object(s, "runPolicy"))
-    {
-        policy.insert("suspend".to_owned(), Value::Bool(true));
-    }
+    default_queue_and_suspend_at(job, ctx, &["spec", "runPolicy"]);
 }
 
 /// The namespace's `default` LocalQueue for a job without a queue name (Kueue's `ApplyDefaultLocalQueue`).
@@ -179,19 +174,33 @@ fn managed(job: &Value, ctx: JobContext) -> bool {
 /// `ApplyDefaultForSuspend`): a job not owned by another integrated kind gets the `default` LocalQueue when its
 /// namespace has one, and is suspended when managed.
 fn default_queue_and_suspend(job: &mut Value, ctx: JobContext) {
+    default_queue_and_suspend_at(job, ctx, &["spec"]);
+}
+
+/// [`default_queue_and_suspend`] for a kind whose `suspend` field sits in the object at `path` (created if absent
+/// below `spec`, as the kinds' own defaulting would).
+fn default_queue_and_suspend_at(job: &mut Value, ctx: JobContext, path: &[&str]) {
     if owner_integrated(job) {
         return;
     }
     default_queue(job, ctx);
-    let suspended = job
-        .pointer("/spec/suspend")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    if managed(job, ctx)
-        && !suspended
-        && let Some(spec) = object_at(job, "spec")
-    {
-        spec.insert("suspend".to_owned(), Value::Bool(true));
+    if !managed(job, ctx) {
+        return;
+    }
+    let Some((first, rest)) = path.split_first() else {
+        return;
+    };
+    let Some(mut holder) = object_at(job, first) else {
+        return;
+    };
+    for key in rest {
+        let Some(next) = child_object(holder, key) else {
+            return;
+        };
+        holder = next;
+    }
+    if holder.get("suspend").and_then(Value::as_bool) != Some(true) {
+        holder.insert("suspend".to_owned(), Value::Bool(true));
     }
 }
 
@@ -405,6 +414,26 @@ mod tests {
         let mut free = json!({"kind": "RayService", "metadata": {"name": "s"}, "spec": {}});
         default_rayservice(&mut free, managed_ns(false));
         assert_eq!(free["spec"], json!({}));
+    }
+
+    #[test]
+    fn a_trainjob_always_gets_kueues_runtime_patch_and_is_suspended_when_managed() {
+        let user_patch = json!({"manager": "me", "trainingRuntimeSpec": {}});
+        let mut tj = json!({"kind": "TrainJob", "metadata": {"name": "t"},
+            "spec": {"runtimeRef": {"name": "torch"}, "runtimePatches": [user_patch.clone()]}});
+        default_trainjob(&mut tj, managed_ns(true));
+        assert_eq!(tj["metadata"]["labels"][l::QUEUE_NAME_LABEL], "default");
+        assert_eq!(tj["spec"]["suspend"], true);
+        let kueue = json!({"manager": "kueue.x-k8s.io/manager",
+            "trainingRuntimeSpec": {"template": {"spec": {}}}});
+        assert_eq!(
+            tj["spec"]["runtimePatches"],
+            json!([user_patch, kueue.clone()])
+        );
+        // Not managed: not suspended, but the patch is still added (as Kueue does).
+        let mut free = json!({"kind": "TrainJob", "metadata": {"name": "t"}, "spec": {}});
+        default_trainjob(&mut free, managed_ns(false));
+        assert_eq!(free["spec"], json!({"runtimePatches": [kueue]}));
     }
 
     #[test]

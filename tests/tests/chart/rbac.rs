@@ -77,6 +77,14 @@ const OPERATOR_CLUSTER: &[(&str, &str, &[&str])] = &[
         &["get", "list", "watch", "update", "patch"],
     ),
     ("ray.io", "rayservices/finalizers", &["update"]),
+    (
+        "trainer.kubeflow.org",
+        "trainjobs",
+        &["get", "list", "watch", "update", "patch"],
+    ),
+    ("trainer.kubeflow.org", "trainjobs/finalizers", &["update"]),
+    ("trainer.kubeflow.org", "trainingruntimes", READ),
+    ("trainer.kubeflow.org", "clustertrainingruntimes", READ),
     ("", "pods", &["get", "list", "watch", "patch", "delete"]),
     ("", "pods/status", &["patch"]),
     // A single plain pod owns its Workload with blockOwnerDeletion.
@@ -102,8 +110,12 @@ const OPERATOR_NAMESPACED: &[(&str, &str, &[&str])] = &[
 ];
 
 /// The node agent writes its node's NodeGpuTopology and labels its node.
-const WEBHOOK: &[(&str, &str, &[&str])] =
-    &[("kueue.x-k8s.io", "localqueues", &["get", "list", "watch"])];
+const WEBHOOK: &[(&str, &str, &[&str])] = &[
+    ("kueue.x-k8s.io", "localqueues", &["get", "list", "watch"]),
+    // The TrainJob hook validates on the pod sets of the TrainJob's runtime.
+    ("trainer.kubeflow.org", "trainingruntimes", READ),
+    ("trainer.kubeflow.org", "clustertrainingruntimes", READ),
+];
 
 const NODE_AGENT: &[(&str, &str, &[&str])] = &[
     (
@@ -226,7 +238,7 @@ fn node_agent_role_matches_what_it_uses() {
 
 #[test]
 fn webhook_role_matches_what_it_uses() {
-    // The webhook only reads LocalQueues (its default-queue mutation); nothing else, and no writes.
+    // The webhook only reads LocalQueues (its default-queue mutation) and Trainer runtimes; no writes.
     let roles: Vec<ClusterRole> =
         documents(&template("webhook/serviceaccount.yaml"), "ClusterRole");
     assert_eq!(roles.len(), 1);

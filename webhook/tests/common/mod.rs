@@ -88,6 +88,8 @@ pub struct TestServer {
     pub certs: CertDir,
     pub cert: TestCert,
     pub queues: Arc<InMemoryLocalQueues>,
+    /// The Trainer runtimes the TrainJob hooks see (none until a test adds some).
+    pub runtimes: Arc<sluice_webhook::InMemoryTrainingRuntimes>,
 }
 
 impl TestServer {
@@ -116,7 +118,9 @@ pub async fn start_with(
         ("team", "q"),
         ("other", "q"),
     ]));
+    let runtimes = Arc::new(sluice_webhook::InMemoryTrainingRuntimes::default());
     let mut hooks = Hooks::new(queues.clone());
+    hooks.runtimes = runtimes.clone();
     hooks.policy = policy;
     let reloading = ReloadingCert::load(&certs.cert_path(), &certs.key_path()).expect("load cert");
     let running = server::start(
@@ -133,6 +137,7 @@ pub async fn start_with(
         certs,
         cert,
         queues,
+        runtimes,
     }
 }
 

@@ -7,7 +7,7 @@ use sluice_sdk::kueue::labels::condition;
 use sluice_sdk::kueue::v1beta2 as api;
 use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
 
-use super::{EngineTask, Input, crd_kinds, now_ms};
+use super::{EngineTask, Input, crd_kinds, now_ms, trainjobs};
 use crate::controller::objects::*;
 use crate::controller::tas;
 use crate::controller::watch::Change;
@@ -331,6 +331,23 @@ impl EngineTask {
                     deleted,
                 );
                 self.owners_gone.extend(gone);
+            }
+            Input::TrainJob(c) => {
+                self.count_event("TrainJob");
+                let (obj, deleted) = split(c);
+                let gone =
+                    trainjobs::absorb_trainjob(&mut self.cache, &mut self.kinds, obj, deleted);
+                self.owners_gone.extend(gone);
+            }
+            Input::TrainingRuntime(c) => {
+                self.count_event("TrainingRuntime");
+                let (obj, deleted) = split(c);
+                self.absorb_training_runtime(obj, deleted);
+            }
+            Input::ClusterTrainingRuntime(c) => {
+                self.count_event("ClusterTrainingRuntime");
+                let (obj, deleted) = split(c);
+                self.absorb_cluster_training_runtime(obj, deleted);
             }
             Input::Job(c) => {
                 self.count_event("Job");

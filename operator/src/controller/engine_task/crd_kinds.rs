@@ -1,5 +1,5 @@
 //! The kinds defined by other projects' CRDs that wait with a suspend field (JobSet, Kubeflow PyTorchJob, KubeRay
-//! RayJob, RayCluster and RayService), as one
+//! RayJob, RayCluster and RayService, Kubeflow Trainer TrainJob), as one
 //! [`Reconciled`] implementation: suspended while queued, unsuspended with their admission, and stopped in one
 //! write (suspended with their pod templates restored), as Kueue's generic job reconciler stops kinds without a
 //! custom stop. A kind is its [`CrdKind`] implementation: where it is cached and whether it is enabled.
@@ -12,6 +12,7 @@ use sluice_sdk::jobset::JobSet;
 use sluice_sdk::kubeflow::PyTorchJob;
 use sluice_sdk::kueue::v1beta2 as api;
 use sluice_sdk::ray::{RayCluster, RayJob, RayService};
+use sluice_sdk::trainer::TrainJob;
 
 use super::jobs::FAILED_TO_START;
 use super::kinds::{KindQueues, Kinds};
@@ -23,6 +24,7 @@ use crate::controller::objects::*;
 use crate::controller::writer::Endpoint;
 use crate::jobs::{
     JobSetJob, PodSetInfo, PyTorchJobJob, RayClusterJob, RayJobJob, RayServiceJob, SuspendableJob,
+    TrainJobJob,
 };
 use crate::telemetry::EventSeverity;
 
@@ -38,6 +40,13 @@ pub(super) trait CrdKind: SuspendableJob<Job: Cached + Clone + Send + Sync> {
     fn not_kueues(_config: &OperatorConfig, _job: &Self::Job) -> bool {
         false
     }
+    /// Whether a stop takes two steps, as Kueue's custom stop of a TrainJob: suspended first, its admission
+    /// cleared only once nothing of it is active (the kind's own webhook refuses the change before).
+    const STOPS_IN_TWO_STEPS: bool = false;
+    /// Whether the admission is still written into the object (for a kind that stops in two steps).
+    fn holds_admission(_job: &Self::Job) -> bool {
+        false
+    }
 }
 
 impl CrdKind for JobSetJob {
@@ -49,6 +58,15 @@ impl CrdKind for JobSetJob {
     }
     fn cache(cache: &Cache) -> &BTreeMap<(String, String), JobSet> {
         &cache.jobsets
+    }
+    /// The JobSet a managed TrainJob became: the TrainJob's Workload holds its quota.
+    fn not_kueues(config: &OperatorConfig, js: &JobSet) -> bool {
+        config.trainjobs
+            && js.metadata.owner_references.iter().flatten().any(|o| {
+                o.controller == Some(true)
+                    && o.api_version == sluice_sdk::trainer::API_VERSION
+                    && o.kind == sluice_sdk::trainer::TRAIN_JOB_KIND
+            })
     }
 }
 
@@ -111,6 +129,22 @@ impl CrdKind for RayServiceJob {
     }
     fn cache(cache: &Cache) -> &BTreeMap<(String, String), RayService> {
         &cache.rayservices
+    }
+}
+
+impl CrdKind for TrainJobJob {
+    fn enabled(config: &OperatorConfig) -> bool {
+        config.trainjobs
+    }
+    fn queues(kinds: &mut Kinds) -> &mut KindQueues<(String, String)> {
+        &mut kinds.trainjobs
+    }
+    fn cache(cache: &Cache) -> &BTreeMap<(String, String), TrainJob> {
+        &cache.trainjobs
+    }
+    const STOPS_IN_TWO_STEPS: bool = true;
+    fn holds_admission(job: &TrainJob) -> bool {
+        TrainJobJob::holds_admission(job)
     }
 }
 
@@ -219,6 +253,9 @@ impl<T: CrdKind> Reconciled for T {
         wl: &api::Workload,
         why: &StopReason,
     ) -> StopStep {
+        if T::STOPS_IN_TWO_STEPS {
+            return stop_in_two_steps::<T>(task, key, job, why).await;
+        }
         if T::is_suspended(job) {
             return StopStep::Stopped { wrote: false };
         }
@@ -251,6 +288,51 @@ impl<T: CrdKind> Reconciled for T {
     /// These kinds carry no finalizer of the operator's.
     async fn finalize(_: &mut EngineTask, _: &Self::Key, _: Release) -> bool {
         false
+    }
+}
+
+/// Kueue's custom stop of a TrainJob: suspend it; once none of its Jobs is active, clear its admission (the
+/// restore). While Jobs are active the stop waits for the kind's next status change.
+async fn stop_in_two_steps<T: CrdKind>(
+    task: &mut EngineTask,
+    key: &(String, String),
+    job: &T::Job,
+    why: &StopReason,
+) -> StopStep {
+    let mut current = job.clone();
+    let mut wrote = false;
+    if !T::is_suspended(job) {
+        let Some(suspended) = task
+            .write_cached::<T::Job>(key, Endpoint::Main, |j| {
+                T::suspend(j);
+                Ok(true)
+            })
+            .await
+        else {
+            // The failed write is logged; nothing may be counted as stopped.
+            return StopStep::InProgress;
+        };
+        task.event(
+            suspended.object_ref(&()),
+            EventSeverity::Normal,
+            "Stopped",
+            "Stop",
+            why.message.clone(),
+        );
+        current = suspended;
+        wrote = true;
+    }
+    if T::is_active(&current) || !T::holds_admission(&current) {
+        return StopStep::Stopped { wrote };
+    }
+    let restored = task
+        .write_cached::<T::Job>(key, Endpoint::Main, |j| {
+            T::restore(j, &[]);
+            Ok(true)
+        })
+        .await;
+    StopStep::Stopped {
+        wrote: wrote || restored.is_some(),
     }
 }
 

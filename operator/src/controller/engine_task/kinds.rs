@@ -1,6 +1,6 @@
 //! The job kinds the engine task reconciles, and the only place that lists them: each function below has one
 //! line per kind, in the order the kinds are reconciled (batch Jobs, JobSets, PyTorchJobs, RayJobs, RayClusters, RayServices,
-//! then plain Pods and pod groups).
+//! TrainJobs, then plain Pods and pod groups).
 
 use std::collections::BTreeSet;
 
@@ -10,7 +10,7 @@ use super::EngineTask;
 use super::reconciler::Reconciled;
 use crate::jobs::{
     BatchJob, JobSetJob, PodGroupKey, PodGroups, PyTorchJobJob, RayClusterJob, RayJobJob,
-    RayServiceJob,
+    RayServiceJob, TrainJobJob,
 };
 
 /// The jobs of one kind waiting to be reconciled.
@@ -46,6 +46,8 @@ pub(super) struct Kinds {
     pub rayclusters: KindQueues<(String, String)>,
     /// KubeRay RayServices, by (namespace, name).
     pub rayservices: KindQueues<(String, String)>,
+    /// Kubeflow Trainer TrainJobs, by (namespace, name).
+    pub trainjobs: KindQueues<(String, String)>,
     /// Plain pods and pod groups.
     pub pod_groups: KindQueues<PodGroupKey>,
 }
@@ -62,6 +64,7 @@ impl EngineTask {
         did |= Box::pin(self.reconcile_dirty::<RayJobJob>()).await;
         did |= Box::pin(self.reconcile_dirty::<RayClusterJob>()).await;
         did |= Box::pin(self.reconcile_dirty::<RayServiceJob>()).await;
+        did |= Box::pin(self.reconcile_dirty::<TrainJobJob>()).await;
         did |= Box::pin(self.reconcile_dirty::<PodGroups>()).await;
         self.create_owned_workloads().await;
         self.start_jobs().await;
@@ -76,6 +79,7 @@ impl EngineTask {
             || !self.kinds.rayjobs.dirty.is_empty()
             || !self.kinds.rayclusters.dirty.is_empty()
             || !self.kinds.rayservices.dirty.is_empty()
+            || !self.kinds.trainjobs.dirty.is_empty()
             || !self.kinds.pod_groups.dirty.is_empty()
     }
 
@@ -87,6 +91,7 @@ impl EngineTask {
         self.retry_unbuilt_of::<RayJobJob>();
         self.retry_unbuilt_of::<RayClusterJob>();
         self.retry_unbuilt_of::<RayServiceJob>();
+        self.retry_unbuilt_of::<TrainJobJob>();
         self.retry_unbuilt_of::<PodGroups>();
     }
 
@@ -98,6 +103,7 @@ impl EngineTask {
         self.mark_owner_of::<RayJobJob>(wl);
         self.mark_owner_of::<RayClusterJob>(wl);
         self.mark_owner_of::<RayServiceJob>(wl);
+        self.mark_owner_of::<TrainJobJob>(wl);
         self.mark_owner_of::<PodGroups>(wl);
     }
 
@@ -109,6 +115,7 @@ impl EngineTask {
             || self.owner_of_needs_stopping::<RayJobJob>(wl)
             || self.owner_of_needs_stopping::<RayClusterJob>(wl)
             || self.owner_of_needs_stopping::<RayServiceJob>(wl)
+            || self.owner_of_needs_stopping::<TrainJobJob>(wl)
             || self.owner_of_needs_stopping::<PodGroups>(wl)
     }
 
@@ -120,6 +127,7 @@ impl EngineTask {
         self.mark_all_of::<RayJobJob>();
         self.mark_all_of::<RayClusterJob>();
         self.mark_all_of::<RayServiceJob>();
+        self.mark_all_of::<TrainJobJob>();
         self.mark_all_of::<PodGroups>();
     }
 

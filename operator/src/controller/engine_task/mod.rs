@@ -28,6 +28,7 @@ use sluice_sdk::kueue::v1beta2 as api;
 use sluice_sdk::ray::{RayCluster, RayJob, RayService};
 use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
 use sluice_sdk::sluice::policy_module::PolicyModule;
+use sluice_sdk::trainer::{ClusterTrainingRuntime, TrainJob, TrainingRuntime};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -45,6 +46,7 @@ mod policy_sync;
 mod queue_status;
 mod reconciler;
 mod timers;
+mod trainjobs;
 mod ungate;
 mod writes;
 
@@ -89,6 +91,12 @@ pub enum Input {
     RayCluster(Change<RayCluster>),
     /// A KubeRay RayService changed.
     RayService(Change<RayService>),
+    /// A Kubeflow Trainer TrainJob changed.
+    TrainJob(Change<TrainJob>),
+    /// A Kubeflow Trainer TrainingRuntime changed.
+    TrainingRuntime(Change<TrainingRuntime>),
+    /// A Kubeflow Trainer ClusterTrainingRuntime changed.
+    ClusterTrainingRuntime(Change<ClusterTrainingRuntime>),
     /// A WorkloadPriorityClass changed.
     WorkloadPriorityClass(Change<api::WorkloadPriorityClass>),
     /// A pod PriorityClass changed.
@@ -145,6 +153,10 @@ struct Cache {
     rayjobs: BTreeMap<(String, String), RayJob>,
     rayclusters: BTreeMap<(String, String), RayCluster>,
     rayservices: BTreeMap<(String, String), RayService>,
+    /// TrainJobs, each with its runtime resolved.
+    trainjobs: BTreeMap<(String, String), TrainJob>,
+    training_runtimes: BTreeMap<(String, String), TrainingRuntime>,
+    cluster_training_runtimes: BTreeMap<String, ClusterTrainingRuntime>,
     priorities: PriorityClasses,
     nodes: BTreeMap<String, Node>,
     topologies: BTreeMap<String, api::Topology>,

@@ -39,6 +39,7 @@ mod quantity;
 pub mod ray;
 mod resourceflavor;
 mod topology;
+pub mod trainer;
 mod workload;
 mod workload_status;
 mod workloadpriorityclass;
