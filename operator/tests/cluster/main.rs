@@ -24,3 +24,4 @@ mod rayjobs;
 mod restart;
 mod samples;
 mod scripts;
+mod trainjobs;
