@@ -271,6 +271,66 @@ fn a_rayjob_a_raycluster_and_a_rayservice_are_simulated_as_kueue_builds_them() {
 }
 
 #[test]
+fn trainjobs_are_simulated_on_their_runtime_and_a_missing_runtime_is_named() {
+    let o = sluice(&[
+        "simulate",
+        "-f",
+        "examples/jobset/cluster.yaml",
+        "-f",
+        "examples/jobset/nodes.yaml",
+        "-f",
+        "examples/trainjob",
+        "--no-progress",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(report["report"]["admitted"], 2, "{report}");
+    // Each TrainJob's `node` pod set is a gang its runtime patch keeps in one rack.
+    assert_eq!(report["report"]["topology"]["gangs"], 2, "{report}");
+    assert_eq!(
+        report["report"]["topology"]["gangsInOneRack"], 2,
+        "{report}"
+    );
+
+    // Without its runtime, the TrainJob is refused with Kueue's message, naming it.
+    let dir = std::env::temp_dir().join(format!("sluice-cli-trainjob-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let example = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/trainjob/trainjobs.yaml"),
+    )
+    .unwrap();
+    let lost = dir.join("lost.yaml");
+    std::fs::write(
+        &lost,
+        example.replacen(
+            "name: torch-distributed\n  labels",
+            "name: other\n  labels",
+            1,
+        ),
+    )
+    .unwrap();
+    let o = sluice(&[
+        "simulate",
+        "-f",
+        "examples/jobset/cluster.yaml",
+        "-f",
+        "examples/jobset/nodes.yaml",
+        "-f",
+        lost.to_str().unwrap(),
+        "--no-progress",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("TrainJob llm/finetune: runtime 'torch-distributed' not found"),
+        "{}",
+        stderr(&o)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn objects_that_decide_nothing_are_skipped_and_other_unknown_kinds_named() {
     let dir = std::env::temp_dir().join(format!("sluice-cli-skip-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -8,11 +8,12 @@ use sluice_sdk::jobset::{self, JobSet};
 use sluice_sdk::kubeflow::{self, PyTorchJob};
 use sluice_sdk::kueue::v1beta2 as api;
 use sluice_sdk::ray::{self, RayCluster, RayJob, RayService};
+use sluice_sdk::trainer::{self, TrainJob};
 
 use crate::engine::Time;
 use crate::jobs::{
     BatchJob, JobError, JobIntegration, JobSetJob, PodSetInfo, PriorityClasses, PyTorchJobJob,
-    RayClusterJob, RayJobJob, RayServiceJob, SuspendableJob,
+    RayClusterJob, RayJobJob, RayServiceJob, SuspendableJob, TrainJobJob,
 };
 use crate::status;
 
@@ -35,6 +36,8 @@ pub enum SimJob {
     RayCluster(RayCluster),
     /// A KubeRay RayService.
     RayService(RayService),
+    /// A Kubeflow Trainer TrainJob (with its runtime resolved).
+    TrainJob(TrainJob),
 }
 
 /// Runs `$body` with `$j` bound to the job of whatever kind `$job` is and `$K` naming that kind's integration.
@@ -63,6 +66,10 @@ macro_rules! each_kind {
             }
             SimJob::RayService($j) => {
                 type $K = RayServiceJob;
+                $body
+            }
+            SimJob::TrainJob($j) => {
+                type $K = TrainJobJob;
                 $body
             }
         }
@@ -148,6 +155,17 @@ impl SimJob {
                 st.job_deployment_status = ray::DEPLOYMENT_COMPLETE.into();
                 st.job_status = ray::JOB_SUCCEEDED.into();
                 st.message = "simulated run completed".into();
+            }
+            SimJob::TrainJob(j) => {
+                let st = j.status.get_or_insert_with(Default::default);
+                st.conditions.push(Condition {
+                    type_: trainer::COMPLETE.into(),
+                    status: "True".into(),
+                    reason: "JobsCompleted".into(),
+                    message: "simulated run completed".into(),
+                    last_transition_time: status::k8s_time(now),
+                    observed_generation: None,
+                });
             }
             // A cluster or a service never finishes by itself: the end of its simulated run stands for its owner
             // deleting it.

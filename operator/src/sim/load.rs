@@ -17,9 +17,11 @@ use sluice_sdk::kueue::validation::kubeflow::validate_pytorchjob;
 use sluice_sdk::kueue::validation::ray::{
     validate_raycluster, validate_rayjob, validate_rayservice,
 };
+use sluice_sdk::kueue::validation::trainer::validate_trainjob;
 use sluice_sdk::kueue::validation::validate;
 use sluice_sdk::ray::{self, RayCluster, RayJob, RayService};
 use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
+use sluice_sdk::trainer::{self, ClusterTrainingRuntime, RuntimeKey, TrainJob, TrainingRuntime};
 
 use super::job::{JobKey, SimJob};
 use crate::manifest::{Document, Origin};
@@ -85,7 +87,12 @@ pub struct ClusterObjects {
     pub node_gpu_topologies: BTreeMap<String, Loaded<NodeGpuTopology>>,
     /// PriorityClasses by name.
     pub priority_classes: BTreeMap<String, Loaded<PriorityClass>>,
-    /// Jobs of every kind (batch/v1 Jobs, JobSets, PyTorchJobs, RayJobs, RayClusters, RayServices) by kind, namespace and name.
+    /// Kubeflow Trainer TrainingRuntimes by namespace and name.
+    pub training_runtimes: BTreeMap<NsName, Loaded<TrainingRuntime>>,
+    /// Kubeflow Trainer ClusterTrainingRuntimes by name.
+    pub cluster_training_runtimes: BTreeMap<String, Loaded<ClusterTrainingRuntime>>,
+    /// Jobs of every kind (batch/v1 Jobs, JobSets, PyTorchJobs, RayJobs, RayClusters, RayServices, TrainJobs) by kind,
+    /// namespace and name.
     pub jobs: BTreeMap<JobKey, Loaded<SimJob>>,
     /// Document order of Workloads and jobs ("Workload" or the job's kind, namespace, name), for FIFO tie-breaks.
     pub submission_order: Vec<(&'static str, String, String)>,
@@ -174,6 +181,7 @@ impl ClusterObjects {
             out.add(doc)?;
         }
         out.default_job_queues();
+        out.resolve_trainjob_runtimes()?;
         out.check_references()?;
         Ok(out)
     }
@@ -307,16 +315,82 @@ impl ClusterObjects {
                 let key = (ray::RAY_SERVICE_KIND, ns(), name);
                 insert(&mut self.jobs, key, o, what, SimJob::RayService(service))
             }
+            (trainer::API_VERSION, trainer::TRAINING_RUNTIME_KIND) => {
+                let mut rt: TrainingRuntime = typed(doc)?;
+                rt.metadata.namespace = Some(ns());
+                insert(&mut self.training_runtimes, (ns(), name), o, what, rt)
+            }
+            (trainer::API_VERSION, trainer::CLUSTER_TRAINING_RUNTIME_KIND) => insert(
+                &mut self.cluster_training_runtimes,
+                name,
+                o,
+                what,
+                typed(doc)?,
+            ),
+            (trainer::API_VERSION, trainer::TRAIN_JOB_KIND) => {
+                // As Kueue's webhook: its runtime patch is added on creation (its runtime is read once all
+                // documents are in).
+                let mut value = doc.value.clone();
+                sluice_sdk::kueue::defaults::default_trainjob(
+                    &mut value,
+                    sluice_sdk::kueue::defaults::JobContext {
+                        default_local_queue_exists: false,
+                        namespace_managed: true,
+                        manage_jobs_without_queue_name: false,
+                    },
+                );
+                let mut job: TrainJob =
+                    deserialize_strict(value).map_err(|e| strict_error(doc, e))?;
+                job.metadata.namespace = Some(ns());
+                self.submission_order
+                    .push((trainer::TRAIN_JOB_KIND, ns(), name.clone()));
+                let key = (trainer::TRAIN_JOB_KIND, ns(), name);
+                insert(&mut self.jobs, key, o, what, SimJob::TrainJob(job))
+            }
             (v, k) => Err(LoadError::new(
                 o,
                 what,
                 format!(
                     "unsupported kind {k:?} in {v:?}: the simulator reads Kueue's kinds (kueue.x-k8s.io/v1beta2 or \
                      v1beta1), v1 Namespace and Node, scheduling.k8s.io/v1 PriorityClass, batch/v1 Job, jobset.x-k8s.io/v1alpha2 \
-                     JobSet, kubeflow.org/v1 PyTorchJob, ray.io/v1 RayJob, RayCluster and RayService, and sluice.dev/v1alpha1 NodeGpuTopology"
+                     JobSet, kubeflow.org/v1 PyTorchJob, ray.io/v1 RayJob, RayCluster and RayService, trainer.kubeflow.org/v1alpha1 \
+                     TrainJob, TrainingRuntime and ClusterTrainingRuntime, and sluice.dev/v1alpha1 NodeGpuTopology"
                 ),
             )),
         }
+    }
+
+    /// Gives each TrainJob the runtime it names and checks it as the webhook does; a missing runtime is Kueue's
+    /// error, on the TrainJob.
+    fn resolve_trainjob_runtimes(&mut self) -> Result<(), LoadError> {
+        for loaded in self.jobs.values_mut() {
+            let SimJob::TrainJob(tj) = &mut loaded.object else {
+                continue;
+            };
+            let what = format!(
+                "{} {}/{}",
+                trainer::TRAIN_JOB_KIND,
+                tj.metadata.namespace.as_deref().unwrap_or_default(),
+                tj.metadata.name.as_deref().unwrap_or_default()
+            );
+            let resolved = tj.runtime_key().and_then(|key| {
+                let spec = match &key {
+                    RuntimeKey::Namespaced(ns, n) => self
+                        .training_runtimes
+                        .get(&(ns.clone(), n.clone()))
+                        .map(|r| r.object.spec.clone()),
+                    RuntimeKey::Cluster(n) => self
+                        .cluster_training_runtimes
+                        .get(n)
+                        .map(|r| r.object.spec.clone()),
+                };
+                spec.ok_or_else(|| tj.runtime_not_found())
+            });
+            tj.runtime = Some(std::sync::Arc::new(resolved));
+            validate_trainjob(tj)
+                .map_err(|e| LoadError::new(&loaded.origin, &what, e.to_string()))?;
+        }
+        Ok(())
     }
 
     /// As Kueue's Job webhook does: a Job without `kueue.x-k8s.io/queue-name` goes to the LocalQueue named

@@ -122,6 +122,10 @@ fn flatten(
                 pytorchjob(o, &mut fields);
                 name.to_string()
             }
+            "TrainJob" => {
+                trainjob(o, &mut fields);
+                name.to_string()
+            }
             "ClusterQueue" | "LocalQueue" | "Cohort" => {
                 queue(o, &mut fields);
                 name.to_string()
@@ -451,6 +455,47 @@ fn rayservice(o: &Value, fields: &mut BTreeMap<String, String>) {
         o["metadata"]["uid"].as_str().unwrap_or_default(),
     );
     cluster_templates_given(fields, "spec.rayClusterConfig", cluster, &workload);
+}
+
+/// A TrainJob: suspended or not, its runtime patches' managers in order, and what Kueue's runtime patch gives each
+/// replicated job's pod template.
+fn trainjob(o: &Value, fields: &mut BTreeMap<String, String>) {
+    let spec = &o["spec"];
+    fields.insert(
+        "spec.suspend".into(),
+        spec["suspend"].as_bool().unwrap_or(false).to_string(),
+    );
+    let patches = spec["runtimePatches"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let managers: Vec<&str> = patches
+        .iter()
+        .map(|p| p["manager"].as_str().unwrap_or("?"))
+        .collect();
+    fields.insert("spec.runtimePatches.managers".into(), managers.join(","));
+    let workload = workload_name(
+        "TrainJob",
+        "trainer.kubeflow.org",
+        o["metadata"]["name"].as_str().unwrap_or_default(),
+        o["metadata"]["uid"].as_str().unwrap_or_default(),
+    );
+    let kueue = patches
+        .iter()
+        .find(|p| p["manager"] == "kueue.x-k8s.io/manager");
+    let jobs = kueue
+        .and_then(|p| p["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"].as_array());
+    for rj in jobs.into_iter().flatten() {
+        let n = rj["name"].as_str().unwrap_or("?");
+        let prefix =
+            format!("spec.runtimePatches[kueue].replicatedJobs[{n}].template.spec.template");
+        template_given(
+            fields,
+            &prefix,
+            &rj["template"]["spec"]["template"],
+            &workload,
+        );
+    }
 }
 
 /// A PyTorchJob: suspended or not (`spec.runPolicy.suspend`, absent read as false) and what was injected into each

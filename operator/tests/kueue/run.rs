@@ -246,6 +246,11 @@ async fn run_one(s: &Scenario, started: Started) -> Outcome {
     let mut patched: Vec<String> = Vec::new();
     // The cluster as Kueue left it before each step: the simulator's input.
     let mut before: Vec<(String, Value)> = Vec::new();
+    // The simulator's input kinds, with those of the scenario's third-party kinds (a TrainJob's runtimes).
+    let mut inputs = sim::INPUT_KINDS.to_vec();
+    for t in THIRD_PARTY.iter().filter(|t| s.applies_kind(t.kind)) {
+        inputs.extend(t.sim_inputs.iter().copied());
+    }
     let sim_dir = super::plane::repo_root()
         .join("target/kueue-differential/simulate")
         .join(&s.name);
@@ -290,11 +295,11 @@ async fn run_one(s: &Scenario, started: Started) -> Outcome {
             if !outcome.notes.iter().any(|n| n.starts_with(NOT_SIMULATED)) {
                 outcome.notes.push(format!("{NOT_SIMULATED}: {why}"));
             }
-            before = kueue.list(sim::INPUT_KINDS).await;
+            before = kueue.list(&inputs).await;
             continue;
         }
         // What the simulator predicts from Kueue's state before the step, against what Kueue did.
-        let input = sim::input(&before, step, &ko);
+        let input = sim::input(&inputs, &before, step, &ko);
         let dir = sim_dir.join(format!("step-{n}"));
         match tokio::task::block_in_place(|| sim::predict(&dir, config, input, &ko)) {
             Ok(diffs) => {
@@ -324,7 +329,7 @@ async fn run_one(s: &Scenario, started: Started) -> Outcome {
                 },
             )),
         }
-        before = kueue.list(sim::INPUT_KINDS).await;
+        before = kueue.list(&inputs).await;
     }
     outcome.seconds = start.elapsed().as_secs_f64();
     outcome

@@ -107,21 +107,24 @@ fn owned_by(o: &Value, kind: &str, name: &str) -> bool {
 /// The kinds of jobs a scenario queues (those that become Workloads): a step's new ones go to the simulator with
 /// the creation time Kueue's API server gave them, a deleted one takes its Workloads along, and Kueue's from earlier
 /// steps stand beside the simulator's prediction so that messages naming them by UID read the same.
-pub const JOB_KINDS: &[&str] = &["Job", "JobSet", "RayJob", "PyTorchJob"];
+pub const JOB_KINDS: &[&str] = &["Job", "JobSet", "RayJob", "PyTorchJob", "TrainJob"];
 
-/// The simulator's input for `step`: Kueue's objects before it (`before`, from [`INPUT_KINDS`]) with the step
+/// The simulator's input for `step`: Kueue's objects before it (`before`, of `kinds`: [`INPUT_KINDS`] and the
+/// scenario's third-party inputs) with the step
 /// applied; new jobs ([`JOB_KINDS`]) get the creation time Kueue's API server gave them (`after`), which orders its
 /// queues.
-pub fn input(before: &[(String, Value)], step: &Step, after: &[(String, Value)]) -> Vec<Value> {
+pub fn input(
+    kinds: &[(&str, &str, &str, &str)],
+    before: &[(String, Value)],
+    step: &Step,
+    after: &[(String, Value)],
+) -> Vec<Value> {
     let mut objects: Vec<Value> = before
         .iter()
         .filter_map(|(kind, o)| {
             let mut o = clean(kind, o.clone())?;
             // Listed items carry no type; the simulator needs it.
-            let (group, version) = INPUT_KINDS
-                .iter()
-                .find(|k| k.2 == kind)
-                .map(|k| (k.0, k.1))?;
+            let (group, version) = kinds.iter().find(|k| k.2 == kind).map(|k| (k.0, k.1))?;
             o["apiVersion"] = json!(if group.is_empty() {
                 version.to_string()
             } else {

@@ -72,42 +72,77 @@ pub struct ThirdParty {
     pub compared: &'static [(&'static str, &'static str, &'static str, &'static str)],
     /// How the paths of its CRDs end, among those `tests/control-plane/crds` prints.
     pub crds: &'static [&'static str],
+    /// Its kinds that jobs read (group, version, kind, plural), exported from Kueue's cluster with the simulator's
+    /// input.
+    pub sim_inputs: &'static [(&'static str, &'static str, &'static str, &'static str)],
 }
 
 /// JobSets (`jobset.x-k8s.io/v1alpha2`), KubeRay's RayJobs and RayClusters (`ray.io/v1`; both CRDs for either kind:
 /// Kueue's RayJob controller watches RayClusters, and Kueue's shipped Configuration manages both kinds; without
 /// KubeRay's controller no RayJob or RayService makes a RayCluster, so only RayClusters applied by a scenario are
-/// compared), RayServices (with the RayCluster CRD too), and PyTorchJobs (`kubeflow.org/v1`).
+/// compared), RayServices (with the RayCluster CRD too), PyTorchJobs (`kubeflow.org/v1`), and Kubeflow Trainer's
+/// TrainJobs (`trainer.kubeflow.org/v1alpha1`, with its runtimes' CRDs and JobSet's).
 pub const THIRD_PARTY: &[ThirdParty] = &[
     ThirdParty {
         kind: "JobSet",
         framework: "jobset.x-k8s.io/jobset",
         compared: &[("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")],
         crds: &["/jobset.x-k8s.io_jobsets.yaml"],
+        sim_inputs: &[],
     },
     ThirdParty {
         kind: "RayJob",
         framework: "ray.io/rayjob",
         compared: &[("ray.io", "v1", "RayJob", "rayjobs")],
         crds: &["/ray.io_rayjobs.yaml", "/ray.io_rayclusters.yaml"],
+        sim_inputs: &[],
     },
     ThirdParty {
         kind: "RayCluster",
         framework: "ray.io/raycluster",
         compared: &[("ray.io", "v1", "RayCluster", "rayclusters")],
         crds: &["/ray.io_rayjobs.yaml", "/ray.io_rayclusters.yaml"],
+        sim_inputs: &[],
     },
     ThirdParty {
         kind: "RayService",
         framework: "ray.io/rayservice",
         compared: &[("ray.io", "v1", "RayService", "rayservices")],
         crds: &["/ray.io_rayclusters.yaml", "/ray.io_rayservices.yaml"],
+        sim_inputs: &[],
+    },
+    ThirdParty {
+        kind: "TrainJob",
+        framework: "trainer.kubeflow.org/trainjob",
+        compared: &[("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs")],
+        // Kueue's TrainJob controller also watches the JobSets Trainer makes.
+        crds: &[
+            "/trainer.kubeflow.org_trainjobs.yaml",
+            "/trainer.kubeflow.org_trainingruntimes.yaml",
+            "/trainer.kubeflow.org_clustertrainingruntimes.yaml",
+            "/jobset.x-k8s.io_jobsets.yaml",
+        ],
+        sim_inputs: &[
+            (
+                "trainer.kubeflow.org",
+                "v1alpha1",
+                "ClusterTrainingRuntime",
+                "clustertrainingruntimes",
+            ),
+            (
+                "trainer.kubeflow.org",
+                "v1alpha1",
+                "TrainingRuntime",
+                "trainingruntimes",
+            ),
+        ],
     },
     ThirdParty {
         kind: "PyTorchJob",
         framework: "kubeflow.org/pytorchjob",
         compared: &[("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs")],
         crds: &["/kubeflow.org_pytorchjobs.yaml"],
+        sim_inputs: &[],
     },
 ];
 
