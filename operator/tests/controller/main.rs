@@ -17,4 +17,5 @@ mod rayjobs;
 mod support;
 mod telemetry;
 mod topology;
+mod trainjobs;
 mod writes;
