@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use sluice_sdk::kueue::v1beta2::{PodSet, PodSetTopologyRequest, Workload};
 use sluice_sdk::ray::{self, RayCluster, RayClusterSpec, RayJob, RayService};
 
@@ -18,14 +19,17 @@ use super::{
     JobError, JobIntegration, Owner, PodSetInfo, PriorityClasses, SuspendableJob, owned_workload,
 };
 
+/// A kind that is one Ray cluster: the same integration for each ([`ClusterObject`] says where its cluster is).
+pub struct ClusterJob<T>(std::marker::PhantomData<T>);
+
 /// The RayCluster kind.
-pub struct RayClusterJob;
+pub type RayClusterJob = ClusterJob<RayCluster>;
 
 /// The RayJob kind.
 pub struct RayJobJob;
 
 /// The RayService kind: the cluster at `spec.rayClusterConfig`, which serves until deleted.
-pub struct RayServiceJob;
+pub type RayServiceJob = ClusterJob<RayService>;
 
 /// A field at fault, relative to the object, and what is wrong.
 type FieldError = (String, String);
@@ -197,11 +201,7 @@ fn first_pod_class(
     })
 }
 
-fn job_error(
-    kind: &str,
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    (field, message): FieldError,
-) -> JobError {
+fn job_error(kind: &str, meta: &ObjectMeta, (field, message): FieldError) -> JobError {
     JobError {
         kind: kind.to_string(),
         namespace: meta.namespace.clone().unwrap_or_default(),
@@ -216,21 +216,6 @@ fn wrong_count(expected: usize, got: usize) -> FieldError {
         "status.admission.podSetAssignments".to_string(),
         format!("expected {expected} pod sets, got {}", got),
     )
-}
-
-/// The Workload of a kind whose pod sets are exactly one cluster's (RayCluster, RayService), at `prefix`.
-fn cluster_workload<I: JobIntegration>(
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    spec: Option<&RayClusterSpec>,
-    prefix: &str,
-    priorities: &PriorityClasses,
-) -> Result<Workload, JobError> {
-    let error = |e| job_error(I::KIND, meta, e);
-    let spec =
-        spec.ok_or_else(|| error((prefix.trim_end_matches('.').into(), "required".into())))?;
-    let pod_sets = cluster_pod_sets(spec, meta.annotations.as_ref(), prefix).map_err(error)?;
-    let pod_class = first_pod_class(&pod_sets, |i| cluster_template_path(prefix, i));
-    owned_workload(Owner::of::<I>(meta, pod_class), pod_sets, priorities)
 }
 
 /// Starts a cluster: each template given its pod set's info, then unsuspended; nothing changes on an error.
@@ -260,127 +245,139 @@ fn restore_cluster(spec: &mut RayClusterSpec, infos: &[PodSetInfo]) {
     }
 }
 
-impl RayClusterJob {
-    /// The Workload Kueue builds for the RayCluster.
-    pub fn workload(c: &RayCluster, priorities: &PriorityClasses) -> Result<Workload, JobError> {
-        cluster_workload::<Self>(&c.metadata, c.spec.as_ref(), "spec.", priorities)
-    }
+/// A kind that is exactly one Ray cluster (RayCluster, RayService): where its cluster is, and when KubeRay says it
+/// runs.
+pub trait ClusterObject: Sized {
+    /// Kubernetes kind.
+    const KIND: &'static str;
+    /// Where its cluster spec is, as the prefix of field paths ("spec.").
+    const CLUSTER_PATH: &'static str;
+    /// Its metadata.
+    fn meta(&self) -> &ObjectMeta;
+    /// Its cluster spec, if set.
+    fn cluster(&self) -> Option<&RayClusterSpec>;
+    /// Its cluster spec, created empty when absent.
+    fn cluster_mut(&mut self) -> &mut RayClusterSpec;
+    /// Kueue's IsActive and PodsReady: a cluster once its state is `ready`, a service once it is `Ready`.
+    fn running(&self) -> bool;
 }
 
-impl JobIntegration for RayClusterJob {
-    type Job = RayCluster;
+impl ClusterObject for RayCluster {
     const KIND: &'static str = ray::RAY_CLUSTER_KIND;
-    const GROUP: &'static str = ray::GROUP;
-    const API_VERSION: &'static str = ray::API_VERSION;
-
-    object_job_identity!(RayCluster);
-
-    fn is_suspended(c: &RayCluster) -> bool {
-        c.is_suspended()
+    const CLUSTER_PATH: &'static str = "spec.";
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
     }
-
-    /// Kueue counts a cluster as active only once it is ready.
-    fn is_active(c: &RayCluster) -> bool {
-        c.status
+    fn cluster(&self) -> Option<&RayClusterSpec> {
+        self.spec.as_ref()
+    }
+    fn cluster_mut(&mut self) -> &mut RayClusterSpec {
+        self.spec.get_or_insert_with(Default::default)
+    }
+    fn running(&self) -> bool {
+        self.status
             .as_ref()
             .is_some_and(|s| s.state == ray::STATE_READY)
     }
-
-    /// A cluster serves until deleted: it never finishes.
-    fn finished(_: &RayCluster) -> Result<Option<(bool, String)>, JobError> {
-        Ok(None)
-    }
-
-    fn pods_ready(c: &RayCluster, _: &Workload) -> bool {
-        Self::is_active(c)
-    }
 }
 
-impl SuspendableJob for RayClusterJob {
-    fn suspend(c: &mut RayCluster) {
-        c.spec.get_or_insert_with(Default::default).suspend = Some(true);
+impl ClusterObject for RayService {
+    const KIND: &'static str = ray::RAY_SERVICE_KIND;
+    const CLUSTER_PATH: &'static str = "spec.rayClusterConfig.";
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
     }
-
-    fn run_with(c: &mut RayCluster, infos: &[PodSetInfo]) -> Result<(), JobError> {
-        start_cluster(c.spec.get_or_insert_with(Default::default), infos, "spec.")
-            .map_err(|e| job_error(Self::KIND, &c.metadata, e))
+    fn cluster(&self) -> Option<&RayClusterSpec> {
+        self.spec.as_ref()?.ray_cluster_config.as_ref()
     }
-
-    fn restore(c: &mut RayCluster, infos: &[PodSetInfo]) {
-        if let Some(spec) = c.spec.as_mut() {
-            restore_cluster(spec, infos);
-        }
-    }
-}
-
-/// Where a RayService's cluster lives.
-const SERVICE_CLUSTER: &str = "spec.rayClusterConfig.";
-
-impl RayServiceJob {
-    /// The Workload Kueue builds for the RayService: its cluster's pod sets.
-    pub fn workload(svc: &RayService, priorities: &PriorityClasses) -> Result<Workload, JobError> {
-        let cluster = svc
-            .spec
-            .as_ref()
-            .and_then(|s| s.ray_cluster_config.as_ref());
-        cluster_workload::<Self>(&svc.metadata, cluster, SERVICE_CLUSTER, priorities)
-    }
-
-    fn cluster_mut(svc: &mut RayService) -> &mut RayClusterSpec {
-        svc.spec
+    fn cluster_mut(&mut self) -> &mut RayClusterSpec {
+        self.spec
             .get_or_insert_with(Default::default)
             .ray_cluster_config
             .get_or_insert_with(Default::default)
     }
+    fn running(&self) -> bool {
+        self.is_ready()
+    }
 }
 
-impl JobIntegration for RayServiceJob {
-    type Job = RayService;
-    const KIND: &'static str = ray::RAY_SERVICE_KIND;
+impl<T: ClusterObject> ClusterJob<T> {
+    /// The Workload Kueue builds for the object: its cluster's pod sets.
+    pub fn workload(obj: &T, priorities: &PriorityClasses) -> Result<Workload, JobError> {
+        let meta = obj.meta();
+        let error = |e| job_error(T::KIND, meta, e);
+        let prefix = T::CLUSTER_PATH;
+        let spec = obj
+            .cluster()
+            .ok_or_else(|| error((prefix.trim_end_matches('.').into(), "required".into())))?;
+        let pod_sets = cluster_pod_sets(spec, meta.annotations.as_ref(), prefix).map_err(error)?;
+        let pod_class = first_pod_class(&pod_sets, |i| cluster_template_path(prefix, i));
+        owned_workload(Owner::of::<Self>(meta, pod_class), pod_sets, priorities)
+    }
+}
+
+impl<T: ClusterObject> JobIntegration for ClusterJob<T> {
+    type Job = T;
+    const KIND: &'static str = T::KIND;
     const GROUP: &'static str = ray::GROUP;
     const API_VERSION: &'static str = ray::API_VERSION;
 
-    object_job_identity!(RayService);
-
-    fn is_suspended(svc: &RayService) -> bool {
-        svc.is_suspended()
+    fn queue_name(obj: &T) -> Option<String> {
+        obj.meta()
+            .labels
+            .as_ref()?
+            .get(sluice_sdk::kueue::labels::QUEUE_NAME_LABEL)
+            .cloned()
     }
 
-    /// Kueue counts a service as active once KubeRay says it is ready.
-    fn is_active(svc: &RayService) -> bool {
-        svc.is_ready()
+    fn workload_name(obj: &T) -> Option<String> {
+        let meta = obj.meta();
+        Some(super::workload_name(
+            Self::KIND,
+            Self::GROUP,
+            meta.name.as_deref().unwrap_or_default(),
+            meta.uid.as_deref()?,
+        ))
     }
 
-    /// A service serves until deleted: it never finishes.
-    fn finished(_: &RayService) -> Result<Option<(bool, String)>, JobError> {
+    fn compose(obj: &T, priorities: &PriorityClasses) -> Result<Option<Workload>, JobError> {
+        Self::workload(obj, priorities).map(Some)
+    }
+
+    fn is_suspended(obj: &T) -> bool {
+        obj.cluster().and_then(|c| c.suspend).unwrap_or(false)
+    }
+
+    fn is_active(obj: &T) -> bool {
+        obj.running()
+    }
+
+    /// A cluster or a service serves until deleted: it never finishes.
+    fn finished(_: &T) -> Result<Option<(bool, String)>, JobError> {
         Ok(None)
     }
 
-    fn pods_ready(svc: &RayService, _: &Workload) -> bool {
-        svc.is_ready()
+    fn pods_ready(obj: &T, _: &Workload) -> bool {
+        obj.running()
     }
 }
 
-impl SuspendableJob for RayServiceJob {
-    fn suspend(svc: &mut RayService) {
-        Self::cluster_mut(svc).suspend = Some(true);
+impl<T: ClusterObject> SuspendableJob for ClusterJob<T> {
+    fn suspend(obj: &mut T) {
+        obj.cluster_mut().suspend = Some(true);
     }
 
-    fn run_with(svc: &mut RayService, infos: &[PodSetInfo]) -> Result<(), JobError> {
-        let mut cluster = Self::cluster_mut(svc).clone();
-        start_cluster(&mut cluster, infos, SERVICE_CLUSTER)
-            .map_err(|e| job_error(Self::KIND, &svc.metadata, e))?;
-        *Self::cluster_mut(svc) = cluster;
+    fn run_with(obj: &mut T, infos: &[PodSetInfo]) -> Result<(), JobError> {
+        let mut cluster = obj.cluster_mut().clone();
+        start_cluster(&mut cluster, infos, T::CLUSTER_PATH)
+            .map_err(|e| job_error(T::KIND, obj.meta(), e))?;
+        *obj.cluster_mut() = cluster;
         Ok(())
     }
 
-    fn restore(svc: &mut RayService, infos: &[PodSetInfo]) {
-        if let Some(cluster) = svc
-            .spec
-            .as_mut()
-            .and_then(|s| s.ray_cluster_config.as_mut())
-        {
-            restore_cluster(cluster, infos);
+    fn restore(obj: &mut T, infos: &[PodSetInfo]) {
+        if obj.cluster().is_some() {
+            restore_cluster(obj.cluster_mut(), infos);
         }
     }
 }

@@ -48,6 +48,14 @@ metadata:
     ))
 }
 
+/// A fake API server serving the KubeRay kinds, with the queues of [`seed_queues`] (8 GPUs).
+fn ray_api() -> FakeApi {
+    let fake = FakeApi::new();
+    fake.serve_api("ray.io/v1", &["rayjobs", "rayclusters", "rayservices"]);
+    seed_queues(&fake, 8);
+    fake
+}
+
 fn rayjob_of(fake: &FakeApi, name: &str) -> RayJob {
     fake.get::<RayJob>(Some("team-a"), name).expect("rayjob")
 }
@@ -74,9 +82,7 @@ fn flavor_of(t: &k8s_openapi::api::core::v1::PodTemplateSpec) -> Option<String> 
 
 #[tokio::test]
 async fn a_rayjob_is_admitted_started_and_preempted_in_one_write() {
-    let fake = FakeApi::new();
-    fake.serve_api("ray.io/v1", &["rayjobs", "rayclusters"]);
-    seed_queues(&fake, 8);
+    let fake = ray_api();
     fake.put(&yaml::<api::WorkloadPriorityClass>(
         "metadata: {name: high}\nvalue: 1000",
     ));
@@ -175,9 +181,7 @@ async fn a_rayjob_is_admitted_started_and_preempted_in_one_write() {
 
 #[tokio::test]
 async fn a_rayjobs_cluster_and_a_job_on_an_existing_cluster_get_no_workload() {
-    let fake = FakeApi::new();
-    fake.serve_api("ray.io/v1", &["rayjobs", "rayclusters"]);
-    seed_queues(&fake, 8);
+    let fake = ray_api();
     let parent = fake.put(&rayjob("parent", 1, 1, None));
     let uid = parent["metadata"]["uid"].as_str().unwrap().to_string();
     // The cluster KubeRay creates for the job, carrying its labels.
@@ -222,9 +226,7 @@ async fn a_rayjobs_cluster_and_a_job_on_an_existing_cluster_get_no_workload() {
 
 #[tokio::test]
 async fn a_raycluster_is_admitted_and_started() {
-    let fake = FakeApi::new();
-    fake.serve_api("ray.io/v1", &["rayjobs", "rayclusters"]);
-    seed_queues(&fake, 8);
+    let fake = ray_api();
     let mut cluster: RayCluster =
         yaml("metadata: {name: serve, namespace: team-a, labels: {kueue.x-k8s.io/queue-name: lq}}");
     let mut spec = rayjob("x", 2, 2, None)
@@ -259,9 +261,7 @@ async fn a_raycluster_is_admitted_and_started() {
 
 #[tokio::test]
 async fn a_rayservice_is_started_in_its_cluster_config_and_its_cluster_is_left_alone() {
-    let fake = FakeApi::new();
-    fake.serve_api("ray.io/v1", &["rayjobs", "rayclusters", "rayservices"]);
-    seed_queues(&fake, 8);
+    let fake = ray_api();
     let mut cluster_spec = rayjob("x", 2, 2, None)
         .spec
         .unwrap()

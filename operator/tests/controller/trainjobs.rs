@@ -46,6 +46,17 @@ metadata:
     ))
 }
 
+/// A fake API server serving Trainer's kinds, with the queues of [`seed_queues`] (8 GPUs).
+fn trainer_api() -> FakeApi {
+    let fake = FakeApi::new();
+    fake.serve_api(
+        "trainer.kubeflow.org/v1alpha1",
+        &["trainjobs", "trainingruntimes", "clustertrainingruntimes"],
+    );
+    seed_queues(&fake, 8);
+    fake
+}
+
 fn trainjob_of(fake: &FakeApi, name: &str) -> TrainJob {
     fake.get::<TrainJob>(Some("team-a"), name)
         .expect("trainjob")
@@ -82,12 +93,7 @@ fn set_active(fake: &FakeApi, name: &str, active: i32) {
 
 #[tokio::test]
 async fn a_trainjob_waits_for_its_runtime_starts_in_one_write_and_stops_in_two() {
-    let fake = FakeApi::new();
-    fake.serve_api(
-        "trainer.kubeflow.org/v1alpha1",
-        &["trainjobs", "trainingruntimes", "clustertrainingruntimes"],
-    );
-    seed_queues(&fake, 8);
+    let fake = trainer_api();
     fake.put(&yaml::<api::WorkloadPriorityClass>(
         "metadata: {name: high}\nvalue: 1000",
     ));
@@ -160,13 +166,8 @@ async fn a_trainjob_waits_for_its_runtime_starts_in_one_write_and_stops_in_two()
 
 #[tokio::test]
 async fn the_jobset_of_a_trainjob_gets_no_workload() {
-    let fake = FakeApi::new();
-    fake.serve_api(
-        "trainer.kubeflow.org/v1alpha1",
-        &["trainjobs", "trainingruntimes", "clustertrainingruntimes"],
-    );
+    let fake = trainer_api();
     fake.serve_api("jobset.x-k8s.io/v1alpha2", &["jobsets"]);
-    seed_queues(&fake, 8);
     fake.put(&yaml::<ClusterTrainingRuntime>(RUNTIME));
     let parent = fake.put(&trainjob("parent", None));
     let uid = parent["metadata"]["uid"].as_str().unwrap().to_string();
