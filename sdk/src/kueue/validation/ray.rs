@@ -36,44 +36,27 @@ trait RayKind {
     fn create_rules(&self, errs: &mut Errors, manage_without_queue_name: bool);
 }
 
-impl RayKind for RayCluster {
-    const KIND: &'static str = CLUSTER_KIND;
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn suspended(&self) -> bool {
-        self.is_suspended()
-    }
-    fn create_rules(&self, errs: &mut Errors, manage_without_queue_name: bool) {
-        cluster_create_rules(errs, self, manage_without_queue_name);
-    }
+/// `RayKind` for a Ray kind: Kueue's name for it and its create rules.
+macro_rules! ray_kind {
+    ($ty:ty, $kind:expr, $rules:ident) => {
+        impl RayKind for $ty {
+            const KIND: &'static str = $kind;
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn suspended(&self) -> bool {
+                self.is_suspended()
+            }
+            fn create_rules(&self, errs: &mut Errors, manage_without_queue_name: bool) {
+                $rules(errs, self, manage_without_queue_name);
+            }
+        }
+    };
 }
 
-impl RayKind for RayJob {
-    const KIND: &'static str = JOB_KIND;
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn suspended(&self) -> bool {
-        self.is_suspended()
-    }
-    fn create_rules(&self, errs: &mut Errors, manage_without_queue_name: bool) {
-        job_create_rules(errs, self, manage_without_queue_name);
-    }
-}
-
-impl RayKind for RayService {
-    const KIND: &'static str = SERVICE_KIND;
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn suspended(&self) -> bool {
-        self.is_suspended()
-    }
-    fn create_rules(&self, errs: &mut Errors, manage_without_queue_name: bool) {
-        service_create_rules(errs, self, manage_without_queue_name);
-    }
-}
+ray_kind!(RayCluster, CLUSTER_KIND, cluster_create_rules);
+ray_kind!(RayJob, JOB_KIND, job_create_rules);
+ray_kind!(RayService, SERVICE_KIND, service_create_rules);
 
 fn validate_create<T: RayKind>(
     obj: &T,
