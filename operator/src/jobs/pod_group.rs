@@ -2,7 +2,7 @@
 //!
 //! A managed pod (label `kueue.x-k8s.io/managed: "true"`, set by the webhook with the admission gate) without a
 //! group name is a group of one: its Workload is `pod-<name>-<hash>`, owned by the pod, with one pod set `main`.
-//! Pods sharing `kueue.x-k8s.io/pod-group-name` in a namespace form one group whose Workload is named after the
+//! Pods sharing `kueue.x-k8s.io/pod-group-name` (the annotation, else the label) in a namespace form one group whose Workload is named after the
 //! group, owned by every pod, and created only once `kueue.x-k8s.io/pod-group-total-count` pods exist; its pod
 //! sets are the distinct pod shapes (role hashes). Pods cannot be suspended: admission lifts their gate, and an
 //! eviction ends them (see the engine task's pod-group controller).
@@ -53,8 +53,8 @@ impl PodGroupKey {
             return None;
         }
         let namespace = pod.namespace().unwrap_or_default();
-        Some(match pod.labels().get(labels::POD_GROUP_NAME_LABEL) {
-            Some(g) if !g.is_empty() => PodGroupKey::Group {
+        Some(match group_name(pod) {
+            Some(g) => PodGroupKey::Group {
                 namespace,
                 name: g.clone(),
             },
@@ -115,6 +115,18 @@ impl PodGroupKey {
             }
         }
     }
+}
+
+/// The pod's group name, as Kueue v0.19 reads it (WorkloadIdentifierAnnotations on): the
+/// `kueue.x-k8s.io/pod-group-name` annotation when set, else the label of that name.
+fn group_name(pod: &Pod) -> Option<String> {
+    [pod.annotations(), pod.labels()]
+        .into_iter()
+        .find_map(|m| {
+            m.get(labels::POD_GROUP_NAME_LABEL)
+                .filter(|g| !g.is_empty())
+        })
+        .cloned()
 }
 
 fn error(pod: &Pod, field: &str, message: impl Into<String>) -> JobError {
@@ -657,6 +669,21 @@ spec:
             .unwrap();
         assert_eq!(wl.name_any(), "g");
         assert_eq!(PodGroupKey::of_workload(&wl), Some(k));
+
+        // The annotation names the group too, before the label (Kueue's WorkloadIdentifierAnnotations).
+        let mut annotated = pod("d", Some(("label-group", 1)), 1);
+        annotated
+            .annotations_mut()
+            .insert(labels::POD_GROUP_NAME_LABEL.into(), "annotated".into());
+        assert_eq!(
+            PodGroupKey::of(&annotated),
+            Some(PodGroupKey::Group {
+                namespace: "ns".into(),
+                name: "annotated".into()
+            })
+        );
+        annotated.labels_mut().remove(labels::POD_GROUP_NAME_LABEL);
+        assert!(PodGroupKey::of(&annotated).unwrap().is_group());
 
         let mut unmanaged = pod("c", None, 1);
         unmanaged.labels_mut().remove(labels::MANAGED_LABEL);

@@ -558,3 +558,31 @@ async fn a_pod_running_without_admission_is_stopped() {
     );
     op.abort();
 }
+
+#[tokio::test]
+async fn a_group_named_by_annotation_is_one_workload() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    // Kueue v0.19 reads the group name from the annotation first (WorkloadIdentifierAnnotations).
+    for name in ["a-0", "a-1"] {
+        let mut p = pod(name, None, 1, 1, None);
+        let ann = p.metadata.annotations.get_or_insert_with(Default::default);
+        ann.insert(
+            "kueue.x-k8s.io/pod-group-name".into(),
+            "by-annotation".into(),
+        );
+        ann.insert("kueue.x-k8s.io/pod-group-total-count".into(), "2".into());
+        fake.put(&p);
+    }
+    let op = start(&fake, "op", config());
+    wait_for(10, "pods started", || {
+        ["a-0", "a-1"].iter().all(|p| !gated(&fake, p))
+    })
+    .await;
+    let creates = writes(&fake, "POST", "/namespaces/team-a/workloads");
+    assert_eq!(creates.len(), 1, "one Workload for the group");
+    let body = creates[0].body.as_ref().unwrap();
+    assert_eq!(body["metadata"]["name"], "by-annotation");
+    assert_eq!(body["spec"]["podSets"][0]["count"], 2);
+    op.abort();
+}
