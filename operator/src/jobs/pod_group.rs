@@ -427,7 +427,9 @@ pub fn workload(
 
 /// `Some((success, message))` once the group is done: a single pod when it terminated; a group when all its
 /// `total-count` pods succeeded, or, for a group with a pod annotated `kueue.x-k8s.io/retriable-in-group:
-/// "false"`, when no pod runs any more (Kueue reports that case as a success too, with the count).
+/// "false"`, when no pod runs any more (Kueue reports that case as a success too, with the count). A serving group
+/// (its first pod annotated `kueue.x-k8s.io/pod-group-serving: "true"`) never finishes: its pods are replaced, as
+/// Kueue reads it.
 pub fn finished(key: &PodGroupKey, pods: &[Pod]) -> Result<Option<(bool, String)>, JobError> {
     if !key.is_group() {
         let Some(pod) = pods.first() else {
@@ -447,6 +449,9 @@ pub fn finished(key: &PodGroupKey, pods: &[Pod]) -> Result<Option<(bool, String)
     let Some(first) = pods.first() else {
         return Ok(None);
     };
+    if is_serving(first) {
+        return Ok(None);
+    }
     let total = total_count(first)?;
     let succeeded = pods.iter().filter(|p| phase(p) == "Succeeded").count();
     let running = pods.iter().any(|p| !is_terminated(p));
@@ -463,6 +468,14 @@ pub fn finished(key: &PodGroupKey, pods: &[Pod]) -> Result<Option<(bool, String)
         )));
     }
     Ok(None)
+}
+
+/// Whether the pod belongs to a serving group (annotation `kueue.x-k8s.io/pod-group-serving: "true"`).
+fn is_serving(pod: &Pod) -> bool {
+    pod.annotations()
+        .get(labels::POD_GROUP_SERVING_ANNOTATION)
+        .map(String::as_str)
+        == Some("true")
 }
 
 /// Kueue's PodsReady for pods: a single pod's `Ready` condition is True; a group has all `total-count` pods
@@ -757,6 +770,12 @@ spec:
             finished(&key, &pods).unwrap(),
             Some((true, "Pods succeeded: 2/2.".to_string()))
         );
+        // A serving group never finishes, whatever its pods did.
+        let mut serving = pods.clone();
+        serving[0]
+            .annotations_mut()
+            .insert(labels::POD_GROUP_SERVING_ANNOTATION.into(), "true".into());
+        assert_eq!(finished(&key, &serving).unwrap(), None);
         let mut single = vec![pod("s", None, 1)];
         let key = PodGroupKey::of(&single[0]).unwrap();
         set_phase(&mut single[0], "Failed");

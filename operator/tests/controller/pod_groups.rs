@@ -586,3 +586,38 @@ async fn a_group_named_by_annotation_is_one_workload() {
     assert_eq!(body["spec"]["podSets"][0]["count"], 2);
     op.abort();
 }
+
+#[tokio::test]
+async fn a_serving_group_never_finishes_and_its_replacement_pods_start_on_its_admission() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    let serving = |name: &str| {
+        let mut p = pod(name, Some(("svc", 2)), 1, 1, None);
+        p.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert("kueue.x-k8s.io/pod-group-serving".into(), "true".into());
+        p
+    };
+    fake.put(&serving("svc-0"));
+    fake.put(&serving("svc-1"));
+    let op = start(&fake, "op", config());
+    wait_for(10, "serving pods started", || {
+        !gated(&fake, "svc-0") && !gated(&fake, "svc-1")
+    })
+    .await;
+    // Both pods end (a rollout, say): a serving group's Workload is not finished.
+    for name in ["svc-0", "svc-1"] {
+        let mut p = get_pod(&fake, name).unwrap();
+        p.status.get_or_insert_with(Default::default).phase = Some("Succeeded".into());
+        fake.put(&p);
+    }
+    // A replacement pod, gated by the webhook, starts on the group's standing admission.
+    fake.put(&serving("svc-0-new"));
+    wait_for(10, "replacement started", || !gated(&fake, "svc-0-new")).await;
+    let w = get_workload(&fake, "svc").unwrap();
+    assert_eq!(condition(&w, "Finished"), None);
+    assert!(w.status.as_ref().unwrap().admission.is_some());
+    assert_eq!(admission_writes(&fake, "svc"), 1);
+    op.abort();
+}
