@@ -331,6 +331,34 @@ fn trainjobs_are_simulated_on_their_runtime_and_a_missing_runtime_is_named() {
 }
 
 #[test]
+fn a_job_naming_a_prebuilt_workload_is_refused_by_the_simulator() {
+    let dir = std::env::temp_dir().join(format!("sluice-cli-prebuilt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let setup = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/gpu-cluster/cluster.yaml"),
+    )
+    .unwrap();
+    let file = dir.join("prebuilt.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "{setup}\n---\napiVersion: batch/v1\nkind: Job\nmetadata: {{name: j, namespace: default, labels: \
+             {{kueue.x-k8s.io/prebuilt-workload-name: wl}}}}\nspec: {{template: {{spec: {{restartPolicy: Never, \
+             containers: [{{name: c, image: i}}]}}}}}}\n"
+        ),
+    )
+    .unwrap();
+    let o = sluice(&["simulate", "-f", file.to_str().unwrap(), "--no-progress"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("Job default/j: kueue.x-k8s.io/prebuilt-workload-name: \"wl\": a prebuilt Workload is not simulated yet"),
+        "{}",
+        stderr(&o)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn objects_that_decide_nothing_are_skipped_and_other_unknown_kinds_named() {
     let dir = std::env::temp_dir().join(format!("sluice-cli-skip-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

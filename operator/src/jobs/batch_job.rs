@@ -166,7 +166,14 @@ impl JobIntegration for BatchJob {
         label(job, labels::QUEUE_NAME_LABEL).map(str::to_string)
     }
 
+    fn prebuilt_workload(job: &Job) -> Option<String> {
+        super::prebuilt_workload_name(&job.metadata)
+    }
+
     fn workload_name(job: &Job) -> Option<String> {
+        if let Some(prebuilt) = Self::prebuilt_workload(job) {
+            return Some(prebuilt);
+        }
         let uid = job.metadata.uid.as_deref()?;
         Some(workload_name(Self::KIND, Self::GROUP, &job.name_any(), uid))
     }

@@ -17,7 +17,14 @@ macro_rules! object_job_identity {
                 .cloned()
         }
 
+        fn prebuilt_workload(job: &$job) -> Option<String> {
+            $crate::jobs::prebuilt_workload_name(&job.metadata)
+        }
+
         fn workload_name(job: &$job) -> Option<String> {
+            if let Some(prebuilt) = Self::prebuilt_workload(job) {
+                return Some(prebuilt);
+            }
             let uid = job.metadata.uid.as_deref()?;
             Some($crate::jobs::workload_name(
                 Self::KIND,
@@ -88,8 +95,15 @@ pub trait JobIntegration {
     /// The LocalQueue the job names (label `kueue.x-k8s.io/queue-name`), if any.
     fn queue_name(job: &Self::Job) -> Option<String>;
 
-    /// The name of the job's Workload; None while the job's uid is unknown.
+    /// The name of the job's Workload (its prebuilt Workload's, if it names one); None while the job's uid is
+    /// unknown.
     fn workload_name(job: &Self::Job) -> Option<String>;
+
+    /// The prebuilt Workload the job names (`kueue.x-k8s.io/prebuilt-workload-name`): Kueue then never builds
+    /// one, it adopts that one. None for kinds without (pod groups).
+    fn prebuilt_workload(_job: &Self::Job) -> Option<String> {
+        None
+    }
 
     /// The Workload Kueue builds for the job (name, owner, pod sets, priority, queue); None while the job is
     /// not ready to be queued (a pod group below its total count).
@@ -127,6 +141,25 @@ pub trait SuspendableJob: JobIntegration {
 
     /// Undoes `run_with` after an eviction: restores what it injected, keeping the job suspended.
     fn restore(job: &mut Self::Job, infos: &[PodSetInfo]);
+}
+
+/// The prebuilt Workload an object names, as Kueue v0.19 reads it (WorkloadIdentifierAnnotations on): the
+/// `kueue.x-k8s.io/prebuilt-workload-name` annotation when set, else the label of that name.
+pub fn prebuilt_workload_name(meta: &ObjectMeta) -> Option<String> {
+    use sluice_sdk::kueue::labels;
+    let annotation = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(labels::PREBUILT_WORKLOAD_ANNOTATION));
+    let label = meta
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::PREBUILT_WORKLOAD_LABEL));
+    annotation
+        .filter(|n| !n.is_empty())
+        .or(label)
+        .filter(|n| !n.is_empty())
+        .cloned()
 }
 
 /// What a kind's Workload takes from the job's metadata, beside its pod sets.

@@ -330,7 +330,14 @@ impl<T: ClusterObject> JobIntegration for ClusterJob<T> {
             .cloned()
     }
 
+    fn prebuilt_workload(obj: &T) -> Option<String> {
+        super::prebuilt_workload_name(obj.meta())
+    }
+
     fn workload_name(obj: &T) -> Option<String> {
+        if let Some(prebuilt) = Self::prebuilt_workload(obj) {
+            return Some(prebuilt);
+        }
         let meta = obj.meta();
         Some(super::workload_name(
             Self::KIND,

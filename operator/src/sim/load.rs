@@ -182,6 +182,7 @@ impl ClusterObjects {
         }
         out.default_job_queues();
         out.resolve_trainjob_runtimes()?;
+        out.refuse_prebuilt_workloads()?;
         out.check_references()?;
         Ok(out)
     }
@@ -358,6 +359,23 @@ impl ClusterObjects {
                 ),
             )),
         }
+    }
+
+    /// A job naming a prebuilt Workload is refused: the simulator builds every job's Workload itself.
+    fn refuse_prebuilt_workloads(&self) -> Result<(), LoadError> {
+        for ((kind, ns, name), loaded) in &self.jobs {
+            if let Some(prebuilt) = crate::jobs::prebuilt_workload_name(loaded.object.metadata()) {
+                return Err(LoadError::new(
+                    &loaded.origin,
+                    format!("{kind} {ns}/{name}"),
+                    format!(
+                        "kueue.x-k8s.io/prebuilt-workload-name: {prebuilt:?}: a prebuilt Workload is not simulated \
+                         yet (the simulator builds each job's Workload itself)"
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Gives each TrainJob the runtime it names and checks it as the webhook does; a missing runtime is Kueue's

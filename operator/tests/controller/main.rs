@@ -13,6 +13,7 @@ mod jobsets;
 mod pod_groups;
 mod pods_ready;
 mod policy_modules;
+mod prebuilt;
 mod rayjobs;
 mod support;
 mod telemetry;

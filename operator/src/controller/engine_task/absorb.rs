@@ -255,6 +255,17 @@ impl EngineTask {
                     self.cache.workloads.insert(key.clone(), obj.clone());
                 }
                 self.mark_owner_dirty(&obj);
+                // A Workload nobody controls may be a job's prebuilt one, which that job waits for.
+                if !deleted
+                    && !obj
+                        .metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|o| o.controller == Some(true))
+                {
+                    self.retry_unbuilt();
+                }
                 if !deleted && has_topology_assignment(&obj) {
                     self.dirty_ungates.insert(key.clone());
                 }

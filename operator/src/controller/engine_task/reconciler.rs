@@ -6,8 +6,9 @@
 use std::future::Future;
 
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Resource;
-use sluice_sdk::kueue::labels::condition;
+use sluice_sdk::kueue::labels::{self, condition};
 use sluice_sdk::kueue::v1beta2 as api;
 
 use super::EngineTask;
@@ -197,11 +198,22 @@ impl EngineTask {
             return false;
         };
         let wkey = WorkloadKey::new(I::namespace(key), wl_name);
+        let prebuilt = I::prebuilt_workload(&job).is_some();
         let Some(wl) = self.cache.workloads.get(&wkey).cloned() else {
+            if prebuilt {
+                return self.await_prebuilt::<I>(key, job).await;
+            }
             return self.create_workload::<I>(key, job).await;
         };
         if is_finished(&wl) {
             return I::finalize(self, key, Release::All).await;
+        }
+        if prebuilt {
+            match self.adopt_prebuilt::<I>(&wkey, &wl, &job).await {
+                Prebuilt::Ours => {}
+                Prebuilt::Wrote => return true,
+                Prebuilt::NotOurs => return false,
+            }
         }
         if I::STOPS_ON_WORKLOAD_DELETION && wl.meta().deletion_timestamp.is_some() {
             // As Kueue: a deleted Workload ends every pod of its group, finished or not.
@@ -335,7 +347,7 @@ impl EngineTask {
                 return false;
             }
         };
-        if equivalent(&fresh, wl) || self.matched_specs.get(wkey) == Some(&fresh.spec) {
+        if equivalent(&fresh, wl, true) || self.matched_specs.get(wkey) == Some(&fresh.spec) {
             return false;
         }
         let spec = fresh.spec;
@@ -360,6 +372,98 @@ impl EngineTask {
             );
         }
         written.is_some()
+    }
+
+    /// A job whose prebuilt Workload does not exist (yet): a running one is suspended (Kueue stops it, "missing
+    /// workload"), and it waits, retried when a Workload appears; no Workload is built for it.
+    async fn await_prebuilt<I: Reconciled>(&mut self, key: &I::Key, job: I::Job) -> bool {
+        if matches!(I::finished(&job), Ok(Some(_))) {
+            return I::finalize(self, key, Release::All).await;
+        }
+        let (wrote, _) = I::prepare_create(self, key, job).await;
+        I::queues(&mut self.kinds).unbuilt.insert(key.clone());
+        tracing::debug!(?key, "prebuilt workload not found");
+        wrote
+    }
+
+    /// Kueue's handling of a job's prebuilt Workload: one another object controls is left alone; one nobody
+    /// controls is adopted (controller owner reference and `kueue.x-k8s.io/job-uid` label); one whose pod sets no
+    /// longer match the job while it holds no quota is finished `OutOfSync`.
+    async fn adopt_prebuilt<I: Reconciled>(
+        &mut self,
+        wkey: &WorkloadKey,
+        wl: &api::Workload,
+        job: &I::Job,
+    ) -> Prebuilt {
+        let Some(owner) = I::event_owner(job).filter(|o| o.uid.is_some()) else {
+            return Prebuilt::NotOurs;
+        };
+        let uid = owner.uid.clone().unwrap_or_default();
+        let controller = wl
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true));
+        match controller {
+            Some(c) if c.uid != uid => {
+                tracing::warn!(workload = %wkey, controller = %c.name, "prebuilt workload controlled by another object");
+                return Prebuilt::NotOurs;
+            }
+            Some(_) => {}
+            None => {
+                let reference = OwnerReference {
+                    api_version: I::API_VERSION.to_string(),
+                    kind: I::KIND.to_string(),
+                    name: owner.name.clone().unwrap_or_default(),
+                    uid: uid.clone(),
+                    controller: Some(true),
+                    block_owner_deletion: Some(true),
+                };
+                let adopted = self
+                    .write_workload_main(wkey, |w| {
+                        let refs = w.metadata.owner_references.get_or_insert_with(Vec::new);
+                        refs.retain(|r| r.uid != reference.uid);
+                        refs.push(reference.clone());
+                        w.metadata
+                            .labels
+                            .get_or_insert_with(Default::default)
+                            .insert(labels::JOB_UID_LABEL.to_string(), reference.uid.clone());
+                        Ok(true)
+                    })
+                    .await;
+                return if adopted.is_some() {
+                    Prebuilt::Wrote
+                } else {
+                    Prebuilt::NotOurs
+                };
+            }
+        }
+        // A running job is not compared (Kueue compares it against its admission's templates); a suspended one is
+        // compared with the Workload's pod sets, tolerations aside once it holds quota.
+        let admitted = has_admission(wl);
+        if admitted && !I::is_suspended(job) {
+            return Prebuilt::Ours;
+        }
+        let in_sync = match I::compose(job, &self.cache.priorities) {
+            Ok(Some(fresh)) => equivalent(&fresh, wl, !admitted),
+            Ok(None) => true,
+            Err(e) => {
+                tracing::warn!(workload = %wkey, error = %e, "job's pod sets not built");
+                return Prebuilt::NotOurs;
+            }
+        };
+        if in_sync {
+            return Prebuilt::Ours;
+        }
+        self.finish_workload_as(
+            wkey,
+            wl,
+            "OutOfSync",
+            "The prebuilt workload is out of sync with its user job",
+        )
+        .await;
+        Prebuilt::Wrote
     }
 
     /// A job without a Workload: one that finished is released; otherwise its kind prepares it and its Workload
@@ -388,10 +492,20 @@ impl EngineTask {
     }
 }
 
+/// What a job's prebuilt Workload is to it.
+enum Prebuilt {
+    /// Adopted and in sync: reconciled on as the job's Workload.
+    Ours,
+    /// Written to (adopted, or finished out of sync): the Workload's event reconciles the job again.
+    Wrote,
+    /// Controlled by another object (or not readable now): the job is left alone.
+    NotOurs,
+}
+
 /// Whether the Workload the job builds now matches the existing one as Kueue's `EquivalentToWorkload` compares
-/// them (Workload not admitted): the maximum execution time, and per pod set in order its count, minimum count,
-/// tolerations, init containers and containers.
-fn equivalent(fresh: &api::Workload, existing: &api::Workload) -> bool {
+/// them: the maximum execution time, and per pod set in order its count, minimum count, tolerations (when
+/// `tolerations`; Kueue ignores them for an admitted Workload), init containers and containers.
+fn equivalent(fresh: &api::Workload, existing: &api::Workload, tolerations: bool) -> bool {
     let spec_of = |ps: &api::PodSet| ps.template.spec.clone().unwrap_or_default();
     fresh.spec.maximum_execution_time_seconds == existing.spec.maximum_execution_time_seconds
         && fresh.spec.pod_sets.len() == existing.spec.pod_sets.len()
@@ -404,7 +518,8 @@ fn equivalent(fresh: &api::Workload, existing: &api::Workload) -> bool {
                 let (sa, sb) = (spec_of(a), spec_of(b));
                 a.count == b.count
                     && a.min_count == b.min_count
-                    && sa.tolerations.unwrap_or_default() == sb.tolerations.unwrap_or_default()
+                    && (!tolerations
+                        || sa.tolerations.unwrap_or_default() == sb.tolerations.unwrap_or_default())
                     && sa.init_containers.unwrap_or_default()
                         == sb.init_containers.unwrap_or_default()
                     && sa.containers == sb.containers
