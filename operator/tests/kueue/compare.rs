@@ -2,7 +2,7 @@
 //! behaviour, not bookkeeping: no timestamps, UIDs or resource versions), and the differences between two
 //! systems' flattened states.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::Value;
@@ -89,6 +89,7 @@ fn flatten(
     objects: &[(String, Value)],
 ) -> BTreeMap<String, (Option<String>, BTreeMap<String, String>)> {
     let mut out = BTreeMap::new();
+    let prebuilt = prebuilt_names(objects);
     for (kind, o) in objects {
         let ns = o["metadata"]["namespace"].as_str();
         if ns == Some("kueue-system") || ns == Some("kube-system") {
@@ -97,7 +98,7 @@ fn flatten(
         let name = o["metadata"]["name"].as_str().unwrap_or_default();
         let mut fields = BTreeMap::new();
         let shown = match kind.as_str() {
-            "Workload" => workload(o, &mut fields),
+            "Workload" => workload(o, &mut fields, &prebuilt),
             "Job" => {
                 job(o, &mut fields);
                 name.to_string()
@@ -176,15 +177,54 @@ fn conditions(fields: &mut BTreeMap<String, String>, prefix: &str, conds: &Value
     }
 }
 
-/// A Workload: its name checked against Kueue's naming (then shown with the hash, which covers the owner's UID,
-/// replaced by `#####`), its queue, priority, admission, conditions and admission check states.
-fn workload(o: &Value, fields: &mut BTreeMap<String, String>) -> String {
+/// The (namespace, name) of every Workload a job names as prebuilt (`kueue.x-k8s.io/prebuilt-workload-name`, the
+/// annotation or the label): a user named those, not Kueue.
+fn prebuilt_names(objects: &[(String, Value)]) -> BTreeSet<(String, String)> {
+    const KEY: &str = "kueue.x-k8s.io/prebuilt-workload-name";
+    objects
+        .iter()
+        .filter(|(kind, _)| kind != "Workload")
+        .filter_map(|(_, o)| {
+            let meta = &o["metadata"];
+            let name = meta["annotations"][KEY]
+                .as_str()
+                .filter(|n| !n.is_empty())
+                .or_else(|| meta["labels"][KEY].as_str())?;
+            Some((
+                meta["namespace"].as_str().unwrap_or_default().to_string(),
+                name.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// A Workload: its name checked against Kueue's naming unless a job names it as prebuilt (then shown with the
+/// hash, which covers the owner's UID, replaced by `#####`), its queue, priority, admission, conditions and
+/// admission check states.
+fn workload(
+    o: &Value,
+    fields: &mut BTreeMap<String, String>,
+    prebuilt: &BTreeSet<(String, String)>,
+) -> String {
     let name = o["metadata"]["name"].as_str().unwrap_or_default();
     let mut shown = name.to_string();
     let owner = o["metadata"]["ownerReferences"]
         .as_array()
         .and_then(|refs| refs.iter().find(|r| r["controller"] == Value::Bool(true)));
-    if let Some(owner) = owner {
+    let ns = o["metadata"]["namespace"].as_str().unwrap_or_default();
+    let named_by_user = prebuilt.contains(&(ns.to_string(), name.to_string()));
+    if let Some(owner) = owner.filter(|_| named_by_user) {
+        put(
+            fields,
+            "metadata.ownerReferences[controller].kind",
+            &owner["kind"],
+        );
+        put(
+            fields,
+            "metadata.ownerReferences[controller].name",
+            &owner["name"],
+        );
+    } else if let Some(owner) = owner {
         let kind = owner["kind"].as_str().unwrap_or_default();
         let api_version = owner["apiVersion"].as_str().unwrap_or_default();
         let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
