@@ -121,29 +121,7 @@ pub struct ReplicatedJobStatus {
     pub other: BTreeMap<String, Value>,
 }
 
-impl kube::Resource for JobSet {
-    type DynamicType = ();
-    type Scope = k8s_openapi::NamespaceResourceScope;
-
-    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
-        KIND.into()
-    }
-    fn group(_: &()) -> std::borrow::Cow<'_, str> {
-        GROUP.into()
-    }
-    fn version(_: &()) -> std::borrow::Cow<'_, str> {
-        VERSION.into()
-    }
-    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
-        "jobsets".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+api_resource!(JobSet, k8s_openapi::NamespaceResourceScope, KIND, "jobsets");
 
 impl ReplicatedJob {
     /// Pods one of its Jobs runs at once: min(parallelism, completions), parallelism defaulting to 1.

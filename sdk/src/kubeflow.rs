@@ -153,29 +153,12 @@ pub struct ReplicaStatus {
     pub other: BTreeMap<String, Value>,
 }
 
-impl kube::Resource for PyTorchJob {
-    type DynamicType = ();
-    type Scope = k8s_openapi::NamespaceResourceScope;
-
-    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
-        PYTORCH_JOB_KIND.into()
-    }
-    fn group(_: &()) -> std::borrow::Cow<'_, str> {
-        GROUP.into()
-    }
-    fn version(_: &()) -> std::borrow::Cow<'_, str> {
-        VERSION.into()
-    }
-    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
-        "pytorchjobs".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+api_resource!(
+    PyTorchJob,
+    k8s_openapi::NamespaceResourceScope,
+    PYTORCH_JOB_KIND,
+    "pytorchjobs"
+);
 
 impl PyTorchJob {
     /// Whether it is suspended (`spec.runPolicy.suspend`, false when unset).

@@ -43,6 +43,39 @@
 #[cfg(feature = "guest")]
 extern crate self as sluice_sdk;
 
+/// `kube::Resource` for another project's kind with `metadata`, in the module's `GROUP` and `VERSION`: its Rust
+/// type, scope (`k8s_openapi::NamespaceResourceScope` or `ClusterResourceScope`), kind and plural.
+#[cfg(feature = "api")]
+macro_rules! api_resource {
+    ($ty:ty, $scope:ty, $kind:expr, $plural:expr) => {
+        impl kube::Resource for $ty {
+            type DynamicType = ();
+            type Scope = $scope;
+
+            fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+                $kind.into()
+            }
+            fn group(_: &()) -> std::borrow::Cow<'_, str> {
+                GROUP.into()
+            }
+            fn version(_: &()) -> std::borrow::Cow<'_, str> {
+                VERSION.into()
+            }
+            fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+                $plural.into()
+            }
+            fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(
+                &mut self,
+            ) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
 #[cfg(feature = "guest")]
 pub mod guest;
 #[cfg(all(feature = "host", not(target_arch = "wasm32")))]

@@ -267,37 +267,24 @@ pub struct RayServiceStatus {
     pub other: BTreeMap<String, Value>,
 }
 
-macro_rules! namespaced_resource {
-    ($ty:ty, $kind:expr, $plural:expr) => {
-        impl kube::Resource for $ty {
-            type DynamicType = ();
-            type Scope = k8s_openapi::NamespaceResourceScope;
-
-            fn kind(_: &()) -> std::borrow::Cow<'_, str> {
-                $kind.into()
-            }
-            fn group(_: &()) -> std::borrow::Cow<'_, str> {
-                GROUP.into()
-            }
-            fn version(_: &()) -> std::borrow::Cow<'_, str> {
-                VERSION.into()
-            }
-            fn plural(_: &()) -> std::borrow::Cow<'_, str> {
-                $plural.into()
-            }
-            fn meta(&self) -> &ObjectMeta {
-                &self.metadata
-            }
-            fn meta_mut(&mut self) -> &mut ObjectMeta {
-                &mut self.metadata
-            }
-        }
-    };
-}
-
-namespaced_resource!(RayCluster, RAY_CLUSTER_KIND, "rayclusters");
-namespaced_resource!(RayJob, RAY_JOB_KIND, "rayjobs");
-namespaced_resource!(RayService, RAY_SERVICE_KIND, "rayservices");
+api_resource!(
+    RayCluster,
+    k8s_openapi::NamespaceResourceScope,
+    RAY_CLUSTER_KIND,
+    "rayclusters"
+);
+api_resource!(
+    RayJob,
+    k8s_openapi::NamespaceResourceScope,
+    RAY_JOB_KIND,
+    "rayjobs"
+);
+api_resource!(
+    RayService,
+    k8s_openapi::NamespaceResourceScope,
+    RAY_SERVICE_KIND,
+    "rayservices"
+);
 
 impl RayClusterSpec {
     /// Whether GCS fault tolerance is on (KubeRay's test: the annotation, or fault-tolerance options present).

@@ -126,19 +126,9 @@ impl JobIntegration for JobSetJob {
 
     /// `Completed` True succeeds, `Failed` True fails, with the condition's message.
     fn finished(js: &JobSet) -> Result<Option<(bool, String)>, JobError> {
-        let Some(status) = js.status.as_ref() else {
-            return Ok(None);
-        };
-        let find = |t: &str| {
-            status
-                .conditions
-                .iter()
-                .find(|c| c.type_ == t && c.status == "True")
-                .map(|c| c.message.clone())
-        };
-        Ok(find(jobset::COMPLETED)
-            .map(|m| (true, m))
-            .or_else(|| find(jobset::FAILED).map(|m| (false, m))))
+        Ok(js.status.as_ref().and_then(|s| {
+            super::finished_by_conditions(&s.conditions, jobset::COMPLETED, jobset::FAILED)
+        }))
     }
 
     /// Kueue counts Jobs, not pods: the ready and succeeded Jobs over every replicated job equal all replicas.

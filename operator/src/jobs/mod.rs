@@ -143,6 +143,24 @@ pub trait SuspendableJob: JobIntegration {
     fn restore(job: &mut Self::Job, infos: &[PodSetInfo]);
 }
 
+/// A kind that reports its end in status conditions: `success` True finishes it successfully, else `failure`
+/// True finishes it failed, with the condition's message.
+pub(crate) fn finished_by_conditions(
+    conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    success: &str,
+    failure: &str,
+) -> Option<(bool, String)> {
+    let find = |t: &str| {
+        conditions
+            .iter()
+            .find(|c| c.type_ == t && c.status == "True")
+            .map(|c| c.message.clone())
+    };
+    find(success)
+        .map(|m| (true, m))
+        .or_else(|| find(failure).map(|m| (false, m)))
+}
+
 /// The prebuilt Workload an object names, as Kueue v0.19 reads it (WorkloadIdentifierAnnotations on): the
 /// `kueue.x-k8s.io/prebuilt-workload-name` annotation when set, else the label of that name.
 pub fn prebuilt_workload_name(meta: &ObjectMeta) -> Option<String> {

@@ -79,19 +79,9 @@ impl JobIntegration for TrainJobJob {
 
     /// `Complete` True succeeds, `Failed` True fails, with the condition's message.
     fn finished(tj: &TrainJob) -> Result<Option<(bool, String)>, JobError> {
-        let Some(status) = tj.status.as_ref() else {
-            return Ok(None);
-        };
-        let find = |t: &str| {
-            status
-                .conditions
-                .iter()
-                .find(|c| c.type_ == t && c.status == "True")
-                .map(|c| c.message.clone())
-        };
-        Ok(find(trainer::COMPLETE)
-            .map(|m| (true, m))
-            .or_else(|| find(trainer::FAILED).map(|m| (false, m))))
+        Ok(tj.status.as_ref().and_then(|s| {
+            super::finished_by_conditions(&s.conditions, trainer::COMPLETE, trainer::FAILED)
+        }))
     }
 
     /// Kueue counts Jobs: the ready and succeeded Jobs equal the child JobSet's replicas.

@@ -315,51 +315,23 @@ pub struct JobSetTemplateSpec {
     pub spec: JobSetSpec,
 }
 
-macro_rules! resource {
-    ($ty:ty, $kind:expr, $plural:expr, $scope:ty) => {
-        impl kube::Resource for $ty {
-            type DynamicType = ();
-            type Scope = $scope;
-
-            fn kind(_: &()) -> std::borrow::Cow<'_, str> {
-                $kind.into()
-            }
-            fn group(_: &()) -> std::borrow::Cow<'_, str> {
-                GROUP.into()
-            }
-            fn version(_: &()) -> std::borrow::Cow<'_, str> {
-                VERSION.into()
-            }
-            fn plural(_: &()) -> std::borrow::Cow<'_, str> {
-                $plural.into()
-            }
-            fn meta(&self) -> &ObjectMeta {
-                &self.metadata
-            }
-            fn meta_mut(&mut self) -> &mut ObjectMeta {
-                &mut self.metadata
-            }
-        }
-    };
-}
-
-resource!(
+api_resource!(
     TrainJob,
+    k8s_openapi::NamespaceResourceScope,
     TRAIN_JOB_KIND,
-    "trainjobs",
-    k8s_openapi::NamespaceResourceScope
+    "trainjobs"
 );
-resource!(
+api_resource!(
     TrainingRuntime,
+    k8s_openapi::NamespaceResourceScope,
     TRAINING_RUNTIME_KIND,
-    "trainingruntimes",
-    k8s_openapi::NamespaceResourceScope
+    "trainingruntimes"
 );
-resource!(
+api_resource!(
     ClusterTrainingRuntime,
+    k8s_openapi::ClusterResourceScope,
     CLUSTER_TRAINING_RUNTIME_KIND,
-    "clustertrainingruntimes",
-    k8s_openapi::ClusterResourceScope
+    "clustertrainingruntimes"
 );
 
 /// Which runtime a reference names.
