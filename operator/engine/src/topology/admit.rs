@@ -698,23 +698,27 @@ impl TasParts<'_> {
                     break;
                 }
                 let (mut wk, mut lk) = (k, mates.first().copied());
+                // Both pod sets of the group are placed now, whichever leads (a later mate must not be placed
+                // again on its own).
+                if let Some(&m) = mates.first() {
+                    done[m] = true;
+                }
                 if let Some(j) = lk
                     && a.podsets[j].count > a.podsets[k].count
                 {
                     (wk, lk) = (j, Some(k));
                 }
-                if let Some(j) = lk {
-                    done[j] = true;
-                    if a.podsets[j].count != 1 {
-                        result = Err((
-                            j,
-                            format!(
-                                "pod set group {:?}: the leader pod set must have one pod",
-                                group_of(k).unwrap_or_default()
-                            ),
-                        ));
-                        break;
-                    }
+                if let Some(j) = lk
+                    && a.podsets[j].count != 1
+                {
+                    result = Err((
+                        j,
+                        format!(
+                            "pod set group {:?}: the leader pod set must have one pod",
+                            group_of(k).unwrap_or_default()
+                        ),
+                    ));
+                    break;
                 }
                 let Some(wps) = pod_sets.get(a.podsets[wk].ps) else {
                     continue;

@@ -451,3 +451,66 @@ fn a_cpu_only_leader_joins_its_workers_slices() {
         .into()
     );
 }
+
+/// A group of one whole-node leader and `workers` whole-node workers, all asking for one rack.
+fn whole_node_group(name: &str, workers: i32) -> WlB {
+    let mut w = wl("ns", name)
+        .queue("main")
+        .ps("leader", 1, &[("cpu", cpu(1)), (GPU, 8)])
+        .ps("worker", workers, &[("cpu", cpu(1)), (GPU, 8)]);
+    for ps in &mut w.0.pod_sets {
+        ps.topology = Some(PodSetTopology {
+            mode: TopologyMode::Required,
+            level: Some(RACK.into()),
+            group: Some("g".into()),
+            ..PodSetTopology::default()
+        });
+    }
+    w
+}
+
+#[test]
+fn whole_node_groups_take_one_rack_each() {
+    // Two racks of four 8-GPU nodes: a leader and three workers of 8 GPUs each fill one rack, and a
+    // second such group the other (a LeaderWorkerSet's groups, one Workload each).
+    let nodes: Vec<(&str, &str, &str, i64)> = (0..8)
+        .map(|i| {
+            let name: &'static str = Box::leak(format!("n{i}").into_boxed_str());
+            let rack = if i < 4 { "r1" } else { "r2" };
+            (name, "b1", rack, 8)
+        })
+        .collect();
+    let mut env = base(&nodes);
+    env.cq_lq(quota(&["tas"]), "ns");
+    env.submit(whole_node_group("a", 3));
+    schedule(&mut env);
+    env.assert_admitted("ns/a");
+    env.submit(whole_node_group("b", 3));
+    schedule(&mut env);
+    env.assert_admitted("ns/b");
+    for key in ["ns/a", "ns/b"] {
+        let placed = env.engine.placement(&key_of(key)).unwrap();
+        assert_eq!(
+            placed.len(),
+            2,
+            "{key}: one placement per pod set: {placed:?}"
+        );
+        let leader = nodes_of(&env, key, "leader");
+        let workers = nodes_of(&env, key, "worker");
+        assert_eq!(leader.values().sum::<i32>(), 1, "{key}: {leader:?}");
+        assert_eq!(workers.values().sum::<i32>(), 3, "{key}: {workers:?}");
+        let mut all: Vec<&String> = leader.keys().chain(workers.keys()).collect();
+        all.sort();
+        all.dedup();
+        assert_eq!(
+            all.len(),
+            4,
+            "{key}: one node per pod: {leader:?} {workers:?}"
+        );
+        let racks: std::collections::BTreeSet<bool> = all
+            .iter()
+            .map(|n| n[1..].parse::<u32>().unwrap() < 4)
+            .collect();
+        assert_eq!(racks.len(), 1, "{key}: one rack: {all:?}");
+    }
+}
