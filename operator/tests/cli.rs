@@ -271,6 +271,49 @@ fn a_rayjob_a_raycluster_and_a_rayservice_are_simulated_as_kueue_builds_them() {
 }
 
 #[test]
+fn a_leaderworkerset_is_simulated_as_one_workload_per_group() {
+    let o = sluice(&[
+        "simulate",
+        "-f",
+        "examples/jobset/cluster.yaml",
+        "-f",
+        "examples/jobset/nodes.yaml",
+        "-f",
+        "examples/leaderworkerset",
+        "--no-progress",
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    // Three groups of 32 GPUs on 64: two serve, each with its workers in one rack; the third waits for quota.
+    assert_eq!(report["report"]["admitted"], 2, "{report}");
+    assert_eq!(report["report"]["topology"]["gangs"], 2, "{report}");
+    assert_eq!(
+        report["report"]["topology"]["gangsInOneRack"], 2,
+        "{report}"
+    );
+    let unfinished = report["report"]["unfinished"].as_array().unwrap();
+    assert_eq!(unfinished.len(), 3, "serving groups never finish: {report}");
+    let mut names: Vec<&str> = unfinished
+        .iter()
+        .map(|u| u["workload"].as_str().unwrap())
+        .collect();
+    names.sort();
+    for (i, n) in names.iter().enumerate() {
+        assert!(
+            n.starts_with(&format!("llm/leaderworkerset-vllm-405b-{i}-")),
+            "{names:?}"
+        );
+    }
+    let waiting: Vec<&Value> = unfinished
+        .iter()
+        .filter(|u| u["state"] == "Pending (WaitingForQuota)")
+        .collect();
+    assert_eq!(waiting.len(), 1, "{report}");
+}
+
+#[test]
 fn trainjobs_are_simulated_on_their_runtime_and_a_missing_runtime_is_named() {
     let o = sluice(&[
         "simulate",

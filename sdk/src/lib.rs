@@ -88,6 +88,8 @@ pub mod jobset;
 pub mod kubeflow;
 #[cfg(feature = "api")]
 pub mod kueue;
+#[cfg(feature = "api")]
+pub mod lws;
 pub mod policy;
 #[cfg(feature = "api")]
 pub mod quantity;

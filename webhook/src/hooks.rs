@@ -16,12 +16,14 @@ use sluice_sdk::kueue::validation::job::{
 };
 use sluice_sdk::kueue::validation::jobset::{validate_jobset, validate_jobset_update};
 use sluice_sdk::kueue::validation::kubeflow::{validate_pytorchjob, validate_pytorchjob_update};
+use sluice_sdk::kueue::validation::lws::{validate_lws, validate_lws_update};
 use sluice_sdk::kueue::validation::ray::{
     validate_raycluster, validate_raycluster_update, validate_rayjob, validate_rayjob_update,
     validate_rayservice, validate_rayservice_update,
 };
 use sluice_sdk::kueue::validation::trainer::{validate_trainjob, validate_trainjob_update};
 use sluice_sdk::kueue::validation::{validate, validate_update};
+use sluice_sdk::lws::LeaderWorkerSet;
 use sluice_sdk::ray::{RayCluster, RayJob, RayService};
 use sluice_sdk::trainer::TrainJob;
 
@@ -61,6 +63,10 @@ pub enum Hook {
     MutateTrainJob,
     /// Kueue's TrainJob validation (labels, and topology annotations of the pod sets its runtime gives).
     ValidateTrainJob,
+    /// Kueue's LeaderWorkerSet defaulting (default LocalQueue; the templates annotated for the pod webhook).
+    MutateLeaderWorkerSet,
+    /// Kueue's LeaderWorkerSet rules (replicas, labels, topology; frozen pod shapes and size while managed).
+    ValidateLeaderWorkerSet,
     /// Kueue's plain-pod defaulting (default LocalQueue, managed label, scheduling gates).
     MutatePod,
     /// Kueue's job-framework label rules on plain pods.
@@ -107,6 +113,14 @@ pub const ROUTES: &[(&str, Hook)] = &[
     (
         "/validate-trainer-kubeflow-org-v1alpha1-trainjob",
         Hook::ValidateTrainJob,
+    ),
+    (
+        "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
+        Hook::MutateLeaderWorkerSet,
+    ),
+    (
+        "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
+        Hook::ValidateLeaderWorkerSet,
     ),
     ("/mutate--v1-pod", Hook::MutatePod),
     ("/validate--v1-pod", Hook::ValidatePod),
@@ -296,6 +310,26 @@ impl Hooks {
                     validate_trainjob_update(old, &self.with_runtime(new), default_queue)
                 },
             ),
+            Hook::MutateLeaderWorkerSet => self.mutate_lws(req),
+            Hook::ValidateLeaderWorkerSet => {
+                let ctx = self.job_context(req.namespace());
+                self.validate_kind::<LeaderWorkerSet, _>(
+                    req,
+                    "LeaderWorkerSet",
+                    validate_lws,
+                    |old, new, _| {
+                        let queued = new
+                            .metadata
+                            .labels
+                            .as_ref()
+                            .and_then(|l| l.get(l::QUEUE_NAME_LABEL))
+                            .is_some_and(|q| !q.is_empty());
+                        let managed =
+                            queued || (ctx.manage_jobs_without_queue_name && ctx.namespace_managed);
+                        validate_lws_update(old, new, managed)
+                    },
+                )
+            }
             Hook::MutatePod => self.mutate_pod(req),
             Hook::ValidatePod => self.validate_pod(req),
             Hook::MutateKueue(kind) => self.mutate_kueue(kind, req),
@@ -462,6 +496,26 @@ impl Hooks {
                 )
             },
         )
+    }
+
+    /// Kueue defaults a LeaderWorkerSet on update too: templates changed while unmanaged get the annotations once
+    /// it is managed.
+    fn mutate_lws(&self, req: &AdmissionRequest) -> Verdict {
+        if !matches!(req.operation, Operation::Create | Operation::Update) {
+            return Verdict::allow();
+        }
+        let object =
+            match typed::<LeaderWorkerSet>(req.object.as_ref(), "LeaderWorkerSet", "object") {
+                Ok((raw, _)) => raw,
+                Err(v) => return v,
+            };
+        let mut mutated = object.clone();
+        defaults::default_lws(
+            &mut mutated,
+            self.job_context(req.namespace()),
+            self.config.gates,
+        );
+        Verdict::patched(object, &mutated)
     }
 
     fn mutate_pod(&self, req: &AdmissionRequest) -> Verdict {

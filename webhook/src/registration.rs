@@ -106,6 +106,14 @@ pub const REGISTRATIONS: &[Registration] = &[
         operations: CREATE,
     },
     Registration {
+        name: "mleaderworkerset.kb.io",
+        path: "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
+        group: "leaderworkerset.x-k8s.io",
+        version: "v1",
+        resources: &["leaderworkersets"],
+        operations: CREATE_UPDATE,
+    },
+    Registration {
         name: "mtrainjob.kb.io",
         path: "/mutate-trainer-kubeflow-org-v1alpha1-trainjob",
         group: "trainer.kubeflow.org",
@@ -185,6 +193,14 @@ pub const REGISTRATIONS: &[Registration] = &[
         group: "ray.io",
         version: "v1",
         resources: &["rayservices"],
+        operations: CREATE_UPDATE,
+    },
+    Registration {
+        name: "vleaderworkerset.kb.io",
+        path: "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
+        group: "leaderworkerset.x-k8s.io",
+        version: "v1",
+        resources: &["leaderworkersets"],
         operations: CREATE_UPDATE,
     },
     Registration {

@@ -121,6 +121,93 @@ async fn jobs_kueue_does_not_manage_are_untouched() {
     assert!(resp.get("patch").is_none(), "{resp}");
 }
 
+// ---------------------------------------------------------------- LeaderWorkerSet
+
+fn lws(labels: Value, gpus: &str, ready: i32) -> Value {
+    json!({
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+        "metadata": {"name": "infer", "namespace": "team", "labels": labels},
+        "spec": {"replicas": 2, "startupPolicy": "LeaderCreated", "leaderWorkerTemplate": {"size": 4,
+            "leaderTemplate": {"spec": {"containers": [{"name": "l", "image": "vllm"}]}},
+            "workerTemplate": {"spec": {"containers": [{"name": "w", "image": "vllm",
+                "resources": {"requests": {"nvidia.com/gpu": gpus}}}]}}}},
+        "status": {"readyReplicas": ready}
+    })
+}
+
+#[tokio::test]
+async fn a_leaderworkerset_gets_its_templates_annotated_and_its_shapes_frozen() {
+    let s = start(None).await;
+    let mut c = s.client().await;
+    let path = "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset";
+    let set = lws(json!({}), "8", 0);
+    let resp = c
+        .review(path, &admission_review("CREATE", &set, None))
+        .await;
+    assert_allowed(&resp);
+    let out = apply_patch(&set, &resp);
+    // The namespace's default LocalQueue, on the set and on both templates, with the pod webhook's cue.
+    assert_eq!(
+        out["metadata"]["labels"]["kueue.x-k8s.io/queue-name"],
+        "default"
+    );
+    for t in ["leaderTemplate", "workerTemplate"] {
+        let meta = &out["spec"]["leaderWorkerTemplate"][t]["metadata"];
+        assert_eq!(
+            meta["labels"]["kueue.x-k8s.io/queue-name"], "default",
+            "{out}"
+        );
+        assert_eq!(
+            meta["annotations"]["kueue.x-k8s.io/pod-suspending-parent"],
+            "leaderworkerset.x-k8s.io/leaderworkerset"
+        );
+        assert_eq!(
+            meta["annotations"]["kueue.x-k8s.io/pod-group-serving"],
+            "true"
+        );
+    }
+    assert_eq!(
+        out["spec"]["startupPolicy"], "LeaderCreated",
+        "the rest is kept"
+    );
+    // Updates are defaulted too (Kueue registers CREATE and UPDATE).
+    let resp = c
+        .review(path, &admission_review("UPDATE", &set, Some(&set)))
+        .await;
+    assert!(resp.get("patch").is_some(), "{resp}");
+
+    let path = "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset";
+    let q = json!({"kueue.x-k8s.io/queue-name": "q"});
+    let mut bad = lws(q.clone(), "8", 0);
+    bad["spec"]["replicas"] = json!(-1);
+    assert_denied(
+        &c.review(path, &admission_review("CREATE", &bad, None))
+            .await,
+        &[
+            "LeaderWorkerSet.leaderworkerset.x-k8s.io \"infer\" is invalid",
+            "spec.replicas",
+            "invalid LeaderWorkerSet replicas: must be >= 0, got -1",
+        ],
+    );
+    let old = lws(q.clone(), "8", 0);
+    assert_denied(
+        &c.review(
+            path,
+            &admission_review("UPDATE", &lws(q.clone(), "4", 0), Some(&old)),
+        )
+        .await,
+        &[
+            "spec.leaderWorkerTemplate.workerTemplate.spec.containers[0].resources.requests: Invalid value",
+        ],
+    );
+    let mut scaled = lws(q, "8", 0);
+    scaled["spec"]["replicas"] = json!(5);
+    assert_allowed(
+        &c.review(path, &admission_review("UPDATE", &scaled, Some(&old)))
+            .await,
+    );
+}
+
 // ---------------------------------------------------------------- JobSet
 
 fn jobset(namespace: &str, labels: Value, worker_annotations: Value) -> Value {

@@ -421,6 +421,8 @@ pub const RAYCLUSTER_FRAMEWORK: &str = "ray.io/raycluster";
 pub const RAYSERVICE_FRAMEWORK: &str = "ray.io/rayservice";
 /// Kueue's framework name of the Kubeflow Trainer TrainJob integration.
 pub const TRAINJOB_FRAMEWORK: &str = "trainer.kubeflow.org/trainjob";
+/// Kueue's framework name for LeaderWorkerSets.
+pub const LWS_FRAMEWORK: &str = sluice_sdk::lws::FRAMEWORK_NAME;
 
 /// Everything the controllers need to know.
 #[derive(Clone, Debug)]
@@ -447,6 +449,9 @@ pub struct OperatorConfig {
     /// Whether Kubeflow Trainer TrainJobs (`trainer.kubeflow.org/v1alpha1`) are managed, once their CRD is served
     /// (in Kueue's shipped list).
     pub trainjobs: bool,
+    /// Whether LeaderWorkerSets (`leaderworkerset.x-k8s.io/v1`) are managed, once their CRD is served (in Kueue's
+    /// shipped list); their groups are pod groups, so this turns the pod integration on too, as in Kueue.
+    pub leaderworkersets: bool,
     /// Whether plain Pods and Pod groups (Kueue's `pod` framework) are managed.
     pub pod_groups: bool,
     /// Write Kueue's detailed pending reasons instead of "Pending".
@@ -481,6 +486,7 @@ impl Default for OperatorConfig {
             rayclusters: true,
             rayservices: true,
             trainjobs: true,
+            leaderworkersets: true,
             pod_groups: true,
             detailed_pending_reasons: false,
             retry_base: Duration::from_millis(100),
@@ -647,7 +653,8 @@ impl OperatorConfig {
             out.rayclusters = i.frameworks.iter().any(|f| f == RAYCLUSTER_FRAMEWORK);
             out.rayservices = i.frameworks.iter().any(|f| f == RAYSERVICE_FRAMEWORK);
             out.trainjobs = i.frameworks.iter().any(|f| f == TRAINJOB_FRAMEWORK);
-            out.pod_groups = i.frameworks.iter().any(|f| f == "pod");
+            out.leaderworkersets = i.frameworks.iter().any(|f| f == LWS_FRAMEWORK);
+            out.pod_groups = out.leaderworkersets || i.frameworks.iter().any(|f| f == "pod");
         }
         Ok(out)
     }

@@ -361,6 +361,20 @@ impl Operator {
                 handles.push(handle);
             }
         }
+        if self.config.leaderworkersets {
+            use sluice_sdk::lws;
+            let served = api_served(c, lws::API_VERSION, "leaderworkersets").await;
+            if served {
+                optional_kinds.push(lws::KIND);
+            }
+            handles.push(spawn_watcher_when_served(
+                c.clone(),
+                served,
+                tx.clone(),
+                Input::LeaderWorkerSet,
+                lws::KIND,
+            ));
+        }
         let input = tx.downgrade();
         drop(tx);
         let events = self.events.then(|| {

@@ -121,6 +121,11 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: WATCH,
     },
     Permission {
+        group: "leaderworkerset.x-k8s.io",
+        resource: "leaderworkersets",
+        verbs: WATCH,
+    },
+    Permission {
         group: "",
         resource: "pods",
         // delete: pods of an evicted plain-pod group are ended, as Kueue does.

@@ -42,6 +42,7 @@ macro_rules! object_job_identity {
 
 mod batch_job;
 mod jobset;
+pub mod lws;
 pub mod pod_group;
 mod podset_info;
 mod priority;
@@ -53,6 +54,7 @@ mod trainjob;
 
 pub use batch_job::BatchJob;
 pub use jobset::JobSetJob;
+pub use lws::{LwsGroup, LwsGroupJob};
 pub use pod_group::{PodGroup, PodGroupKey, PodGroups};
 pub use podset_info::{PodSetInfo, merge_check_updates, pod_set_infos};
 pub use priority::{PriorityClasses, ResolvedPriority};

@@ -53,7 +53,10 @@ impl PodGroupKey {
             return None;
         }
         let namespace = pod.namespace().unwrap_or_default();
-        Some(match group_name(pod) {
+        // A group with a prebuilt Workload is keyed by that Workload's name, so that its events find the group.
+        let group =
+            group_name(pod).map(|g| super::prebuilt_workload_name(&pod.metadata).unwrap_or(g));
+        Some(match group {
             Some(g) => PodGroupKey::Group {
                 namespace,
                 name: g.clone(),
@@ -65,29 +68,35 @@ impl PodGroupKey {
         })
     }
 
-    /// The key of the group whose Workload this is, from its owner references and annotations.
+    /// The key of the group whose Workload this is: a group Workload (annotation `kueue.x-k8s.io/is-group-workload`,
+    /// as Kueue's pod groups and LeaderWorkerSets build them) or one pods own without controlling it (an adopted
+    /// prebuilt Workload) is the group of its name; one a pod controls is that single pod's.
     pub fn of_workload(wl: &Workload) -> Option<Self> {
         let namespace = wl.namespace().unwrap_or_default();
-        let owners = wl.metadata.owner_references.iter().flatten();
-        let mut pod_owners = owners.filter(|o| o.kind == KIND && o.api_version == "v1");
+        let group = PodGroupKey::Group {
+            namespace: namespace.clone(),
+            name: wl.name_any(),
+        };
         if wl
             .annotations()
             .get(IS_GROUP_WORKLOAD_ANNOTATION)
             .map(String::as_str)
             == Some("true")
         {
-            pod_owners.next()?;
-            return Some(PodGroupKey::Group {
-                namespace,
-                name: wl.name_any(),
-            });
+            return Some(group);
         }
-        pod_owners
-            .find(|o| o.controller == Some(true))
-            .map(|o| PodGroupKey::Single {
+        let owners = wl.metadata.owner_references.iter().flatten();
+        let mut pod_owners = owners
+            .filter(|o| o.kind == KIND && o.api_version == "v1")
+            .peekable();
+        pod_owners.peek()?;
+        match pod_owners.find(|o| o.controller == Some(true)) {
+            Some(o) => Some(PodGroupKey::Single {
                 namespace,
                 pod: o.name.clone(),
-            })
+            }),
+            None => Some(group),
+        }
     }
 
     /// Namespace of the group.
@@ -212,32 +221,8 @@ pub fn role_hash(pod: &Pod) -> Result<String, JobError> {
         return Ok(h.clone());
     }
     let empty = PodSpec::default();
-    let spec = pod.spec.as_ref().unwrap_or(&empty);
-    let containers = |cs: &[k8s_openapi::api::core::v1::Container]| {
-        cs.iter()
-            .map(|c| {
-                serde_json::json!({
-                    "requests": c.resources.as_ref().and_then(|r| r.requests.as_ref()),
-                    "ports": c.ports,
-                })
-            })
-            .collect::<Vec<_>>()
-    };
-    let mut shape = serde_json::json!({
-        "initContainers": containers(spec.init_containers.as_deref().unwrap_or_default()),
-        "containers": containers(&spec.containers),
-        "nodeSelector": spec.node_selector,
-        "affinity": spec.affinity,
-        "tolerations": spec.tolerations,
-        "runtimeClassName": spec.runtime_class_name,
-        "priority": spec.priority,
-        "topologySpreadConstraints": spec.topology_spread_constraints,
-        "overhead": spec.overhead,
-        "resourceClaims": spec.resource_claims,
-    });
-    if let Some(r) = &spec.resources {
-        shape["resources"] = serde_json::json!(r.requests);
-    }
+    let shape =
+        sluice_sdk::kueue::validation::job::pod_spec_shape(pod.spec.as_ref().unwrap_or(&empty));
     // serde_json's maps are sorted, so the encoding (hence the hash) is stable.
     let bytes = serde_json::to_vec(&shape).map_err(|e| error(pod, "spec", e.to_string()))?;
     let digest = Sha256::digest(&bytes);
@@ -280,6 +265,34 @@ fn group_pod_sets(pods: &[&Pod]) -> Result<Vec<PodSet>, JobError> {
         ));
     }
     Ok(sets.into_values().collect())
+}
+
+/// Kueue's test that a group's prebuilt Workload still fits its pods: the roles of the runnable or succeeded pods,
+/// sorted by name, are pod sets of the Workload in its order, each with at least as many pods (a finished Workload
+/// needs only the roles).
+pub fn group_fits(pods: &[Pod], wl: &Workload) -> Result<bool, JobError> {
+    let mut roles: BTreeMap<String, i32> = BTreeMap::new();
+    for p in pods.iter().filter(|p| is_runnable_or_succeeded(p)) {
+        *roles.entry(role_hash(p)?).or_default() += 1;
+    }
+    let finished = wl.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == labels::condition::FINISHED && c.status == "True")
+    });
+    if !finished && wl.spec.pod_sets.len() < roles.len() {
+        return Ok(false);
+    }
+    let mut sets = wl.spec.pod_sets.iter();
+    for (role, count) in &roles {
+        let Some(ps) = sets.find(|ps| &ps.name == role) else {
+            return Ok(false);
+        };
+        if !finished && ps.count < *count {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Queue name, priority and total count agree across the group's pods (failed pods excepted); Err names the
@@ -585,8 +598,15 @@ impl JobIntegration for PodGroups {
             .and_then(|p| p.labels().get(labels::QUEUE_NAME_LABEL).cloned())
     }
 
+    /// The prebuilt Workload the group's first pod names (a LeaderWorkerSet's pods name their group's).
+    fn prebuilt_workload(job: &PodGroup) -> Option<String> {
+        job.pods
+            .first()
+            .and_then(|p| super::prebuilt_workload_name(&p.metadata))
+    }
+
     fn workload_name(job: &PodGroup) -> Option<String> {
-        job.key.workload_name(&job.pods)
+        Self::prebuilt_workload(job).or_else(|| job.key.workload_name(&job.pods))
     }
 
     fn compose(job: &PodGroup, priorities: &PriorityClasses) -> Result<Option<Workload>, JobError> {

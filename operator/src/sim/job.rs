@@ -12,8 +12,9 @@ use sluice_sdk::trainer::{self, TrainJob};
 
 use crate::engine::Time;
 use crate::jobs::{
-    BatchJob, JobError, JobIntegration, JobSetJob, PodSetInfo, PriorityClasses, PyTorchJobJob,
-    RayClusterJob, RayJobJob, RayServiceJob, SuspendableJob, TrainJobJob,
+    BatchJob, JobError, JobIntegration, JobSetJob, LwsGroup, LwsGroupJob, PodSetInfo,
+    PriorityClasses, PyTorchJobJob, RayClusterJob, RayJobJob, RayServiceJob, SuspendableJob,
+    TrainJobJob,
 };
 use crate::status;
 
@@ -38,6 +39,8 @@ pub enum SimJob {
     RayService(RayService),
     /// A Kubeflow Trainer TrainJob (with its runtime resolved).
     TrainJob(TrainJob),
+    /// One group of a LeaderWorkerSet.
+    LwsGroup(LwsGroup),
 }
 
 /// Runs `$body` with `$j` bound to the job of whatever kind `$job` is and `$K` naming that kind's integration.
@@ -70,6 +73,10 @@ macro_rules! each_kind {
             }
             SimJob::TrainJob($j) => {
                 type $K = TrainJobJob;
+                $body
+            }
+            SimJob::LwsGroup($j) => {
+                type $K = LwsGroupJob;
                 $body
             }
         }
@@ -169,12 +176,24 @@ impl SimJob {
             }
             // A cluster or a service never finishes by itself: the end of its simulated run stands for its owner
             // deleting it.
-            SimJob::RayCluster(_) | SimJob::RayService(_) => {}
+            SimJob::RayCluster(_) | SimJob::RayService(_) | SimJob::LwsGroup(_) => {}
         }
     }
 
-    /// The object as JSON, with its apiVersion and kind.
+    /// The object as JSON, with its apiVersion and kind (a LeaderWorkerSet once, with its first group; Null for
+    /// its other groups).
     pub fn to_value(&self) -> Value {
+        if let SimJob::LwsGroup(g) = self {
+            if g.index != 0 {
+                return Value::Null;
+            }
+            let mut v = serde_json::to_value(&g.set).unwrap_or(Value::Null);
+            if let Value::Object(m) = &mut v {
+                m.insert("apiVersion".into(), LwsGroupJob::API_VERSION.into());
+                m.insert("kind".into(), self.kind().into());
+            }
+            return v;
+        }
         let (v, api_version) = each_kind!(self, |j, K| (serde_json::to_value(j), K::API_VERSION));
         let mut v = v.unwrap_or(Value::Null);
         if let Value::Object(m) = &mut v {

@@ -14,16 +14,19 @@ use sluice_sdk::kueue::decode::{
 use sluice_sdk::kueue::v1beta2 as api;
 use sluice_sdk::kueue::validation::jobset::validate_jobset;
 use sluice_sdk::kueue::validation::kubeflow::validate_pytorchjob;
+use sluice_sdk::kueue::validation::lws::validate_lws;
 use sluice_sdk::kueue::validation::ray::{
     validate_raycluster, validate_rayjob, validate_rayservice,
 };
 use sluice_sdk::kueue::validation::trainer::validate_trainjob;
 use sluice_sdk::kueue::validation::validate;
+use sluice_sdk::lws::{self, LeaderWorkerSet};
 use sluice_sdk::ray::{self, RayCluster, RayJob, RayService};
 use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
 use sluice_sdk::trainer::{self, ClusterTrainingRuntime, RuntimeKey, TrainJob, TrainingRuntime};
 
 use super::job::{JobKey, SimJob};
+use crate::jobs::LwsGroup;
 use crate::manifest::{Document, Origin};
 
 /// A document the simulator cannot use.
@@ -316,6 +319,40 @@ impl ClusterObjects {
                 let key = (ray::RAY_SERVICE_KIND, ns(), name);
                 insert(&mut self.jobs, key, o, what, SimJob::RayService(service))
             }
+            (lws::API_VERSION, lws::KIND) => {
+                // As Kueue's webhook: the templates annotated for the pod webhook (the pod sets carry them).
+                let mut value = doc.value.clone();
+                sluice_sdk::kueue::defaults::default_lws(
+                    &mut value,
+                    sluice_sdk::kueue::defaults::JobContext {
+                        default_local_queue_exists: false,
+                        namespace_managed: true,
+                        manage_jobs_without_queue_name: false,
+                    },
+                    sluice_sdk::kueue::defaults::Gates::default(),
+                );
+                let mut set: LeaderWorkerSet =
+                    deserialize_strict(value).map_err(|e| strict_error(doc, e))?;
+                set.metadata.namespace = Some(ns());
+                validate_lws(&set).map_err(|e| LoadError::new(o, &what, e.to_string()))?;
+                if set.metadata.uid.is_none() {
+                    // Each group's Workload name hashes the set's uid; a loaded set gets a stable one.
+                    set.metadata.uid = Some(format!("sim-{}-{name}", ns()));
+                }
+                for group in LwsGroup::of(&set) {
+                    let gname = group.metadata.name.clone().unwrap_or_default();
+                    self.submission_order.push((lws::KIND, ns(), gname.clone()));
+                    let key = (lws::KIND, ns(), gname);
+                    insert(
+                        &mut self.jobs,
+                        key,
+                        o,
+                        what.clone(),
+                        SimJob::LwsGroup(group),
+                    )?;
+                }
+                Ok(())
+            }
             (trainer::API_VERSION, trainer::TRAINING_RUNTIME_KIND) => {
                 let mut rt: TrainingRuntime = typed(doc)?;
                 rt.metadata.namespace = Some(ns());
@@ -355,7 +392,7 @@ impl ClusterObjects {
                     "unsupported kind {k:?} in {v:?}: the simulator reads Kueue's kinds (kueue.x-k8s.io/v1beta2 or \
                      v1beta1), v1 Namespace and Node, scheduling.k8s.io/v1 PriorityClass, batch/v1 Job, jobset.x-k8s.io/v1alpha2 \
                      JobSet, kubeflow.org/v1 PyTorchJob, ray.io/v1 RayJob, RayCluster and RayService, trainer.kubeflow.org/v1alpha1 \
-                     TrainJob, TrainingRuntime and ClusterTrainingRuntime, and sluice.dev/v1alpha1 NodeGpuTopology"
+                     TrainJob, TrainingRuntime and ClusterTrainingRuntime, leaderworkerset.x-k8s.io/v1 LeaderWorkerSet, and sluice.dev/v1alpha1 NodeGpuTopology"
                 ),
             )),
         }

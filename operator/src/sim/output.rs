@@ -71,7 +71,10 @@ fn final_objects(sim: &Simulation, now: i64) -> Vec<Value> {
         ));
     }
     for job in sim.jobs.values() {
-        items.push(job.to_value());
+        let v = job.to_value();
+        if !v.is_null() {
+            items.push(v);
+        }
     }
     items
 }

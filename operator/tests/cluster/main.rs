@@ -17,6 +17,7 @@ mod failover;
 mod fair_sharing;
 mod gpu_use;
 mod jobsets;
+mod leaderworkersets;
 mod pods;
 mod policy;
 mod pytorchjobs;

@@ -10,6 +10,7 @@ mod failover;
 mod gpu_use;
 mod jobs;
 mod jobsets;
+mod leaderworkersets;
 mod pod_groups;
 mod pods_ready;
 mod policy_modules;

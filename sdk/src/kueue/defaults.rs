@@ -158,6 +158,69 @@ pub fn default_kubeflow_job(job: &mut Value, ctx: JobContext) {
     default_queue_and_suspend_at(job, ctx, &["spec", "runPolicy"]);
 }
 
+/// Applies Kueue's LeaderWorkerSet defaulting to a document: the namespace's default LocalQueue, and, when the
+/// LeaderWorkerSet is managed, on its leader and worker templates the queue name and workload priority class, the
+/// annotations that make the pod webhook gate the pods for their parent (`pod-suspending-parent`) and mark each
+/// group as serving, and with topology-aware scheduling and a leader the workers' pod-index offset of 1 (the leader
+/// holds index 0) unless the worker template is in a pod-set group. There is no suspend field: the pods are gated.
+pub fn default_lws(lws: &mut Value, ctx: JobContext, gates: Gates) {
+    if owner_integrated(lws) {
+        return;
+    }
+    default_queue(lws, ctx);
+    if !managed(lws, ctx) {
+        return;
+    }
+    let queue = queue_name(lws).to_owned();
+    let priority = lws
+        .pointer("/metadata/labels")
+        .and_then(|m| m.get(l::PRIORITY_CLASS_LABEL))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let Some(lwt) = object_at(lws, "spec").and_then(|s| child_object(s, "leaderWorkerTemplate"))
+    else {
+        return;
+    };
+    let has_leader = lwt.get("leaderTemplate").is_some_and(|t| !t.is_null());
+    for (key, worker) in [("leaderTemplate", false), ("workerTemplate", true)] {
+        if !worker && !has_leader {
+            continue;
+        }
+        let Some(meta) = child_object(lwt, key).and_then(|t| child_object(t, "metadata")) else {
+            continue;
+        };
+        if let Some(labels) = child_object(meta, "labels") {
+            if !queue.is_empty() {
+                labels.insert(l::QUEUE_NAME_LABEL.to_owned(), Value::String(queue.clone()));
+            }
+            if let Some(p) = &priority {
+                labels.insert(l::PRIORITY_CLASS_LABEL.to_owned(), Value::String(p.clone()));
+            }
+        }
+        let Some(annotations) = child_object(meta, "annotations") else {
+            continue;
+        };
+        annotations.insert(
+            POD_SUSPENDING_PARENT_ANNOTATION.to_owned(),
+            Value::String(crate::lws::FRAMEWORK_NAME.to_owned()),
+        );
+        annotations.insert(
+            l::POD_GROUP_SERVING_ANNOTATION.to_owned(),
+            Value::String("true".to_owned()),
+        );
+        if gates.topology_aware_scheduling
+            && worker
+            && has_leader
+            && !annotations.contains_key(l::PODSET_GROUP_NAME_ANNOTATION)
+        {
+            annotations.insert(
+                l::POD_INDEX_OFFSET_ANNOTATION.to_owned(),
+                Value::String("1".to_owned()),
+            );
+        }
+    }
+}
+
 /// The namespace's `default` LocalQueue for a job without a queue name (Kueue's `ApplyDefaultLocalQueue`).
 fn default_queue(job: &mut Value, ctx: JobContext) {
     if queue_name(job).is_empty() && ctx.default_local_queue_exists && ctx.namespace_managed {
@@ -339,6 +402,50 @@ fn add_scheduling_gate_in(pod: &mut Map<String, Value>, gate: &str) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_managed_lws_gets_its_templates_annotated_for_the_pod_webhook() {
+        let mut lws = serde_json::json!({
+            "metadata": {"name": "infer", "labels": {l::PRIORITY_CLASS_LABEL: "high"}},
+            "spec": {"leaderWorkerTemplate": {"size": 3,
+                "leaderTemplate": {"spec": {"containers": []}},
+                "workerTemplate": {"metadata": {"labels": {"app": "w"}}, "spec": {"containers": []}}}}
+        });
+        let ctx = JobContext {
+            default_local_queue_exists: true,
+            namespace_managed: true,
+            manage_jobs_without_queue_name: false,
+        };
+        default_lws(&mut lws, ctx, Gates::default());
+        assert_eq!(lws["metadata"]["labels"][l::QUEUE_NAME_LABEL], "default");
+        let lwt = &lws["spec"]["leaderWorkerTemplate"];
+        for t in ["leaderTemplate", "workerTemplate"] {
+            let meta = &lwt[t]["metadata"];
+            assert_eq!(meta["labels"][l::QUEUE_NAME_LABEL], "default", "{t}");
+            assert_eq!(meta["labels"][l::PRIORITY_CLASS_LABEL], "high", "{t}");
+            assert_eq!(
+                meta["annotations"][POD_SUSPENDING_PARENT_ANNOTATION],
+                crate::lws::FRAMEWORK_NAME
+            );
+            assert_eq!(meta["annotations"][l::POD_GROUP_SERVING_ANNOTATION], "true");
+        }
+        assert_eq!(lwt["workerTemplate"]["metadata"]["labels"]["app"], "w");
+        assert_eq!(
+            lwt["workerTemplate"]["metadata"]["annotations"][l::POD_INDEX_OFFSET_ANNOTATION],
+            "1"
+        );
+        assert!(
+            lwt["leaderTemplate"]["metadata"]["annotations"]
+                .get(l::POD_INDEX_OFFSET_ANNOTATION)
+                .is_none()
+        );
+        // No queue and no default queue: not managed, untouched.
+        let mut plain = serde_json::json!({"metadata": {"name": "x"},
+            "spec": {"leaderWorkerTemplate": {"workerTemplate": {}}}});
+        let before = plain.clone();
+        default_lws(&mut plain, JobContext::default(), Gates::default());
+        assert_eq!(plain, before);
+    }
     use super::*;
     use serde_json::json;
 

@@ -103,6 +103,8 @@ pub const JOB_UID_LABEL: &str = "kueue.x-k8s.io/job-uid";
 pub const JOB_OWNER_GVK_ANNOTATION: &str = "kueue.x-k8s.io/job-owner-gvk";
 /// Annotation with the name of a workload's owner job.
 pub const JOB_OWNER_NAME_ANNOTATION: &str = "kueue.x-k8s.io/job-owner-name";
+/// Annotation with the index of a workload among its owner's (one per LeaderWorkerSet group).
+pub const COMPONENT_WORKLOAD_INDEX_ANNOTATION: &str = "kueue.x-k8s.io/component-workload-index";
 /// Annotation with a signed priority boost (alpha gate PriorityBoost).
 pub const PRIORITY_BOOST_ANNOTATION: &str = "kueue.x-k8s.io/priority-boost";
 /// Annotation naming a workload slice (elastic jobs).

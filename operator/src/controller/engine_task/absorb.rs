@@ -209,6 +209,7 @@ impl EngineTask {
             Input::Pod(c) => {
                 self.count_event("Pod");
                 let (obj, deleted) = split(c);
+                self.absorb_lws_pod(&obj, deleted);
                 self.absorb_managed_pod(&obj, deleted);
                 self.absorb_gpu_pod(&obj, deleted);
                 let key = (obj.namespace().unwrap_or_default(), obj.name_any());
@@ -255,6 +256,7 @@ impl EngineTask {
                     self.cache.workloads.insert(key.clone(), obj.clone());
                 }
                 self.mark_owner_dirty(&obj);
+                self.absorb_lws_workload(&obj);
                 // A Workload nobody controls may be a job's prebuilt one, which that job waits for.
                 if !deleted
                     && !obj
@@ -349,6 +351,11 @@ impl EngineTask {
                 let gone =
                     trainjobs::absorb_trainjob(&mut self.cache, &mut self.kinds, obj, deleted);
                 self.owners_gone.extend(gone);
+            }
+            Input::LeaderWorkerSet(c) => {
+                self.count_event("LeaderWorkerSet");
+                let (obj, deleted) = split(c);
+                self.absorb_lws(obj, deleted);
             }
             Input::TrainingRuntime(c) => {
                 self.count_event("TrainingRuntime");

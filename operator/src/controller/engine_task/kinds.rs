@@ -129,6 +129,7 @@ impl EngineTask {
         self.mark_all_of::<RayServiceJob>();
         self.mark_all_of::<TrainJobJob>();
         self.mark_all_of::<PodGroups>();
+        self.mark_all_lws();
     }
 
     async fn reconcile_dirty<I: Reconciled>(&mut self) -> bool {

@@ -25,6 +25,7 @@ use kube::{Api, Client, Resource};
 use sluice_sdk::jobset::JobSet;
 use sluice_sdk::kubeflow::PyTorchJob;
 use sluice_sdk::kueue::v1beta2 as api;
+use sluice_sdk::lws::LeaderWorkerSet;
 use sluice_sdk::ray::{RayCluster, RayJob, RayService};
 use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
 use sluice_sdk::sluice::policy_module::PolicyModule;
@@ -40,6 +41,7 @@ mod decisions;
 mod gpu_use;
 mod jobs;
 mod kinds;
+mod leaderworkersets;
 mod owners;
 mod pod_groups;
 mod policy_sync;
@@ -93,6 +95,8 @@ pub enum Input {
     RayService(Change<RayService>),
     /// A Kubeflow Trainer TrainJob changed.
     TrainJob(Change<TrainJob>),
+    /// A LeaderWorkerSet changed.
+    LeaderWorkerSet(Change<LeaderWorkerSet>),
     /// A Kubeflow Trainer TrainingRuntime changed.
     TrainingRuntime(Change<TrainingRuntime>),
     /// A Kubeflow Trainer ClusterTrainingRuntime changed.
@@ -157,6 +161,8 @@ struct Cache {
     trainjobs: BTreeMap<(String, String), TrainJob>,
     training_runtimes: BTreeMap<(String, String), TrainingRuntime>,
     cluster_training_runtimes: BTreeMap<String, ClusterTrainingRuntime>,
+    /// LeaderWorkerSets and the pods their controller made, by (namespace, name).
+    lws: leaderworkersets::LwsCache,
     priorities: PriorityClasses,
     nodes: BTreeMap<String, Node>,
     topologies: BTreeMap<String, api::Topology>,
@@ -430,6 +436,7 @@ impl EngineTask {
                 self.reconcile_workload(&key).await;
             }
             did |= self.reconcile_dirty_jobs().await;
+            did |= self.reconcile_dirty_lws().await;
             for key in std::mem::take(&mut self.dirty_ungates) {
                 did |= self.ungate_pods(&key).await;
             }
@@ -458,6 +465,7 @@ impl EngineTask {
                 || self.any_dirty_job()
                 || !self.dirty_workloads.is_empty()
                 || !self.dirty_ungates.is_empty()
+                || !self.cache.lws.dirty.is_empty()
                 || !self.deleted_jobs.is_empty()
                 || !self.owners_gone.is_empty();
             if acted || did || more {

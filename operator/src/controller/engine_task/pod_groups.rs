@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Api, ResourceExt};
 use sluice_sdk::kueue::labels;
 use sluice_sdk::kueue::v1beta2 as api;
@@ -128,6 +129,47 @@ impl Reconciled for PodGroups {
 
     fn holds_pods(task: &EngineTask, key: &Self::Key) -> bool {
         task.group_pods(key).iter().any(pod_group::is_active)
+    }
+
+    /// A group takes its prebuilt Workload with every pod as a plain owner; a single pod as its controller.
+    fn prebuilt_owners(_: &EngineTask, job: &PodGroup) -> Option<Vec<OwnerReference>> {
+        if !job.key.is_group() {
+            return None;
+        }
+        Some(
+            job.pods
+                .iter()
+                .filter_map(|p| {
+                    Some(OwnerReference {
+                        api_version: "v1".to_string(),
+                        kind: "Pod".to_string(),
+                        name: p.name_any(),
+                        uid: p.uid()?,
+                        controller: None,
+                        block_owner_deletion: None,
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    /// A group fits its prebuilt Workload as Kueue's pod groups compare them (roles and counts); a single pod as
+    /// any job.
+    fn fits_prebuilt(
+        task: &EngineTask,
+        job: &PodGroup,
+        wl: &api::Workload,
+        tolerations: bool,
+    ) -> Result<bool, crate::jobs::JobError> {
+        if job.key.is_group() {
+            return pod_group::group_fits(&job.pods, wl);
+        }
+        Ok(
+            match <Self as crate::jobs::JobIntegration>::compose(job, &task.cache.priorities)? {
+                Some(fresh) => super::reconciler::equivalent(&fresh, wl, tolerations),
+                None => true,
+            },
+        )
     }
 
     fn event_owner(job: &PodGroup) -> Option<ObjectReference> {

@@ -172,6 +172,25 @@ pub(super) trait Reconciled: JobIntegration<Job: Clone + Send + Sync> + Sized {
         wl: &api::Workload,
         why: &StopReason,
     ) -> impl Future<Output = StopStep> + Send;
+    /// The owner references a job adds to its prebuilt Workload when it takes it: None (the default) for one
+    /// controller reference to the job; for a pod group, every pod as a plain owner (Kueue's
+    /// `EnsureWorkloadOwnedByAllMembers`).
+    fn prebuilt_owners(_task: &EngineTask, _job: &Self::Job) -> Option<Vec<OwnerReference>> {
+        None
+    }
+    /// Whether the job still fits its prebuilt Workload (else it is finished `OutOfSync`); by default Kueue's
+    /// `EquivalentToWorkload` on the Workload the job would build, tolerations compared when `tolerations`.
+    fn fits_prebuilt(
+        task: &EngineTask,
+        job: &Self::Job,
+        wl: &api::Workload,
+        tolerations: bool,
+    ) -> Result<bool, crate::jobs::JobError> {
+        Ok(match Self::compose(job, &task.cache.priorities)? {
+            Some(fresh) => equivalent(&fresh, wl, tolerations),
+            None => true,
+        })
+    }
     /// Releases what the operator keeps on the job's objects; returns whether it wrote.
     fn finalize(
         task: &mut EngineTask,
@@ -395,6 +414,39 @@ impl EngineTask {
         wl: &api::Workload,
         job: &I::Job,
     ) -> Prebuilt {
+        if let Some(refs) = I::prebuilt_owners(self, job) {
+            let existing = wl.metadata.owner_references.clone().unwrap_or_default();
+            let missing: Vec<OwnerReference> = refs
+                .into_iter()
+                .filter(|r| !existing.iter().any(|o| o.uid == r.uid))
+                .collect();
+            if !missing.is_empty() {
+                let written = self
+                    .write_workload_main(wkey, |w| {
+                        let refs = w.metadata.owner_references.get_or_insert_with(Vec::new);
+                        let before = refs.len();
+                        for r in &missing {
+                            if !refs.iter().any(|o| o.uid == r.uid) {
+                                refs.push(r.clone());
+                            }
+                        }
+                        Ok(refs.len() > before)
+                    })
+                    .await;
+                let Some(w) = written else {
+                    return Prebuilt::NotOurs;
+                };
+                self.event(
+                    super::reference(&w),
+                    crate::telemetry::EventSeverity::Normal,
+                    "OwnerReferencesAdded",
+                    "OwnerReferencesAdded",
+                    format!("Added {} owner reference(s)", missing.len()),
+                );
+                return Prebuilt::Wrote;
+            }
+            return self.check_prebuilt_in_sync::<I>(wkey, wl, job).await;
+        }
         let Some(owner) = I::event_owner(job).filter(|o| o.uid.is_some()) else {
             return Prebuilt::NotOurs;
         };
@@ -439,15 +491,24 @@ impl EngineTask {
                 };
             }
         }
+        self.check_prebuilt_in_sync::<I>(wkey, wl, job).await
+    }
+
+    /// A job's own prebuilt Workload that no longer fits the job is finished `OutOfSync`.
+    async fn check_prebuilt_in_sync<I: Reconciled>(
+        &mut self,
+        wkey: &WorkloadKey,
+        wl: &api::Workload,
+        job: &I::Job,
+    ) -> Prebuilt {
         // A running job is not compared (Kueue compares it against its admission's templates); a suspended one is
         // compared with the Workload's pod sets, tolerations aside once it holds quota.
         let admitted = has_admission(wl);
         if admitted && !I::is_suspended(job) {
             return Prebuilt::Ours;
         }
-        let in_sync = match I::compose(job, &self.cache.priorities) {
-            Ok(Some(fresh)) => equivalent(&fresh, wl, !admitted),
-            Ok(None) => true,
+        let in_sync = match I::fits_prebuilt(self, job, wl, !admitted) {
+            Ok(fits) => fits,
             Err(e) => {
                 tracing::warn!(workload = %wkey, error = %e, "job's pod sets not built");
                 return Prebuilt::NotOurs;
@@ -505,7 +566,11 @@ enum Prebuilt {
 /// Whether the Workload the job builds now matches the existing one as Kueue's `EquivalentToWorkload` compares
 /// them: the maximum execution time, and per pod set in order its count, minimum count, tolerations (when
 /// `tolerations`; Kueue ignores them for an admitted Workload), init containers and containers.
-fn equivalent(fresh: &api::Workload, existing: &api::Workload, tolerations: bool) -> bool {
+pub(super) fn equivalent(
+    fresh: &api::Workload,
+    existing: &api::Workload,
+    tolerations: bool,
+) -> bool {
     let spec_of = |ps: &api::PodSet| ps.template.spec.clone().unwrap_or_default();
     fresh.spec.maximum_execution_time_seconds == existing.spec.maximum_execution_time_seconds
         && fresh.spec.pod_sets.len() == existing.spec.pod_sets.len()

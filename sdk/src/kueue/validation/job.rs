@@ -12,7 +12,7 @@ use super::names::{dns_subdomain, qualified_name};
 use crate::kueue::labels as l;
 
 /// Kubernetes' message for a changed immutable field.
-const IMMUTABLE: &str = "field is immutable";
+pub(super) const IMMUTABLE: &str = "field is immutable";
 
 /// Validates a Job on creation.
 pub fn validate_job(job: &Job) -> Result<(), ValidationErrors> {
@@ -210,10 +210,47 @@ fn subdomain(errs: &mut Errors, path: Path, value: &str) {
     }
 }
 
-pub(super) fn meta_create_rules(errs: &mut Errors, meta: &ObjectMeta) {
+/// Kueue's `ValidateQueueName`: the queue-name label, when set, is a DNS subdomain.
+pub(super) fn queue_name_rules(errs: &mut Errors, meta: &ObjectMeta) {
     if let Some(q) = label(meta, l::QUEUE_NAME_LABEL) {
         subdomain(errs, labels_path(l::QUEUE_NAME_LABEL), q);
     }
+}
+
+/// The part of a pod spec that decides where and how a pod is placed, as Kueue's `SpecShape` reads it: a pod
+/// group's pods of one shape share a role, and a managed LeaderWorkerSet may not change its templates' shapes.
+pub fn pod_spec_shape(spec: &k8s_openapi::api::core::v1::PodSpec) -> serde_json::Value {
+    let containers = |cs: &[k8s_openapi::api::core::v1::Container]| {
+        cs.iter()
+            .map(|c| {
+                serde_json::json!({
+                    "resources": {"requests": c.resources.as_ref().and_then(|r| r.requests.as_ref())},
+                    "ports": c.ports,
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut shape = serde_json::json!({
+        "initContainers": containers(spec.init_containers.as_deref().unwrap_or_default()),
+        "containers": containers(&spec.containers),
+        "nodeSelector": spec.node_selector,
+        "affinity": spec.affinity,
+        "tolerations": spec.tolerations,
+        "runtimeClassName": spec.runtime_class_name,
+        "priority": spec.priority,
+        "topologySpreadConstraints": spec.topology_spread_constraints,
+        "overhead": spec.overhead,
+        "resourceClaims": spec.resource_claims,
+    });
+    // Pod-level resources count only when set, so that shapes of pods without them stay as they were.
+    if let Some(r) = &spec.resources {
+        shape["resources"] = serde_json::json!(r.requests);
+    }
+    shape
+}
+
+pub(super) fn meta_create_rules(errs: &mut Errors, meta: &ObjectMeta) {
+    queue_name_rules(errs, meta);
     let (path, value) = prebuilt(meta);
     if !value.is_empty() || label(meta, l::PREBUILT_WORKLOAD_LABEL).is_some() {
         subdomain(errs, path, value);

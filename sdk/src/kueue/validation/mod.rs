@@ -34,6 +34,7 @@ pub mod job;
 pub mod jobset;
 pub mod kubeflow;
 mod localqueue;
+pub mod lws;
 mod names;
 mod quantity;
 pub mod ray;

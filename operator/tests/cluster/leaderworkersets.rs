@@ -1,0 +1,251 @@
+//! LeaderWorkerSets through the API server, with LWS's own CRD (from its Go module, `tests/control-plane/crds`) and
+//! the integration enabled in the Configuration. The LWS controller does not run yet: the test makes each group's
+//! pods as it would (named after the set and group, labelled with the set's name and group index, from the set's
+//! templates as the webhook left them), so the real pod webhook gates them. A LeaderWorkerSet applied with kubectl
+//! gets its templates annotated by the webhook and a Workload for its group; the group's pods are made members of
+//! its pod group, admitted, ungated with the flavor's node selector and run by the fake kubelet; a higher-priority
+//! set then preempts it: the first group's pods are ended and its Workload is marked Preempted, and the second
+//! group's pods start.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use serde_json::json;
+use sluice_operator::jobs::lws::group_workload_name;
+use sluice_sdk::kueue::v1beta2::Workload;
+use sluice_sdk::lws::LeaderWorkerSet;
+
+use super::jobsets::third_party_crds;
+use super::kubelet::FakeNode;
+use super::plane::ControlPlane;
+use super::support::*;
+
+const CONFIG: &str = r#"
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+integrations:
+  frameworks: ["batch/job", "leaderworkerset.x-k8s.io/leaderworkerset"]
+"#;
+
+/// A queue of 4 GPUs (one group), and a high priority.
+const SETUP: &str = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: a100}
+spec:
+  nodeLabels: {pool: a100}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: gpus}
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: a100
+      resources: [{name: cpu, nominalQuota: 32}, {name: nvidia.com/gpu, nominalQuota: 4}]
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: serve}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: queue, namespace: serve}
+spec: {clusterQueue: gpus}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: high}
+value: 1000
+"#;
+
+/// One group of a leader and a worker, 2 GPUs each.
+fn lws(name: &str, labels: &str) -> String {
+    format!(
+        r#"
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata:
+  name: {name}
+  namespace: serve
+  labels: {{kueue.x-k8s.io/queue-name: queue{labels}}}
+spec:
+  replicas: 1
+  leaderWorkerTemplate:
+    size: 2
+    leaderTemplate:
+      spec:
+        containers:
+        - {{name: leader, image: registry.k8s.io/e2e-test-images/agnhost:2.53, args: [pause],
+            resources: {{requests: {{cpu: "1", nvidia.com/gpu: "2"}}, limits: {{nvidia.com/gpu: "2"}}}}}}
+    workerTemplate:
+      spec:
+        containers:
+        - {{name: worker, image: registry.k8s.io/e2e-test-images/agnhost:2.53, args: [pause],
+            resources: {{requests: {{cpu: "1", nvidia.com/gpu: "2"}}, limits: {{nvidia.com/gpu: "2"}}}}}}
+"#
+    )
+}
+
+fn resource() -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "leaderworkerset.x-k8s.io",
+        "v1",
+        "LeaderWorkerSet",
+    ))
+}
+
+/// The pods of group 0 of `set` as the LWS controller makes them from the stored templates.
+fn group_pods(set: &DynamicObject) -> String {
+    let name = set.metadata.name.clone().unwrap_or_default();
+    let lwt = &set.data["spec"]["leaderWorkerTemplate"];
+    let mut docs = String::new();
+    for (pod, template, leader) in [
+        (format!("{name}-0"), &lwt["leaderTemplate"], true),
+        (format!("{name}-0-1"), &lwt["workerTemplate"], false),
+    ] {
+        let mut labels = template["metadata"]["labels"].clone();
+        if labels.is_null() {
+            labels = json!({});
+        }
+        labels["leaderworkerset.sigs.k8s.io/name"] = json!(name);
+        labels["leaderworkerset.sigs.k8s.io/group-index"] = json!("0");
+        labels["leaderworkerset.sigs.k8s.io/worker-index"] = json!(if leader { "0" } else { "1" });
+        let mut annotations = template["metadata"]["annotations"].clone();
+        if !leader {
+            annotations["leaderworkerset.sigs.k8s.io/leader-name"] = json!(format!("{name}-0"));
+        }
+        let mut spec = template["spec"].clone();
+        spec["restartPolicy"] = json!("Never");
+        let doc = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod, "namespace": "serve", "labels": labels, "annotations": annotations},
+            "spec": spec});
+        docs.push_str(&format!("---\n{}\n", serde_json::to_string(&doc).unwrap()));
+    }
+    docs
+}
+
+fn gated(p: &Pod) -> bool {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| !g.is_empty())
+}
+
+fn running_on_a100(p: &Pod) -> bool {
+    !gated(p)
+        && p.spec
+            .as_ref()
+            .and_then(|s| s.node_selector.as_ref())
+            .and_then(|n| n.get("pool"))
+            .map(String::as_str)
+            == Some("a100")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaderworkerset_groups_are_admitted_and_preempted_through_the_api_server() {
+    let Some(plane) = ControlPlane::up("leaderworkersets") else {
+        return;
+    };
+    plane.kubectl(
+        &["apply", "--server-side", "-f", "-"],
+        Some(&third_party_crds()),
+    );
+    let nodes = (0..2)
+        .map(|i| FakeNode::new(&format!("a100-{i}"), 16, 4).label("pool", "a100"))
+        .collect();
+    let installed = install(&plane, Some(CONFIG), nodes).await;
+    let client = installed.client.clone();
+    plane.kubectl(&["apply", "-f", "-"], Some(SETUP));
+    let sets: Api<DynamicObject> = Api::namespaced_with(client.clone(), "serve", &resource());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "serve");
+    let workloads: Api<Workload> = Api::namespaced(client.clone(), "serve");
+
+    plane.kubectl(&["apply", "-f", "-"], Some(&lws("low", "")));
+    let low = sets.get("low").await.expect("low");
+    for t in ["leaderTemplate", "workerTemplate"] {
+        let ann = &low.data["spec"]["leaderWorkerTemplate"][t]["metadata"]["annotations"];
+        assert_eq!(
+            ann["kueue.x-k8s.io/pod-suspending-parent"], "leaderworkerset.x-k8s.io/leaderworkerset",
+            "the webhook did not annotate {t}: {ann}"
+        );
+    }
+    let typed: LeaderWorkerSet =
+        serde_json::from_value(serde_json::to_value(&low).unwrap()).expect("typed");
+    let low_wl_name = group_workload_name(&typed, "0").expect("uid");
+    let low_wl = eventually(60, "low's group Workload", || async {
+        workloads.get(&low_wl_name).await.ok()
+    })
+    .await;
+    let shape: Vec<(&str, i32)> = low_wl
+        .spec
+        .pod_sets
+        .iter()
+        .map(|p| (p.name.as_str(), p.count))
+        .collect();
+    assert_eq!(shape, [("leader", 1), ("worker", 1)]);
+
+    plane.kubectl(&["apply", "-f", "-"], Some(&group_pods(&low)));
+    let first = pods.get("low-0").await.expect("pod");
+    assert!(
+        gated(&first) || running_on_a100(&first),
+        "the pod webhook did not gate the group's pod"
+    );
+    eventually(60, "low's pods ungated on a100", || async {
+        let a = pods.get("low-0").await.ok()?;
+        let b = pods.get("low-0-1").await.ok()?;
+        (running_on_a100(&a) && running_on_a100(&b)).then_some(())
+    })
+    .await;
+    let leader = pods.get("low-0").await.expect("pod");
+    let ann = leader.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(ann["kueue.x-k8s.io/prebuilt-workload-name"], low_wl_name);
+    assert_eq!(ann["kueue.x-k8s.io/role-hash"], "leader");
+    let adopted = workloads.get(&low_wl_name).await.expect("workload");
+    let pod_owners = adopted
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .filter(|o| o.kind == "Pod")
+        .count();
+    assert_eq!(pod_owners, 2, "the group's pods own its Workload too");
+
+    // A higher-priority set needs the queue's 4 GPUs: low's group is preempted and its pods ended.
+    plane.kubectl(
+        &["apply", "-f", "-"],
+        Some(&lws("high", ", kueue.x-k8s.io/priority-class: high")),
+    );
+    let high = sets.get("high").await.expect("high");
+    let typed: LeaderWorkerSet =
+        serde_json::from_value(serde_json::to_value(&high).unwrap()).expect("typed");
+    let high_wl_name = group_workload_name(&typed, "0").expect("uid");
+    eventually(60, "high's group Workload", || async {
+        workloads.get(&high_wl_name).await.ok()
+    })
+    .await;
+    plane.kubectl(&["apply", "-f", "-"], Some(&group_pods(&high)));
+    eventually(60, "low's pods ended", || async {
+        let gone = |p: Result<Pod, kube::Error>| match p {
+            Err(_) => true,
+            Ok(p) => p.metadata.deletion_timestamp.is_some(),
+        };
+        (gone(pods.get("low-0").await) && gone(pods.get("low-0-1").await)).then_some(())
+    })
+    .await;
+    let preempted = workloads.get(&low_wl_name).await.expect("workload");
+    let c = condition(&preempted, "Preempted").expect("Preempted condition");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("True", "InClusterQueue")
+    );
+    eventually(60, "high's pods ungated on a100", || async {
+        let a = pods.get("high-0").await.ok()?;
+        let b = pods.get("high-0-1").await.ok()?;
+        (running_on_a100(&a) && running_on_a100(&b)).then_some(())
+    })
+    .await;
+}
