@@ -538,6 +538,43 @@ pub fn requeue_after_eviction(wl: &mut api::Workload, now: engine::Time) {
     );
 }
 
+/// Kueue's reason (QuotaReserved=False) of a Workload whose job is on hold.
+pub const ON_HOLD_REASON: &str = "OnHold";
+
+/// Puts the Workload of a job on hold, as Kueue's `UnsetQuotaReservationWithCondition` with `OnHold`: no admission,
+/// QuotaReserved=False `OnHold` "Job is on hold", Admitted=False if it was True; returns whether it changed.
+pub fn put_on_hold(wl: &mut api::Workload, now: engine::Time) -> bool {
+    let st = status_mut(wl);
+    let mut changed = st.admission.take().is_some();
+    changed |= set_condition(
+        &mut st.conditions,
+        labels::condition::QUOTA_RESERVED,
+        false,
+        ON_HOLD_REASON,
+        "Job is on hold",
+        now,
+    );
+    if condition(&st.conditions, labels::condition::ADMITTED).is_some_and(|c| c.status == "True") {
+        changed |= set_condition(
+            &mut st.conditions,
+            labels::condition::ADMITTED,
+            false,
+            "NoReservation",
+            "The workload has no reservation",
+            now,
+        );
+    }
+    changed
+}
+
+/// Whether the Workload is on hold (QuotaReserved=False with reason `OnHold`): out of the queue.
+pub fn is_on_hold(wl: &api::Workload) -> bool {
+    wl.status
+        .as_ref()
+        .and_then(|s| condition(&s.conditions, labels::condition::QUOTA_RESERVED))
+        .is_some_and(|c| c.status == "False" && c.reason == ON_HOLD_REASON)
+}
+
 /// How many times the workload was requeued (`status.requeueState.count`).
 pub fn requeue_count(wl: &api::Workload) -> i32 {
     wl.status

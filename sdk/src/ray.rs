@@ -49,6 +49,8 @@ pub const DEPLOYMENT_SUSPENDED: &str = "Suspended";
 pub const DEPLOYMENT_COMPLETE: &str = "Complete";
 /// A RayJob's deployment status once it failed.
 pub const DEPLOYMENT_FAILED: &str = "Failed";
+/// `status.jobDeploymentStatus` of a RayJob KubeRay found invalid (Kueue puts it on hold).
+pub const DEPLOYMENT_VALIDATION_FAILED: &str = "ValidationFailed";
 /// A Ray job status that means success.
 pub const JOB_SUCCEEDED: &str = "SUCCEEDED";
 

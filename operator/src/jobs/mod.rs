@@ -125,6 +125,12 @@ pub trait JobIntegration {
     /// Whether the admitted pods of the job are all ready (Kueue's PodsReady), against its Workload.
     fn pods_ready(job: &Self::Job, wl: &Workload) -> bool;
 
+    /// Whether the job is on hold (Kueue's `JobWithOnHold`): its Workload gives back any quota and leaves the
+    /// queue, and nothing else is done with the job. Only RayJobs KubeRay found invalid are.
+    fn is_on_hold(_job: &Self::Job) -> bool {
+        false
+    }
+
     /// Per pod set, the pods that finished and will not run again (Kueue's ReclaimablePods); None for a kind that
     /// does not report them.
     fn reclaimable_pods(_job: &Self::Job) -> Option<Vec<(String, i32)>> {

@@ -537,6 +537,13 @@ impl JobIntegration for RayJobJob {
         }))
     }
 
+    /// A RayJob KubeRay marked `ValidationFailed` is on hold.
+    fn is_on_hold(job: &RayJob) -> bool {
+        job.status
+            .as_ref()
+            .is_some_and(|s| s.job_deployment_status == ray::DEPLOYMENT_VALIDATION_FAILED)
+    }
+
     /// Kueue reads the state of the job's cluster.
     fn pods_ready(job: &RayJob, _: &Workload) -> bool {
         job.status

@@ -318,3 +318,48 @@ async fn a_rayservice_is_started_in_its_cluster_config_and_its_cluster_is_left_a
     assert!(writes(&fake, "PATCH", "/rayclusters/llm-raycluster-x").is_empty());
     op.abort();
 }
+
+#[tokio::test]
+async fn a_rayjob_kuberay_found_invalid_is_put_on_hold_and_gives_its_quota_back() {
+    let fake = ray_api();
+    // KubeRay refused it before it ran: Kueue holds it (`IsOnHold`), out of the queue, and frees its quota.
+    let mut bad = rayjob("bad", 2, 4, None);
+    bad.status = Some(yaml(
+        "jobDeploymentStatus: ValidationFailed\nmessage: bad spec",
+    ));
+    fake.put(&bad);
+    let op = start(&fake, "op", config());
+    wait_for(10, "bad on hold", || {
+        workload_of(&fake, "RayJob", "bad").is_some_and(|w| {
+            condition(&w, "QuotaReserved") == Some(("False".into(), "OnHold".into()))
+        })
+    })
+    .await;
+    let wl = workload_of(&fake, "RayJob", "bad").unwrap();
+    assert!(wl.status.as_ref().unwrap().admission.is_none());
+    let reserved = wl
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "QuotaReserved")
+        .unwrap();
+    assert_eq!(reserved.message, "Job is on hold");
+    assert!(rayjob_of(&fake, "bad").is_suspended(), "never started");
+
+    // All 8 GPUs are free for the next RayJob, and the held one stays out of the queue.
+    fake.put(&rayjob("good", 2, 4, None));
+    wait_for(10, "good started", || {
+        !rayjob_of(&fake, "good").is_suspended()
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let wl = workload_of(&fake, "RayJob", "bad").unwrap();
+    assert_eq!(
+        condition(&wl, "QuotaReserved"),
+        Some(("False".into(), "OnHold".into()))
+    );
+    assert!(rayjob_of(&fake, "bad").is_suspended());
+    op.abort();
+}

@@ -498,6 +498,11 @@ impl EngineTask {
             self.engine_apply(Event::FinishWorkload(key.clone()));
             return;
         }
+        if !has_admission(wl) && crate::status::is_on_hold(wl) {
+            // As Kueue: a Workload whose job is on hold stays out of the queue.
+            self.engine_apply(Event::DeleteWorkload(key.clone()));
+            return;
+        }
         let now = now_ms();
         let until = match (requeue_at(wl), self.backoffs.get(key)) {
             (Some(a), Some(b)) => Some(a.max(*b)),

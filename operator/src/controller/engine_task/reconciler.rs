@@ -239,6 +239,21 @@ impl EngineTask {
             let stopped = I::stop(self, key, &job, &wl, &StopReason::workload_deleted()).await;
             return I::finalize(self, key, Release::All).await || stopped.wrote();
         }
+        // Kueue's step 2: a job on hold gives its quota back and is otherwise left alone.
+        if I::is_on_hold(&job) {
+            if !has_admission(&wl) && !cond_true(&wl, condition::QUOTA_RESERVED) {
+                return false;
+            }
+            let now = super::now_ms();
+            let written = self
+                .write_workload_status(&wkey, |w| Ok(status::put_on_hold(w, now)))
+                .await;
+            if written.is_some() {
+                self.sync_workload(&wkey);
+                self.queues_dirty = true;
+            }
+            return written.is_some();
+        }
         match I::finished(&job) {
             Ok(Some((success, message))) => {
                 self.finish_workload_with(&wkey, &wl, success, &message)
