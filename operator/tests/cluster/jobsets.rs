@@ -250,3 +250,70 @@ async fn jobsets_are_admitted_in_one_rack_and_preempted_through_the_api_server()
     let names: Vec<&str> = high.spec.pod_sets.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["driver", "workers"]);
 }
+
+/// Flavor `a100` (nodes labelled `pool: a100`), ClusterQueue `gpus` preempting lower priorities with the
+/// `quotas` of the `covered` resources, namespace `ns` with LocalQueue `queue`, and WorkloadPriorityClass `high`
+/// (1000): the queue the third-party kinds' tests submit to.
+pub fn a100_queue(ns: &str, covered: &str, quotas: &str) -> String {
+    format!(
+        r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {{name: a100}}
+spec:
+  nodeLabels: {{pool: a100}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {{name: gpus}}
+spec:
+  namespaceSelector: {{}}
+  preemption: {{withinClusterQueue: LowerPriority}}
+  resourceGroups:
+  - coveredResources: {covered}
+    flavors:
+    - name: a100
+      resources: {quotas}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {ns}}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {{name: queue, namespace: {ns}}}
+spec: {{clusterQueue: gpus}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {{name: high}}
+value: 1000
+"#
+    )
+}
+
+/// A control plane named `name` with the third-party CRDs (`tests/control-plane/crds`), Sluice installed with
+/// `frameworks` as the Configuration's integrations on two a100 nodes (16 CPUs, 4 GPUs each), and `setup`
+/// applied; None when no control plane is built.
+pub async fn third_party_plane(
+    name: &str,
+    frameworks: &[&str],
+    setup: &str,
+) -> Option<(ControlPlane, Installed)> {
+    let plane = ControlPlane::up(name)?;
+    plane.kubectl(
+        &["apply", "--server-side", "-f", "-"],
+        Some(&third_party_crds()),
+    );
+    let nodes = (0..2)
+        .map(|i| FakeNode::new(&format!("a100-{i}"), 16, 4).label("pool", "a100"))
+        .collect();
+    let list: Vec<String> = frameworks.iter().map(|f| format!("{f:?}")).collect();
+    let config = format!(
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nintegrations:\n  frameworks: [{}]\n",
+        list.join(", ")
+    );
+    let installed = install(&plane, Some(&config), nodes).await;
+    plane.kubectl(&["apply", "-f", "-"], Some(setup));
+    Some((plane, installed))
+}

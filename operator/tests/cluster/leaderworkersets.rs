@@ -15,52 +15,8 @@ use sluice_operator::jobs::lws::group_workload_name;
 use sluice_sdk::kueue::v1beta2::Workload;
 use sluice_sdk::lws::LeaderWorkerSet;
 
-use super::jobsets::third_party_crds;
-use super::kubelet::FakeNode;
-use super::plane::ControlPlane;
+use super::jobsets::{a100_queue, third_party_plane};
 use super::support::*;
-
-const CONFIG: &str = r#"
-apiVersion: config.kueue.x-k8s.io/v1beta2
-kind: Configuration
-integrations:
-  frameworks: ["batch/job", "leaderworkerset.x-k8s.io/leaderworkerset"]
-"#;
-
-/// A queue of 4 GPUs (one group), and a high priority.
-const SETUP: &str = r#"
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: a100}
-spec:
-  nodeLabels: {pool: a100}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: gpus}
-spec:
-  namespaceSelector: {}
-  preemption: {withinClusterQueue: LowerPriority}
-  resourceGroups:
-  - coveredResources: [cpu, nvidia.com/gpu]
-    flavors:
-    - name: a100
-      resources: [{name: cpu, nominalQuota: 32}, {name: nvidia.com/gpu, nominalQuota: 4}]
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: serve}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: queue, namespace: serve}
-spec: {clusterQueue: gpus}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: WorkloadPriorityClass
-metadata: {name: high}
-value: 1000
-"#;
 
 /// One group of a leader and a worker, 2 GPUs each.
 fn lws(name: &str, labels: &str) -> String {
@@ -147,19 +103,22 @@ fn running_on_a100(p: &Pod) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leaderworkerset_groups_are_admitted_and_preempted_through_the_api_server() {
-    let Some(plane) = ControlPlane::up("leaderworkersets") else {
+    // A queue of 4 GPUs: one group of two 2-GPU pods.
+    let setup = a100_queue(
+        "serve",
+        "[cpu, nvidia.com/gpu]",
+        "[{name: cpu, nominalQuota: 32}, {name: nvidia.com/gpu, nominalQuota: 4}]",
+    );
+    let Some((plane, installed)) = third_party_plane(
+        "leaderworkersets",
+        &["batch/job", "leaderworkerset.x-k8s.io/leaderworkerset"],
+        &setup,
+    )
+    .await
+    else {
         return;
     };
-    plane.kubectl(
-        &["apply", "--server-side", "-f", "-"],
-        Some(&third_party_crds()),
-    );
-    let nodes = (0..2)
-        .map(|i| FakeNode::new(&format!("a100-{i}"), 16, 4).label("pool", "a100"))
-        .collect();
-    let installed = install(&plane, Some(CONFIG), nodes).await;
     let client = installed.client.clone();
-    plane.kubectl(&["apply", "-f", "-"], Some(SETUP));
     let sets: Api<DynamicObject> = Api::namespaced_with(client.clone(), "serve", &resource());
     let pods: Api<Pod> = Api::namespaced(client.clone(), "serve");
     let workloads: Api<Workload> = Api::namespaced(client.clone(), "serve");

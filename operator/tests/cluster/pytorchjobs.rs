@@ -7,51 +7,8 @@ use kube::Api;
 use sluice_sdk::kubeflow::PyTorchJob;
 use sluice_sdk::kueue::v1beta2::Workload;
 
-use super::jobsets::third_party_crds;
-use super::kubelet::FakeNode;
-use super::plane::ControlPlane;
+use super::jobsets::{a100_queue, third_party_plane};
 use super::support::*;
-
-const CONFIG: &str = r#"
-apiVersion: config.kueue.x-k8s.io/v1beta2
-kind: Configuration
-integrations:
-  frameworks: ["batch/job", "kubeflow.org/pytorchjob"]
-"#;
-
-const SETUP: &str = r#"
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: a100}
-spec:
-  nodeLabels: {pool: a100}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: gpus}
-spec:
-  namespaceSelector: {}
-  preemption: {withinClusterQueue: LowerPriority}
-  resourceGroups:
-  - coveredResources: [cpu, nvidia.com/gpu]
-    flavors:
-    - name: a100
-      resources: [{name: cpu, nominalQuota: 32}, {name: nvidia.com/gpu, nominalQuota: 8}]
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: ml}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: queue, namespace: ml}
-spec: {clusterQueue: gpus}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: WorkloadPriorityClass
-metadata: {name: high}
-value: 1000
-"#;
 
 /// A PyTorchJob in `ml/queue`: a CPU master and 2 workers of 4 GPUs.
 fn pytorchjob(name: &str, labels: &str) -> String {
@@ -96,19 +53,21 @@ fn on_a100(job: &PyTorchJob) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pytorchjobs_are_admitted_and_preempted_through_the_api_server() {
-    let Some(plane) = ControlPlane::up("pytorchjobs") else {
+    let setup = a100_queue(
+        "ml",
+        "[cpu, nvidia.com/gpu]",
+        "[{name: cpu, nominalQuota: 32}, {name: nvidia.com/gpu, nominalQuota: 8}]",
+    );
+    let Some((plane, installed)) = third_party_plane(
+        "pytorchjobs",
+        &["batch/job", "kubeflow.org/pytorchjob"],
+        &setup,
+    )
+    .await
+    else {
         return;
     };
-    plane.kubectl(
-        &["apply", "--server-side", "-f", "-"],
-        Some(&third_party_crds()),
-    );
-    let nodes = (0..2)
-        .map(|i| FakeNode::new(&format!("a100-{i}"), 16, 4).label("pool", "a100"))
-        .collect();
-    let installed = install(&plane, Some(CONFIG), nodes).await;
     let client = installed.client.clone();
-    plane.kubectl(&["apply", "-f", "-"], Some(SETUP));
 
     plane.kubectl(&["apply", "-f", "-"], Some(&pytorchjob("low", "")));
     let jobs: Api<PyTorchJob> = Api::namespaced(client.clone(), "ml");

@@ -13,52 +13,9 @@ use serde_json::Value;
 use sluice_operator::jobs::workload_name;
 use sluice_sdk::kueue::v1beta2::Workload;
 
-use super::jobsets::third_party_crds;
-use super::kubelet::FakeNode;
+use super::jobsets::{a100_queue, third_party_plane};
 use super::plane::ControlPlane;
 use super::support::*;
-
-const CONFIG: &str = r#"
-apiVersion: config.kueue.x-k8s.io/v1beta2
-kind: Configuration
-integrations:
-  frameworks: ["batch/job", "ray.io/rayjob", "ray.io/raycluster", "ray.io/rayservice"]
-"#;
-
-/// The submitter pod Kueue accounts for requests memory, so the queue covers it.
-const SETUP: &str = r#"
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: a100}
-spec:
-  nodeLabels: {pool: a100}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: gpus}
-spec:
-  namespaceSelector: {}
-  preemption: {withinClusterQueue: LowerPriority}
-  resourceGroups:
-  - coveredResources: [cpu, memory, nvidia.com/gpu]
-    flavors:
-    - name: a100
-      resources: [{name: cpu, nominalQuota: 32}, {name: memory, nominalQuota: 64Gi}, {name: nvidia.com/gpu, nominalQuota: 8}]
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: ml}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: queue, namespace: ml}
-spec: {clusterQueue: gpus}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: WorkloadPriorityClass
-metadata: {name: high}
-value: 1000
-"#;
 
 /// A RayJob in `ml/queue`: a CPU head and the worker group `workers` of 2 pods of 4 GPUs (the queue's 8).
 /// `spec` holds more fields of its spec (`submissionMode`, `shutdownAfterJobFinishes`).
@@ -172,20 +129,25 @@ fn assert_named_and_owned(w: &Workload, o: &DynamicObject, kind: &str) {
     );
 }
 
-/// A control plane named `name` with the third-party CRDs, Sluice installed under [`CONFIG`] on two a100 nodes, and
-/// [`SETUP`] applied; None when no control plane is built.
+/// A control plane named `name` with the KubeRay integrations and a queue of 8 GPUs that also covers memory (the
+/// submitter pod Kueue accounts for requests memory); None when no control plane is built.
 async fn ray_plane(name: &str) -> Option<(ControlPlane, Installed)> {
-    let plane = ControlPlane::up(name)?;
-    plane.kubectl(
-        &["apply", "--server-side", "-f", "-"],
-        Some(&third_party_crds()),
+    let setup = a100_queue(
+        "ml",
+        "[cpu, memory, nvidia.com/gpu]",
+        "[{name: cpu, nominalQuota: 32}, {name: memory, nominalQuota: 64Gi}, {name: nvidia.com/gpu, nominalQuota: 8}]",
     );
-    let nodes = (0..2)
-        .map(|i| FakeNode::new(&format!("a100-{i}"), 16, 4).label("pool", "a100"))
-        .collect();
-    let installed = install(&plane, Some(CONFIG), nodes).await;
-    plane.kubectl(&["apply", "-f", "-"], Some(SETUP));
-    Some((plane, installed))
+    third_party_plane(
+        name,
+        &[
+            "batch/job",
+            "ray.io/rayjob",
+            "ray.io/raycluster",
+            "ray.io/rayservice",
+        ],
+        &setup,
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,52 +12,12 @@ use serde_json::{Value, json};
 use sluice_operator::jobs::workload_name;
 use sluice_sdk::kueue::v1beta2::Workload;
 
-use super::jobsets::third_party_crds;
-use super::kubelet::FakeNode;
+use super::jobsets::{a100_queue, third_party_plane};
 use super::plane::ControlPlane;
 use super::support::*;
 
-const CONFIG: &str = r#"
-apiVersion: config.kueue.x-k8s.io/v1beta2
-kind: Configuration
-integrations:
-  frameworks: ["batch/job", "trainer.kubeflow.org/trainjob"]
-"#;
-
-/// A queue of 8 GPUs, and Trainer's `torch-distributed` runtime (one node by default).
-const SETUP: &str = r#"
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: a100}
-spec:
-  nodeLabels: {pool: a100}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: gpus}
-spec:
-  namespaceSelector: {}
-  preemption: {withinClusterQueue: LowerPriority}
-  resourceGroups:
-  - coveredResources: [cpu, nvidia.com/gpu]
-    flavors:
-    - name: a100
-      resources: [{name: cpu, nominalQuota: 32}, {name: nvidia.com/gpu, nominalQuota: 8}]
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: ml}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: queue, namespace: ml}
-spec: {clusterQueue: gpus}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: WorkloadPriorityClass
-metadata: {name: high}
-value: 1000
----
+/// Trainer's `torch-distributed` runtime (one node by default).
+const RUNTIME: &str = r#"
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: ClusterTrainingRuntime
 metadata: {name: torch-distributed}
@@ -163,19 +123,22 @@ async fn apply_trainjob(plane: &ControlPlane, manifest: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trainjobs_are_admitted_and_preempted_through_the_api_server() {
-    let Some(plane) = ControlPlane::up("trainjobs") else {
+    let setup = a100_queue(
+        "ml",
+        "[cpu, nvidia.com/gpu]",
+        "[{name: cpu, nominalQuota: 32}, {name: nvidia.com/gpu, nominalQuota: 8}]",
+    ) + "---"
+        + RUNTIME;
+    let Some((plane, installed)) = third_party_plane(
+        "trainjobs",
+        &["batch/job", "trainer.kubeflow.org/trainjob"],
+        &setup,
+    )
+    .await
+    else {
         return;
     };
-    plane.kubectl(
-        &["apply", "--server-side", "-f", "-"],
-        Some(&third_party_crds()),
-    );
-    let nodes = (0..2)
-        .map(|i| FakeNode::new(&format!("a100-{i}"), 16, 4).label("pool", "a100"))
-        .collect();
-    let installed = install(&plane, Some(CONFIG), nodes).await;
     let client = installed.client.clone();
-    plane.kubectl(&["apply", "-f", "-"], Some(SETUP));
 
     // A TrainJob on a runtime that does not exist is denied with Kueue's message.
     let missing = plane.kubectl_output(
