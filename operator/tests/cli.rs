@@ -204,22 +204,28 @@ fn jobsets_are_planned_as_gangs_inside_one_rack() {
     }
 }
 
-#[test]
-fn pytorchjobs_are_simulated_with_their_workers_in_one_rack() {
-    let o = sluice(&[
+/// `sluice simulate -o json` of `examples` on the JobSet example's cluster (two racks of four 8-GPU nodes); the
+/// command must succeed.
+fn simulate_on_two_racks(examples: &[&str]) -> Value {
+    let mut args = vec![
         "simulate",
         "-f",
         "examples/jobset/cluster.yaml",
         "-f",
         "examples/jobset/nodes.yaml",
-        "-f",
-        "examples/pytorchjob",
-        "--no-progress",
-        "-o",
-        "json",
-    ]);
+    ];
+    for e in examples {
+        args.extend(["-f", e]);
+    }
+    args.extend(["--no-progress", "-o", "json"]);
+    let o = sluice(&args);
     assert!(o.status.success(), "{}", stderr(&o));
-    let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    serde_json::from_str(&stdout(&o)).unwrap()
+}
+
+#[test]
+fn pytorchjobs_are_simulated_with_their_workers_in_one_rack() {
+    let report = simulate_on_two_racks(&["examples/pytorchjob"]);
     assert_eq!(report["report"]["admitted"], 2, "{report}");
     assert_eq!(
         report["report"]["topology"]["gangsInOneRack"], 2,
@@ -229,24 +235,11 @@ fn pytorchjobs_are_simulated_with_their_workers_in_one_rack() {
 
 #[test]
 fn a_rayjob_a_raycluster_and_a_rayservice_are_simulated_as_kueue_builds_them() {
-    let o = sluice(&[
-        "simulate",
-        "-f",
-        "examples/jobset/cluster.yaml",
-        "-f",
-        "examples/jobset/nodes.yaml",
-        "-f",
+    let report = simulate_on_two_racks(&[
         "examples/rayjob",
-        "-f",
         "examples/raycluster",
-        "-f",
         "examples/rayservice",
-        "--no-progress",
-        "-o",
-        "json",
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(report["report"]["admitted"], 3, "{report}");
     // The RayJob's GPU workers are a required-rack gang.
     assert!(
@@ -272,20 +265,7 @@ fn a_rayjob_a_raycluster_and_a_rayservice_are_simulated_as_kueue_builds_them() {
 
 #[test]
 fn a_leaderworkerset_is_simulated_as_one_workload_per_group() {
-    let o = sluice(&[
-        "simulate",
-        "-f",
-        "examples/jobset/cluster.yaml",
-        "-f",
-        "examples/jobset/nodes.yaml",
-        "-f",
-        "examples/leaderworkerset",
-        "--no-progress",
-        "-o",
-        "json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let report = simulate_on_two_racks(&["examples/leaderworkerset"]);
     // Three groups of 32 GPUs on 64: two serve, each with its workers in one rack; the third waits for quota.
     assert_eq!(report["report"]["admitted"], 2, "{report}");
     assert_eq!(report["report"]["topology"]["gangs"], 2, "{report}");
@@ -315,20 +295,7 @@ fn a_leaderworkerset_is_simulated_as_one_workload_per_group() {
 
 #[test]
 fn trainjobs_are_simulated_on_their_runtime_and_a_missing_runtime_is_named() {
-    let o = sluice(&[
-        "simulate",
-        "-f",
-        "examples/jobset/cluster.yaml",
-        "-f",
-        "examples/jobset/nodes.yaml",
-        "-f",
-        "examples/trainjob",
-        "--no-progress",
-        "-o",
-        "json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let report = simulate_on_two_racks(&["examples/trainjob"]);
     assert_eq!(report["report"]["admitted"], 2, "{report}");
     // Each TrainJob's `node` pod set is a gang its runtime patch keeps in one rack.
     assert_eq!(report["report"]["topology"]["gangs"], 2, "{report}");
