@@ -25,7 +25,7 @@ start_apiserver() {
 start_controller_manager() {
     spawn "$dir/kube-controller-manager.log" "$dir/kube-controller-manager.pid" "$cp_bin/kube-controller-manager" \
         --kubeconfig "$dir/controller-manager.kubeconfig" --leader-elect=false --secure-port 0 \
-        --controllers job-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,clusterrole-aggregation-controller,ttl-after-finished-controller \
+        --controllers job-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,clusterrole-aggregation-controller,ttl-after-finished-controller,statefulset-controller \
         --root-ca-file "$dir/ca.crt" --service-account-private-key-file "$dir/sa.key" \
         --concurrent-job-syncs 10 --profiling=false -v 1
 }

@@ -1,21 +1,20 @@
-//! LeaderWorkerSets through the API server, with LWS's own CRD (from its Go module, `tests/control-plane/crds`) and
-//! the integration enabled in the Configuration. The LWS controller does not run yet: the test makes each group's
-//! pods as it would (named after the set and group, labelled with the set's name and group index, from the set's
-//! templates as the webhook left them), so the real pod webhook gates them. A LeaderWorkerSet applied with kubectl
-//! gets its templates annotated by the webhook and a Workload for its group; the group's pods are made members of
-//! its pod group, admitted, ungated with the flavor's node selector and run by the fake kubelet; a higher-priority
-//! set then preempts it: the first group's pods are ended and its Workload is marked Preempted, and the second
-//! group's pods start.
+//! LeaderWorkerSets through the API server, with LWS's own CRD and controller (from its Go module:
+//! `tests/control-plane/crds`, `tests/lws/build`) and the integration enabled in the Configuration. A
+//! LeaderWorkerSet applied with kubectl gets its templates annotated by the webhook and a Workload for its group; the
+//! LWS controller's StatefulSets make the group's pods, which the pod webhook gates; they are made members of the
+//! group's pod group, admitted, ungated with the flavor's node selector and run by the fake kubelet. A
+//! higher-priority set then preempts it: the first group's pods are ended (the LWS controller makes them again, and
+//! they wait gated), its Workload is marked Preempted, and the second set's pods start.
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-use serde_json::json;
 use sluice_operator::jobs::lws::group_workload_name;
 use sluice_sdk::kueue::v1beta2::Workload;
 use sluice_sdk::lws::LeaderWorkerSet;
 
 use super::jobsets::{a100_queue, third_party_plane};
+use super::lws::LwsController;
 use super::support::*;
 
 /// One group of a leader and a worker, 2 GPUs each.
@@ -54,36 +53,6 @@ fn resource() -> ApiResource {
     ))
 }
 
-/// The pods of group 0 of `set` as the LWS controller makes them from the stored templates.
-fn group_pods(set: &DynamicObject) -> String {
-    let name = set.metadata.name.clone().unwrap_or_default();
-    let lwt = &set.data["spec"]["leaderWorkerTemplate"];
-    let mut docs = String::new();
-    for (pod, template, leader) in [
-        (format!("{name}-0"), &lwt["leaderTemplate"], true),
-        (format!("{name}-0-1"), &lwt["workerTemplate"], false),
-    ] {
-        let mut labels = template["metadata"]["labels"].clone();
-        if labels.is_null() {
-            labels = json!({});
-        }
-        labels["leaderworkerset.sigs.k8s.io/name"] = json!(name);
-        labels["leaderworkerset.sigs.k8s.io/group-index"] = json!("0");
-        labels["leaderworkerset.sigs.k8s.io/worker-index"] = json!(if leader { "0" } else { "1" });
-        let mut annotations = template["metadata"]["annotations"].clone();
-        if !leader {
-            annotations["leaderworkerset.sigs.k8s.io/leader-name"] = json!(format!("{name}-0"));
-        }
-        let mut spec = template["spec"].clone();
-        spec["restartPolicy"] = json!("Never");
-        let doc = json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": pod, "namespace": "serve", "labels": labels, "annotations": annotations},
-            "spec": spec});
-        docs.push_str(&format!("---\n{}\n", serde_json::to_string(&doc).unwrap()));
-    }
-    docs
-}
-
 fn gated(p: &Pod) -> bool {
     p.spec
         .as_ref()
@@ -119,6 +88,9 @@ async fn leaderworkerset_groups_are_admitted_and_preempted_through_the_api_serve
         return;
     };
     let client = installed.client.clone();
+    let Some(_lws) = LwsController::start(&plane) else {
+        return;
+    };
     let sets: Api<DynamicObject> = Api::namespaced_with(client.clone(), "serve", &resource());
     let pods: Api<Pod> = Api::namespaced(client.clone(), "serve");
     let workloads: Api<Workload> = Api::namespaced(client.clone(), "serve");
@@ -147,12 +119,6 @@ async fn leaderworkerset_groups_are_admitted_and_preempted_through_the_api_serve
         .collect();
     assert_eq!(shape, [("leader", 1), ("worker", 1)]);
 
-    plane.kubectl(&["apply", "-f", "-"], Some(&group_pods(&low)));
-    let first = pods.get("low-0").await.expect("pod");
-    assert!(
-        gated(&first) || running_on_a100(&first),
-        "the pod webhook did not gate the group's pod"
-    );
     eventually(60, "low's pods ungated on a100", || async {
         let a = pods.get("low-0").await.ok()?;
         let b = pods.get("low-0-1").await.ok()?;
@@ -186,13 +152,13 @@ async fn leaderworkerset_groups_are_admitted_and_preempted_through_the_api_serve
         workloads.get(&high_wl_name).await.ok()
     })
     .await;
-    plane.kubectl(&["apply", "-f", "-"], Some(&group_pods(&high)));
+    // Ended: gone, being deleted, or made again by the LWS controller and waiting gated.
     eventually(60, "low's pods ended", || async {
-        let gone = |p: Result<Pod, kube::Error>| match p {
+        let ended = |p: Result<Pod, kube::Error>| match p {
             Err(_) => true,
-            Ok(p) => p.metadata.deletion_timestamp.is_some(),
+            Ok(p) => p.metadata.deletion_timestamp.is_some() || gated(&p),
         };
-        (gone(pods.get("low-0").await) && gone(pods.get("low-0-1").await)).then_some(())
+        (ended(pods.get("low-0").await) && ended(pods.get("low-0-1").await)).then_some(())
     })
     .await;
     let preempted = workloads.get(&low_wl_name).await.expect("workload");

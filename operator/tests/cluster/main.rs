@@ -6,6 +6,7 @@
 //! Build the control plane once: `tests/control-plane/build`; then `cargo test -p sluice-operator --test cluster`.
 
 mod kubelet;
+mod lws;
 mod plane;
 mod sluice;
 mod support;

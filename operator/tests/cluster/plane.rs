@@ -29,7 +29,7 @@ pub fn bin_dir() -> PathBuf {
 
 /// Whether the suite must run (CI sets SLUICE_E2E=require): then a missing control plane fails instead of
 /// skipping.
-fn required() -> bool {
+pub fn required() -> bool {
     std::env::var("SLUICE_E2E").is_ok_and(|v| v == "require")
 }
 
