@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::plane::{ControlPlane, repo_root, required};
 use super::sluice::free_port;
+use super::support::b64;
 
 /// The running LWS controller manager, killed when dropped.
 pub struct LwsController {
@@ -23,15 +24,6 @@ impl Drop for LwsController {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// A file's bytes base64-encoded, as a caBundle is.
-fn b64(path: &std::path::Path) -> String {
-    let bytes = std::fs::read(path).expect("certificate");
-    match serde_json::to_value(k8s_openapi::ByteString(bytes)).expect("base64") {
-        Value::String(s) => s,
-        other => panic!("ByteString serialised as {other}"),
     }
 }
 

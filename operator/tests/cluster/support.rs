@@ -393,3 +393,12 @@ pub fn lab_gpu_job(name: &str, gpus: u32) -> String {
     }
     .render()
 }
+
+/// A file's bytes base64-encoded, as a webhook's caBundle is (k8s-openapi's ByteString serialises so).
+pub fn b64(path: &std::path::Path) -> String {
+    let bytes = std::fs::read(path).expect("certificate");
+    match serde_json::to_value(k8s_openapi::ByteString(bytes)).expect("base64") {
+        serde_json::Value::String(s) => s,
+        other => panic!("ByteString serialised as {other}"),
+    }
+}

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::plane::{ControlPlane, repo_root};
 use super::sluice::free_port;
+use super::support::b64;
 
 /// Where tests/kueue/build linked Kueue (SLUICE_KUEUE_DIR overrides).
 pub fn kueue_dir() -> PathBuf {
@@ -58,15 +59,6 @@ fn documents(text: &str) -> Vec<Value> {
 /// A kubectl-applicable List of these objects.
 fn list(items: Vec<Value>) -> String {
     json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()
-}
-
-/// A file's bytes base64-encoded, as a caBundle is (k8s-openapi's ByteString serialises so).
-fn b64(path: &Path) -> String {
-    let bytes = std::fs::read(path).expect("certificate");
-    match serde_json::to_value(k8s_openapi::ByteString(bytes)).expect("base64") {
-        Value::String(s) => s,
-        other => panic!("ByteString serialised as {other}"),
-    }
 }
 
 /// The metrics certificate the manager insists on, from the control plane's webhook certificate when none is there.

@@ -147,8 +147,18 @@ impl EngineTask {
                 }
             }
         }
-        for name in &plan.keep {
-            wrote |= self.update_lws_workload(set, &ns, name).await;
+        if !plan.keep.is_empty() {
+            // Queue and priority are the set's, the same for every group: built once.
+            match lws::group_workload(set, 0, &self.cache.priorities) {
+                Ok(fresh) => {
+                    for name in &plan.keep {
+                        wrote |= self.update_lws_workload(&fresh.spec, &ns, name).await;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(leaderworkerset = %set.name_any(), error = %e, "LeaderWorkerSet workloads not rebuilt")
+                }
+            }
         }
         for name in &plan.delete {
             let api: Api<api::Workload> = self.apis.workloads(&ns);
@@ -160,39 +170,28 @@ impl EngineTask {
         wrote
     }
 
-    /// A group's Workload follows the LeaderWorkerSet's queue and priority (Kueue's `updateWorkload`).
-    async fn update_lws_workload(&mut self, set: &LeaderWorkerSet, ns: &str, name: &str) -> bool {
+    /// A group's Workload follows the LeaderWorkerSet's queue and priority, as `fresh` (a group Workload built
+    /// now) has them (Kueue's `updateWorkload`).
+    async fn update_lws_workload(
+        &mut self,
+        fresh: &api::WorkloadSpec,
+        ns: &str,
+        name: &str,
+    ) -> bool {
         let wkey = WorkloadKey::new(ns.to_string(), name.to_string());
         let Some(wl) = self.cache.workloads.get(&wkey) else {
             return false;
         };
-        let queue = set
-            .labels()
-            .get(labels::QUEUE_NAME_LABEL)
-            .cloned()
-            .unwrap_or_default();
-        let index: i32 = wl
-            .annotations()
-            .get(labels::COMPONENT_WORKLOAD_INDEX_ANNOTATION)
-            .and_then(|i| i.parse().ok())
-            .unwrap_or(0);
-        let fresh = match lws::group_workload(set, index, &self.cache.priorities) {
-            Ok(f) => f,
-            Err(e) => {
-                tracing::warn!(workload = %wkey, error = %e, "LeaderWorkerSet workload not rebuilt");
-                return false;
-            }
-        };
-        let same = wl.spec.queue_name == queue
-            && wl.spec.priority_class_ref == fresh.spec.priority_class_ref
-            && wl.spec.priority == fresh.spec.priority;
+        let same = wl.spec.queue_name == fresh.queue_name
+            && wl.spec.priority_class_ref == fresh.priority_class_ref
+            && wl.spec.priority == fresh.priority;
         if same {
             return false;
         }
         self.write_workload_main(&wkey, |w| {
-            w.spec.queue_name = queue.clone();
-            w.spec.priority_class_ref = fresh.spec.priority_class_ref.clone();
-            w.spec.priority = fresh.spec.priority;
+            w.spec.queue_name = fresh.queue_name.clone();
+            w.spec.priority_class_ref = fresh.priority_class_ref.clone();
+            w.spec.priority = fresh.priority;
             Ok(true)
         })
         .await

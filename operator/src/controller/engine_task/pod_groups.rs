@@ -164,12 +164,7 @@ impl Reconciled for PodGroups {
         if job.key.is_group() {
             return pod_group::group_fits(&job.pods, wl);
         }
-        Ok(
-            match <Self as crate::jobs::JobIntegration>::compose(job, &task.cache.priorities)? {
-                Some(fresh) => super::reconciler::equivalent(&fresh, wl, tolerations),
-                None => true,
-            },
-        )
+        super::reconciler::fits_as_built::<Self>(task, job, wl, tolerations)
     }
 
     fn event_owner(job: &PodGroup) -> Option<ObjectReference> {

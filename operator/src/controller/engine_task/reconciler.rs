@@ -186,10 +186,7 @@ pub(super) trait Reconciled: JobIntegration<Job: Clone + Send + Sync> + Sized {
         wl: &api::Workload,
         tolerations: bool,
     ) -> Result<bool, crate::jobs::JobError> {
-        Ok(match Self::compose(job, &task.cache.priorities)? {
-            Some(fresh) => equivalent(&fresh, wl, tolerations),
-            None => true,
-        })
+        fits_as_built::<Self>(task, job, wl, tolerations)
     }
     /// Releases what the operator keeps on the job's objects; returns whether it wrote.
     fn finalize(
@@ -576,6 +573,20 @@ enum Prebuilt {
     Wrote,
     /// Controlled by another object (or not readable now): the job is left alone.
     NotOurs,
+}
+
+/// Kueue's `EquivalentToWorkload` for a prebuilt Workload: the Workload the job builds now (none yet: in sync)
+/// against it.
+pub(super) fn fits_as_built<I: JobIntegration>(
+    task: &EngineTask,
+    job: &I::Job,
+    wl: &api::Workload,
+    tolerations: bool,
+) -> Result<bool, crate::jobs::JobError> {
+    Ok(match I::compose(job, &task.cache.priorities)? {
+        Some(fresh) => equivalent(&fresh, wl, tolerations),
+        None => true,
+    })
 }
 
 /// Whether the Workload the job builds now matches the existing one as Kueue's `EquivalentToWorkload` compares
