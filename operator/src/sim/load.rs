@@ -336,8 +336,9 @@ impl ClusterObjects {
                 set.metadata.namespace = Some(ns());
                 validate_lws(&set).map_err(|e| LoadError::new(o, &what, e.to_string()))?;
                 if set.metadata.uid.is_none() {
-                    // Each group's Workload name hashes the set's uid; a loaded set gets a stable one.
-                    set.metadata.uid = Some(format!("sim-{}-{name}", ns()));
+                    // Each group's Workload name hashes the set's uid; a loaded set gets a stable, UUID-shaped one
+                    // (preemption messages name the set by it, as the API server's would).
+                    set.metadata.uid = Some(super::synthetic_uid(lws::KIND, &ns(), &name));
                 }
                 for group in LwsGroup::of(&set) {
                     let gname = group.metadata.name.clone().unwrap_or_default();

@@ -28,13 +28,18 @@ impl Drop for LwsController {
 }
 
 impl LwsController {
+    /// Whether `tests/lws/build` built it.
+    pub fn built() -> bool {
+        repo_root().join("target/lws/bin/lws-manager").exists()
+    }
+
     /// Starts the controller on `plane` (whose LWS CRD is installed) and registers its webhooks; panics with its
     /// log when it does not come up. None (the test is skipped, saying so) when it was not built and SLUICE_E2E is
     /// not `require`.
     pub fn start(plane: &ControlPlane) -> Option<LwsController> {
         let dir = repo_root().join("target/lws");
         let bin = dir.join("bin/lws-manager");
-        if !bin.exists() {
+        if !Self::built() {
             let msg = format!("{} is missing: run tests/lws/build first", bin.display());
             assert!(!required(), "{msg}");
             eprintln!("skipped: {msg}");

@@ -174,6 +174,45 @@ async fn each_group_is_one_workload_admitted_on_its_own_and_its_pods_ungated() {
     op.abort();
 }
 
+/// As Kueue's job reconciler, for a pod group as for any job: PodsReady is written on every reconcile, so a group
+/// still waiting for quota says WaitForStart, not nothing (as it would if written only once admitted).
+#[tokio::test]
+async fn a_waiting_group_says_its_pods_wait_for_start() {
+    let fake = FakeApi::new();
+    fake.serve_api("leaderworkerset.x-k8s.io/v1", &["leaderworkersets"]);
+    seed_queues(&fake, 2);
+    fake.put(&lws(2));
+    let mut cfg = config();
+    cfg.wait_for_pods_ready = Some(sluice_operator::controller::WaitForPodsReady {
+        timeout: std::time::Duration::from_secs(300),
+        ..Default::default()
+    });
+    let op = start(&fake, "op", cfg);
+    wait_for(10, "two group workloads", || {
+        group_workloads(&fake).len() == 2
+    })
+    .await;
+    for (group, leader) in [(0, true), (0, false), (1, true), (1, false)] {
+        fake.put(&lws_pod(group, leader));
+    }
+    let wls = group_workloads(&fake);
+    let pods_ready =
+        |name: &str| get_workload(&fake, name).and_then(|w| condition(&w, "PodsReady"));
+    let waiting = Some(("False".to_string(), "WaitForStart".to_string()));
+    wait_for(10, "group 1 waits for start", || {
+        pods_ready(&wls[1].1) == waiting
+    })
+    .await;
+    assert!(!admitted(&fake, &wls[1].1), "no room for the second group");
+    wait_for(10, "group 0 ungated", || {
+        !gated(&fake, "infer-0") && !gated(&fake, "infer-0-1")
+    })
+    .await;
+    // Admitted, its pods not ready yet.
+    assert_eq!(pods_ready(&wls[0].1), waiting);
+    op.abort();
+}
+
 #[tokio::test]
 async fn the_set_can_be_turned_off_by_the_configuration() {
     let fake = FakeApi::new();

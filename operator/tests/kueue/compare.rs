@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::Value;
 use sluice_operator::jobs::workload_name;
+use sluice_sdk::kueue::labels;
+use sluice_sdk::lws;
 use sluice_sdk::quantity::resource_value;
 
 /// One system's state: object (`Kind ns/name`) -> field -> value.
@@ -90,6 +92,7 @@ fn flatten(
 ) -> BTreeMap<String, (Option<String>, BTreeMap<String, String>)> {
     let mut out = BTreeMap::new();
     let prebuilt = prebuilt_names(objects);
+    let lws_uids = lws_uids(objects);
     for (kind, o) in objects {
         let ns = o["metadata"]["namespace"].as_str();
         if ns == Some("kueue-system") || ns == Some("kube-system") {
@@ -98,7 +101,7 @@ fn flatten(
         let name = o["metadata"]["name"].as_str().unwrap_or_default();
         let mut fields = BTreeMap::new();
         let shown = match kind.as_str() {
-            "Workload" => workload(o, &mut fields, &prebuilt),
+            "Workload" => workload(o, &mut fields, &prebuilt, &lws_uids),
             "Job" => {
                 job(o, &mut fields);
                 name.to_string()
@@ -127,6 +130,16 @@ fn flatten(
                 trainjob(o, &mut fields);
                 name.to_string()
             }
+            "LeaderWorkerSet" => {
+                leaderworkerset(o, &mut fields);
+                name.to_string()
+            }
+            // Only a LeaderWorkerSet's pods (their names are the StatefulSets', the same on both sides).
+            "Pod" if o["metadata"]["labels"][LWS_NAME_LABEL].is_string() => {
+                lws_pod(o, &mut fields, &lws_uids);
+                name.to_string()
+            }
+            "Pod" => continue,
             "ClusterQueue" | "LocalQueue" | "Cohort" => {
                 queue(o, &mut fields);
                 name.to_string()
@@ -205,6 +218,7 @@ fn workload(
     o: &Value,
     fields: &mut BTreeMap<String, String>,
     prebuilt: &BTreeSet<(String, String)>,
+    lws_uids: &LwsUids,
 ) -> String {
     let name = o["metadata"]["name"].as_str().unwrap_or_default();
     let mut shown = name.to_string();
@@ -213,7 +227,13 @@ fn workload(
         .and_then(|refs| refs.iter().find(|r| r["controller"] == Value::Bool(true)));
     let ns = o["metadata"]["namespace"].as_str().unwrap_or_default();
     let named_by_user = prebuilt.contains(&(ns.to_string(), name.to_string()));
-    if let Some(owner) = owner.filter(|_| named_by_user) {
+    let lws_owner = o["metadata"]["ownerReferences"]
+        .as_array()
+        .and_then(|refs| refs.iter().find(|r| r["kind"] == lws::KIND));
+    if let (None, Some(set)) = (owner, lws_owner) {
+        // A LeaderWorkerSet group's Workload: owned, not controlled, by the set (and by the group's pods).
+        shown = lws_group_workload(o, set, fields, lws_uids);
+    } else if let Some(owner) = owner.filter(|_| named_by_user) {
         put(
             fields,
             "metadata.ownerReferences[controller].kind",
@@ -301,6 +321,169 @@ fn workload(
         }
     }
     shown
+}
+
+/// The label naming a LeaderWorkerSet on its pods.
+const LWS_NAME_LABEL: &str = lws::SET_NAME_LABEL;
+
+/// The UIDs a LeaderWorkerSet's objects are judged by.
+struct LwsUids {
+    /// Each LeaderWorkerSet's, by (namespace, name).
+    sets: BTreeMap<(String, String), String>,
+    /// Every listed object's.
+    live: BTreeSet<String>,
+}
+
+fn lws_uids(objects: &[(String, Value)]) -> LwsUids {
+    let uid = |o: &Value| {
+        o["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let sets = objects
+        .iter()
+        .filter(|(kind, _)| kind == lws::KIND)
+        .map(|(_, o)| {
+            let meta = &o["metadata"];
+            let key = (
+                meta["namespace"].as_str().unwrap_or_default().to_string(),
+                meta["name"].as_str().unwrap_or_default().to_string(),
+            );
+            (key, uid(o))
+        })
+        .collect();
+    let live = objects.iter().map(|(_, o)| uid(o)).collect();
+    LwsUids { sets, live }
+}
+
+/// Kueue's name for the Workload of group `index` of the LeaderWorkerSet `ns/set`, when that set is listed.
+fn lws_expected(lws_uids: &LwsUids, ns: &str, set: &str, index: &str) -> Option<String> {
+    let uid = lws_uids.sets.get(&(ns.to_string(), set.to_string()))?;
+    Some(workload_name(
+        lws::KIND,
+        lws::GROUP,
+        &format!("{set}-{index}"),
+        uid,
+    ))
+}
+
+/// A LeaderWorkerSet group's Workload: its name checked against Kueue's for its set and group index (its
+/// `component-workload-index` annotation; a mismatch is a `metadata.name` field) and shown with the hash as `#####`; its owners by kind and count, and the
+/// annotations Kueue gives such a Workload.
+fn lws_group_workload(
+    o: &Value,
+    set: &Value,
+    fields: &mut BTreeMap<String, String>,
+    lws_uids: &LwsUids,
+) -> String {
+    let meta = &o["metadata"];
+    let name = meta["name"].as_str().unwrap_or_default();
+    let ns = meta["namespace"].as_str().unwrap_or_default();
+    let index = meta["annotations"][labels::COMPONENT_WORKLOAD_INDEX_ANNOTATION]
+        .as_str()
+        .unwrap_or("?");
+    let set_name = set["name"].as_str().unwrap_or_default();
+    let expected = lws_expected(lws_uids, ns, set_name, index).unwrap_or_default();
+    if expected != name {
+        fields.insert(
+            "metadata.name".into(),
+            format!("{name}, not Kueue's name for group {index} of its set ({expected})"),
+        );
+    }
+    let shown = hash_hidden(name, name);
+    put(
+        fields,
+        "metadata.ownerReferences[LeaderWorkerSet].name",
+        &set["name"],
+    );
+    // Owners that exist: references to the group's deleted pods are the garbage collector's to drop, whenever it
+    // gets to them on each control plane.
+    let mut owners: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in meta["ownerReferences"].as_array().into_iter().flatten() {
+        if r["uid"].as_str().is_some_and(|u| lws_uids.live.contains(u)) {
+            *owners.entry(r["kind"].as_str().unwrap_or("?")).or_default() += 1;
+        }
+    }
+    for (kind, n) in owners {
+        fields.insert(
+            format!("metadata.ownerReferences[{kind}].existing"),
+            n.to_string(),
+        );
+    }
+    for (k, v) in meta["annotations"].as_object().into_iter().flatten() {
+        if k.starts_with("kueue.x-k8s.io/") {
+            put(fields, &format!("metadata.annotations.{k}"), v);
+        }
+    }
+    shown
+}
+
+/// A LeaderWorkerSet: its replicas, and what Kueue's webhook gave its leader and worker templates (labels,
+/// annotations, node selector, tolerations).
+fn leaderworkerset(o: &Value, fields: &mut BTreeMap<String, String>) {
+    put(fields, "spec.replicas", &o["spec"]["replicas"]);
+    let template = &o["spec"]["leaderWorkerTemplate"];
+    put(fields, "spec.leaderWorkerTemplate.size", &template["size"]);
+    for t in ["leaderTemplate", "workerTemplate"] {
+        if !template[t].is_null() {
+            template_given(
+                fields,
+                &format!("spec.leaderWorkerTemplate.{t}"),
+                &template[t],
+                "",
+            );
+        }
+    }
+}
+
+/// A LeaderWorkerSet's pod: its scheduling gates, phase, node selector, tolerations, and Kueue's labels and
+/// annotations on it (a Workload's name checked against Kueue's for the pod's set and group, and shown with the
+/// hash as `#####`).
+fn lws_pod(o: &Value, fields: &mut BTreeMap<String, String>, lws_uids: &LwsUids) {
+    let meta = &o["metadata"];
+    let ns = meta["namespace"].as_str().unwrap_or_default();
+    let set = meta["labels"][LWS_NAME_LABEL].as_str().unwrap_or_default();
+    let index = meta["labels"][lws::GROUP_INDEX_LABEL]
+        .as_str()
+        .unwrap_or("?");
+    let expected = lws_expected(lws_uids, ns, set, index).unwrap_or_default();
+    let gates: Vec<&str> = o["spec"]["schedulingGates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|g| g["name"].as_str())
+        .collect();
+    fields.insert("spec.schedulingGates".into(), gates.join(","));
+    put(fields, "status.phase", &o["status"]["phase"]);
+    if !meta["deletionTimestamp"].is_null() {
+        fields.insert("metadata.deletionTimestamp".into(), "set".into());
+    }
+    for part in ["labels", "annotations"] {
+        for (k, v) in meta[part].as_object().into_iter().flatten() {
+            if !k.starts_with("kueue.x-k8s.io/") {
+                continue;
+            }
+            let path = format!("metadata.{part}.{k}");
+            match v.as_str() {
+                Some(name) if name.starts_with("leaderworkerset-") => {
+                    fields.insert(path, hash_hidden(name, &expected));
+                }
+                _ => put(fields, &path, v),
+            }
+        }
+    }
+    let pod = &o["spec"];
+    for (k, v) in pod["nodeSelector"].as_object().into_iter().flatten() {
+        put(fields, &format!("spec.nodeSelector.{k}"), v);
+    }
+    // The API server's own (not-ready, unreachable) are the same on both sides and stay.
+    if let Some(t) = pod["tolerations"].as_array().filter(|t| !t.is_empty()) {
+        fields.insert(
+            "spec.tolerations".into(),
+            Value::from(t.clone()).to_string(),
+        );
+    }
 }
 
 /// A Workload's name as compared: its last five characters (the hash over its owner's UID) as `#####`, and what
@@ -683,6 +866,84 @@ mod tests {
         let s = state(&[("JobSet".into(), jobset_object("jobset-train-00000"))]);
         let shown = &s["JobSet ns/train"]["spec.replicatedJobs[workers].template.spec.template.metadata.annotations.kueue.x-k8s.io/workload"];
         assert!(shown.contains("not Kueue's name"), "{shown}");
+    }
+
+    const LWS_UID: &str = "3a5c7e9b-2d4f-4a6c-8e0b-1f3d5b7a9c2e";
+    const POD_UID: &str = "5e7a9c1b-4d6f-4b8a-9c2e-3f5d7b9a1c4e";
+    const GONE_UID: &str = "9c1e3a5b-7d9f-4e2a-8b4c-6f8d0b2a4c6e";
+
+    /// A LeaderWorkerSet, the Workload of its group 0 (owned by the set, by its live leader pod and by a deleted
+    /// one) named `workload`, and the leader pod, ungated onto pool a.
+    fn lws_objects(workload: &str) -> Vec<(String, Value)> {
+        let set = json!({"metadata": {"namespace": "ns", "name": "serve", "uid": LWS_UID},
+            "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 2, "leaderTemplate": {
+                "metadata": {"annotations": {"kueue.x-k8s.io/pod-group-serving": "true"}}, "spec": {}}}}});
+        let wl = json!({"metadata": {"namespace": "ns", "name": workload, "uid": "1b3d5f7a-9c2e-4f6a-8b0d-2e4f6a8c0b1d",
+            "annotations": {"kueue.x-k8s.io/component-workload-index": "0"},
+            "ownerReferences": [
+                {"kind": "LeaderWorkerSet", "name": "serve", "uid": LWS_UID},
+                {"kind": "Pod", "name": "serve-0", "uid": POD_UID},
+                {"kind": "Pod", "name": "serve-0", "uid": GONE_UID}]},
+            "spec": {"queueName": "q"}});
+        let pod = json!({"metadata": {"namespace": "ns", "name": "serve-0", "uid": POD_UID,
+                "labels": {"leaderworkerset.sigs.k8s.io/name": "serve", "leaderworkerset.sigs.k8s.io/group-index": "0",
+                           "kueue.x-k8s.io/managed": "true", "app": "x"},
+                "annotations": {"kueue.x-k8s.io/prebuilt-workload-name": workload}},
+            "spec": {"schedulingGates": [], "nodeSelector": {"pool": "a"}},
+            "status": {"phase": "Running"}});
+        vec![
+            ("LeaderWorkerSet".into(), set),
+            ("Workload".into(), wl),
+            ("Pod".into(), pod),
+        ]
+    }
+
+    #[test]
+    fn a_leaderworkerset_group_is_compared_by_its_workload_and_its_pods() {
+        let expected = workload_name(
+            "LeaderWorkerSet",
+            "leaderworkerset.x-k8s.io",
+            "serve-0",
+            LWS_UID,
+        );
+        let s = state(&lws_objects(&expected));
+        let shown = format!("Workload ns/{}#####", &expected[..expected.len() - 5]);
+        let wl = &s[&shown];
+        assert!(!wl.contains_key("metadata.name"), "{wl:?}");
+        // The deleted pod's reference is the garbage collector's: only existing owners count.
+        assert_eq!(wl["metadata.ownerReferences[Pod].existing"], "1");
+        assert_eq!(
+            wl["metadata.ownerReferences[LeaderWorkerSet].name"],
+            "serve"
+        );
+        let pod = &s["Pod ns/serve-0"];
+        assert_eq!(pod["spec.schedulingGates"], "");
+        assert_eq!(pod["spec.nodeSelector.pool"], "a");
+        assert_eq!(pod["status.phase"], "Running");
+        assert_eq!(
+            pod["metadata.annotations.kueue.x-k8s.io/prebuilt-workload-name"],
+            shown.trim_start_matches("Workload ns/")
+        );
+        assert!(
+            !pod.contains_key("metadata.labels.app"),
+            "only Kueue's labels: {pod:?}"
+        );
+        let set = &s["LeaderWorkerSet ns/serve"];
+        assert_eq!(
+            set["spec.leaderWorkerTemplate.leaderTemplate.metadata.annotations.kueue.x-k8s.io/pod-group-serving"],
+            "true"
+        );
+        // Another name is one Kueue would not have given, on the Workload and where a pod names it.
+        let s = state(&lws_objects("leaderworkerset-serve-0-00000"));
+        let wl = &s["Workload ns/leaderworkerset-serve-0-#####"];
+        assert!(wl["metadata.name"].contains("not Kueue's name"), "{wl:?}");
+        let named =
+            &s["Pod ns/serve-0"]["metadata.annotations.kueue.x-k8s.io/prebuilt-workload-name"];
+        assert!(named.contains("not Kueue's name"), "{named}");
+        // Pods of other owners are not compared (their names are generated).
+        let mut other = lws_objects(&expected);
+        other[2].1["metadata"]["labels"] = json!({});
+        assert!(!state(&other).contains_key("Pod ns/serve-0"));
     }
 
     const RAY_UID: &str = "7c1e9a4b-3d2f-4e8a-9b6c-5a0d1f2e3c4b";

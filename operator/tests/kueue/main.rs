@@ -12,6 +12,8 @@
 
 #[path = "../cluster/kubelet.rs"]
 mod kubelet;
+#[path = "../cluster/lws.rs"]
+mod lws;
 #[path = "../cluster/plane.rs"]
 mod plane;
 #[path = "../cluster/sluice.rs"]

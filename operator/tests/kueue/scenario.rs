@@ -18,7 +18,8 @@
 //! either manager starts, and its JobSets or RayJobs are compared; its `config.yaml` must list
 //! `integrations.frameworks`, since without that section Kueue manages only `batch/job` and Sluice JobSets and Ray
 //! kinds too. No JobSet or KubeRay controller runs: JobSets get no Jobs, RayJobs no RayCluster, and neither Pods or
-//! status.
+//! status. LeaderWorkerSets are the exception: Kueue works on their pods, so LWS's own controller (`tests/lws/build`)
+//! runs beside each manager, and their pods are compared too (`system::THIRD_PARTY`).
 
 use std::path::Path;
 

@@ -107,7 +107,14 @@ fn owned_by(o: &Value, kind: &str, name: &str) -> bool {
 /// The kinds of jobs a scenario queues (those that become Workloads): a step's new ones go to the simulator with
 /// the creation time Kueue's API server gave them, a deleted one takes its Workloads along, and Kueue's from earlier
 /// steps stand beside the simulator's prediction so that messages naming them by UID read the same.
-pub const JOB_KINDS: &[&str] = &["Job", "JobSet", "RayJob", "PyTorchJob", "TrainJob"];
+pub const JOB_KINDS: &[&str] = &[
+    "Job",
+    "JobSet",
+    "RayJob",
+    "PyTorchJob",
+    "TrainJob",
+    "LeaderWorkerSet",
+];
 
 /// The simulator's input for `step`: Kueue's objects before it (`before`, of `kinds`: [`INPUT_KINDS`] and the
 /// scenario's third-party inputs) with the step

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::kubelet::{FakeKubelet, FakeNode, succeeded};
 use super::kueue::Kueue;
+use super::lws::LwsController;
 use super::plane::ControlPlane;
 use super::scenario::Step;
 use super::support::{Installed, install, wait_established};
@@ -48,6 +49,8 @@ pub struct System {
     pub client: Client,
     /// The third-party kinds compared besides [`KINDS`] (those whose CRDs were installed for the scenario).
     extra: Vec<(&'static str, &'static str, &'static str, &'static str)>,
+    /// LWS's controller, where the scenario applies LeaderWorkerSets.
+    lws: Option<LwsController>,
     /// Its control plane (dropped last).
     pub plane: ControlPlane,
 }
@@ -144,7 +147,30 @@ pub const THIRD_PARTY: &[ThirdParty] = &[
         crds: &["/kubeflow.org_pytorchjobs.yaml"],
         sim_inputs: &[],
     },
+    // Kueue works on a LeaderWorkerSet's pods (one Workload per group, the pods gated and ungated), so LWS's own
+    // controller runs beside each manager ([`LwsController`]) and the pods are compared too.
+    ThirdParty {
+        kind: "LeaderWorkerSet",
+        framework: "leaderworkerset.x-k8s.io/leaderworkerset",
+        compared: &[
+            (
+                "leaderworkerset.x-k8s.io",
+                "v1",
+                "LeaderWorkerSet",
+                "leaderworkersets",
+            ),
+            ("", "v1", "Pod", "pods"),
+        ],
+        crds: &["/leaderworkerset.x-k8s.io_leaderworkersets.yaml"],
+        sim_inputs: &[],
+    },
 ];
+
+/// Whether a third-party kind needs its own controller running beside the manager (LWS's: Kueue's integration works
+/// on the pods its StatefulSets make).
+fn runs_lws(third: &[(&'static ThirdParty, Vec<String>)]) -> bool {
+    third.iter().any(|(t, _)| t.kind == "LeaderWorkerSet")
+}
 
 /// The paths of the third-party CRDs, as `tests/control-plane/crds` prints them (each downloaded into Go's module
 /// cache on first use), one per line; run once.
@@ -248,10 +274,18 @@ impl System {
                 (Manager::Sluice(Box::new(installed)), client)
             }
         };
+        // After the manager, whose webhooks gate the pods LWS's StatefulSets make.
+        let lws = if runs_lws(third) {
+            let started = tokio::task::block_in_place(|| LwsController::start(&plane));
+            Some(started.expect("LWS's controller is built (tests/lws/build)"))
+        } else {
+            None
+        };
         System {
             which,
             manager,
             client,
+            lws,
             extra: third
                 .iter()
                 .flat_map(|(t, _)| t.compared.iter().copied())

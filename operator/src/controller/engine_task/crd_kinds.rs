@@ -16,7 +16,7 @@ use sluice_sdk::trainer::TrainJob;
 
 use super::jobs::FAILED_TO_START;
 use super::kinds::{KindQueues, Kinds};
-use super::reconciler::{PodsReadyAt, Reconciled, Release, StopReason, StopStep};
+use super::reconciler::{Reconciled, Release, StopReason, StopStep};
 use super::writes::Cached;
 use super::{Cache, EngineTask};
 use crate::controller::config::OperatorConfig;
@@ -151,7 +151,6 @@ impl CrdKind for TrainJobJob {
 impl<T: CrdKind> Reconciled for T {
     type Key = (String, String);
     const NOT_BUILT_REASON: &'static str = "CreatedWorkload";
-    const PODS_READY: PodsReadyAt = PodsReadyAt::EveryReconcile;
     const STOPS_ON_WORKLOAD_DELETION: bool = false;
     const UPDATES_UNMATCHED_WORKLOAD: bool = true;
 

@@ -8,7 +8,7 @@ use sluice_sdk::kueue::labels::{self};
 use sluice_sdk::kueue::v1beta2 as api;
 
 use super::kinds::{KindQueues, Kinds};
-use super::reconciler::{PodsReadyAt, Reconciled, Release, StopKind, StopReason, StopStep};
+use super::reconciler::{Reconciled, Release, StopKind, StopReason, StopStep};
 use super::writes::in_flight;
 use super::{EngineTask, now_ms, reference};
 use crate::controller::config::OperatorConfig;
@@ -46,7 +46,6 @@ fn controlled_by_managed_kind(task: &EngineTask, job: &Job) -> bool {
 impl Reconciled for BatchJob {
     type Key = (String, String);
     const NOT_BUILT_REASON: &'static str = "CreatedWorkload";
-    const PODS_READY: PodsReadyAt = PodsReadyAt::EveryReconcile;
     const STOPS_ON_WORKLOAD_DELETION: bool = false;
     const UPDATES_UNMATCHED_WORKLOAD: bool = true;
 

@@ -11,7 +11,7 @@ use sluice_sdk::kueue::labels;
 use sluice_sdk::kueue::v1beta2 as api;
 
 use super::kinds::{KindQueues, Kinds};
-use super::reconciler::{PodsReadyAt, Reconciled, Release, StopKind, StopReason, StopStep};
+use super::reconciler::{Reconciled, Release, StopKind, StopReason, StopStep};
 use super::{EngineTask, now_ms, reference};
 use crate::controller::config::OperatorConfig;
 use crate::controller::objects::*;
@@ -88,7 +88,6 @@ impl ManagedPods {
 impl Reconciled for PodGroups {
     type Key = PodGroupKey;
     const NOT_BUILT_REASON: &'static str = "ErrWorkloadCompose";
-    const PODS_READY: PodsReadyAt = PodsReadyAt::AfterStart;
     const STOPS_ON_WORKLOAD_DELETION: bool = true;
 
     fn enabled(config: &OperatorConfig) -> bool {

@@ -104,15 +104,6 @@ pub(super) enum Release {
     Deleting,
 }
 
-/// When a kind writes its Workload's PodsReady condition.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum PodsReadyAt {
-    /// On every reconcile, before an eviction or a start is handled (so WaitForStart before admission too).
-    EveryReconcile,
-    /// While admitted, after the start, from the job as it is then.
-    AfterStart,
-}
-
 /// A job kind as the engine task reconciles it: its cache, its keys and how its objects are started and
 /// stopped. Adding a kind is this implementation (with [`JobIntegration`]), its watch, and one line per
 /// function in `kinds.rs`; [`EngineTask::reconcile`] does not change.
@@ -122,8 +113,6 @@ pub(super) trait Reconciled: JobIntegration<Job: Clone + Send + Sync> + Sized {
 
     /// Event reason when its Workload cannot be built (Kueue's word for the kind).
     const NOT_BUILT_REASON: &'static str;
-    /// When its PodsReady is written.
-    const PODS_READY: PodsReadyAt;
     /// Whether a Workload being deleted stops the job (Kueue's pods: yes; Sluice's Job carries on).
     const STOPS_ON_WORKLOAD_DELETION: bool;
     /// Whether a suspended job's Workload without quota is updated when the job changed (Kueue's
@@ -271,9 +260,9 @@ impl EngineTask {
             return true;
         }
         let wait_for_pods_ready = self.config.wait_for_pods_ready.is_some();
-        if I::PODS_READY == PodsReadyAt::EveryReconcile && wait_for_pods_ready {
+        if wait_for_pods_ready {
             // Kueue's job reconciler writes PodsReady before it handles an eviction or starts the job, for every
-            // Workload of a job (WaitForStart while it is not admitted).
+            // Workload of a job, pod groups' too (WaitForStart while it is not admitted, so also once evicted).
             self.set_pods_ready(&wkey, &wl, I::pods_ready(&job, &wl))
                 .await;
         }
@@ -292,16 +281,7 @@ impl EngineTask {
             };
         }
         if is_admitted(&wl) {
-            let wrote = I::is_suspended(&job) && I::start(self, key, &wl).await;
-            if I::PODS_READY == PodsReadyAt::AfterStart
-                && wait_for_pods_ready
-                && let Some(job) = I::load(self, key)
-                && let Some(current) = self.cache.workloads.get(&wkey).cloned()
-            {
-                self.set_pods_ready(&wkey, &current, I::pods_ready(&job, &current))
-                    .await;
-            }
-            return wrote;
+            return I::is_suspended(&job) && I::start(self, key, &wl).await;
         }
         // A queued job that was changed (its pod counts, containers, tolerations or maximum execution time):
         // its Workload takes the job's new shape before it gets quota.
