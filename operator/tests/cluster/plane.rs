@@ -153,8 +153,9 @@ impl ControlPlane {
 
 impl Drop for ControlPlane {
     fn drop(&mut self) {
-        // A failed test keeps its logs (control plane, operator, webhook) in target/e2e-logs/NAME.
-        if std::thread::panicking() {
+        // A failed test keeps its logs (control plane, operator, webhook) in target/e2e-logs/NAME; every test does
+        // with SLUICE_E2E_LOGS=1 (a differential scenario that differs does not panic).
+        if std::thread::panicking() || std::env::var("SLUICE_E2E_LOGS").is_ok_and(|v| v == "1") {
             let keep = repo_root().join("target/e2e-logs").join(&self.name);
             let _ = std::fs::create_dir_all(&keep);
             if let Ok(entries) = std::fs::read_dir(&self.dir) {

@@ -524,6 +524,65 @@ async fn a_queued_job_that_is_changed_gets_its_workload_updated_and_then_fits() 
     op.abort();
 }
 
+/// Kueue's `ensureOneWorkload`: a running Job changed so that it no longer matches the Workload holding its quota
+/// (here scaled up) is stopped with its templates restored, its Workload deleted, and a new Workload, built from
+/// the Job as it is now, queues and is admitted: the change cannot run on the old admission's quota.
+#[tokio::test]
+async fn a_running_job_that_is_changed_is_stopped_and_gets_a_new_workload() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    fake.put(&job("grow", 1, 2, None));
+    let op = start(&fake, "op", config());
+    wait_for(10, "started", || !suspended(&fake, "grow")).await;
+    let name = workload_of(&fake, "grow").unwrap().metadata.name.unwrap();
+    let mut bigger = job_of(&fake, "grow");
+    let spec = bigger.spec.as_mut().unwrap();
+    spec.parallelism = Some(2);
+    spec.completions = Some(2);
+    fake.put(&bigger);
+    let deleted =
+        |fake: &FakeApi| !writes(fake, "DELETE", &format!("/workloads/{name}")).is_empty();
+    wait_for(10, "old workload deleted", || deleted(&fake)).await;
+    wait_for(10, "new workload admitted and the job running", || {
+        get_workload(&fake, &name).is_some_and(|w| w.spec.pod_sets[0].count == 2)
+            && admitted(&fake, &name)
+            && !suspended(&fake, "grow")
+    })
+    .await;
+    // Stopped (suspended, restored) before its Workload was deleted, and started again only on the new admission.
+    let log = fake.requests();
+    let pos = |pred: &dyn Fn(&sluice_operator::testing::RecordedRequest) -> bool| {
+        log.iter().position(|r| r.status < 300 && pred(r)).unwrap()
+    };
+    let suspend = pos(&|r| {
+        r.path.ends_with("/jobs/grow")
+            && r.body
+                .as_ref()
+                .is_some_and(|b| b["spec"]["suspend"] == true)
+    });
+    let delete = pos(&|r| r.method == "DELETE" && r.path.ends_with(&format!("/workloads/{name}")));
+    assert!(suspend < delete, "{suspend} {delete}");
+    // The flavor's node selector, injected at the start, was taken out again before the Workload went.
+    let restored = log[suspend..delete].iter().any(|r| {
+        r.path.ends_with("/jobs/grow")
+            && r.body.as_ref().is_some_and(|b| {
+                b["spec"]["template"]["spec"]
+                    .get("nodeSelector")
+                    .is_some_and(|n| n.is_null() || n.get("gpu.example.com/model").is_none())
+            })
+    });
+    assert!(
+        restored,
+        "the Job's template was not restored before its Workload was deleted"
+    );
+    assert_eq!(
+        admission_writes(&fake, &name),
+        2,
+        "admitted once per Workload"
+    );
+    op.abort();
+}
+
 #[tokio::test]
 async fn pods_that_finished_give_their_quota_to_a_waiting_job() {
     let fake = FakeApi::new();

@@ -133,7 +133,8 @@ impl Reconciled for BatchJob {
         wl: &api::Workload,
         why: &StopReason,
     ) -> StopStep {
-        if why.kind != StopKind::Evicted {
+        // Evicted or replaced, a Job is restored as its Workload has it; otherwise only suspended.
+        if !matches!(why.kind, StopKind::Evicted | StopKind::NoMatchingWorkload) {
             task.suspend_job(key, false).await;
             return StopStep::InProgress;
         }
@@ -154,16 +155,25 @@ impl Reconciled for BatchJob {
             .await;
             return StopStep::InProgress;
         }
+        // The API server lets a suspended Job's template change only once its pods are gone (Kubernetes 1.36's
+        // MutableSchedulingDirectivesForSuspendedJobs: no active pods); they go in a later Job event.
+        if Self::is_active(job) {
+            return StopStep::InProgress;
+        }
         let originals = originals(wl);
-        task.write_job(key, Endpoint::Main, |j| {
-            Self::restore(j, &originals);
-            if let Some(a) = j.metadata.annotations.as_mut() {
-                a.remove(labels::STOPPING_ANNOTATION);
-            }
-            Ok(true)
-        })
-        .await;
-        // Stopped pods show up as status.active dropping to 0 in a later Job event.
+        let restored = task
+            .write_job(key, Endpoint::Main, |j| {
+                Self::restore(j, &originals);
+                if let Some(a) = j.metadata.annotations.as_mut() {
+                    a.remove(labels::STOPPING_ANNOTATION);
+                }
+                Ok(true)
+            })
+            .await;
+        if restored.is_none() {
+            // Refused (logged): tried again at the Job's next event, the stop not counted as done.
+            return StopStep::InProgress;
+        }
         StopStep::Stopped { wrote: true }
     }
 

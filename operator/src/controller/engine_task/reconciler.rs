@@ -7,7 +7,7 @@ use std::future::Future;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::Resource;
+use kube::{Resource, ResourceExt};
 use sluice_sdk::kueue::labels::{self, condition};
 use sluice_sdk::kueue::v1beta2 as api;
 
@@ -50,6 +50,8 @@ pub(super) enum StopKind {
     NotAdmitted,
     /// Its Workload is being deleted.
     WorkloadDeleted,
+    /// It no longer matches the Workload holding its quota (it was changed); restored as the Workload has it.
+    NoMatchingWorkload,
 }
 
 /// A stop with the reason and message Kueue writes on what it stops.
@@ -82,6 +84,15 @@ impl StopReason {
             kind: StopKind::NotAdmitted,
             reason: "NotAdmitted".into(),
             message: "Not admitted by cluster queue".into(),
+        }
+    }
+
+    fn no_matching_workload() -> Self {
+        StopReason {
+            kind: StopKind::NoMatchingWorkload,
+            reason: "NoMatchingWorkload".into(),
+            message: "No matching Workload; restoring pod templates according to existent Workload"
+                .into(),
         }
     }
 
@@ -253,6 +264,15 @@ impl EngineTask {
                 return false;
             }
         }
+        // Kueue's step 1 (ensureOneWorkload): a job changed while its Workload holds quota is stopped, and the
+        // Workload replaced by one built from the job as it is now.
+        if I::UPDATES_UNMATCHED_WORKLOAD
+            && !prebuilt
+            && cond_true(&wl, condition::QUOTA_RESERVED)
+            && !self.matches_reserved::<I>(&job, &wl)
+        {
+            return self.replace_unmatched::<I>(key, &job, &wkey, &wl).await;
+        }
         // Kueue's step 4: the pods that finished for good give their quota back.
         if let Some(reclaimable) = I::reclaimable_pods(&job)
             && self.write_reclaimable(&wkey, &wl, reclaimable).await
@@ -383,6 +403,76 @@ impl EngineTask {
             );
         }
         written.is_some()
+    }
+
+    /// Whether the job still matches its Workload, which holds quota (Kueue's `EquivalentToWorkload`): a job that
+    /// cannot be built now is taken as matching.
+    fn matches_reserved<I: Reconciled>(&self, job: &I::Job, wl: &api::Workload) -> bool {
+        match I::compose(job, &self.cache.priorities) {
+            Ok(Some(fresh)) => {
+                let infos = self.running_infos(wl);
+                equivalent_reserved(&fresh, wl, I::is_suspended(job), infos.as_deref())
+            }
+            Ok(None) => true,
+            Err(e) => {
+                tracing::warn!(workload = %workload_key(wl), error = %e, "changed job's Workload not compared");
+                true
+            }
+        }
+    }
+
+    /// What each pod set of a Workload holding quota runs with (its flavors' node labels and tolerations, its
+    /// admission checks' updates), as Kueue's `getPodSetsInfoFromStatus`; None when that cannot be told.
+    fn running_infos(&self, wl: &api::Workload) -> Option<Vec<crate::jobs::PodSetInfo>> {
+        let st = wl.status.as_ref()?;
+        let admission = st.admission.as_ref()?;
+        let flavors = &self.cache.flavors;
+        let mut infos = crate::jobs::pod_set_infos(
+            admission,
+            &wl.spec.pod_sets,
+            &wl.spec.queue_name,
+            &wl.name_any(),
+            |n| flavors.get(n),
+        )
+        .ok()?;
+        crate::jobs::merge_check_updates(&mut infos, &st.admission_checks).ok()?;
+        Some(infos)
+    }
+
+    /// Kueue's handling of a job that no longer matches the Workload holding its quota: a running job is stopped
+    /// (its pod templates restored as the Workload has them), then the Workload is deleted (finalizer first); the
+    /// job's next reconcile, once the deletion is seen, builds a new one, which queues again.
+    async fn replace_unmatched<I: Reconciled>(
+        &mut self,
+        key: &I::Key,
+        job: &I::Job,
+        wkey: &WorkloadKey,
+        wl: &api::Workload,
+    ) -> bool {
+        // The kind's stop is a no-op for a job already stopped, and finishes one stopping in several writes.
+        let step = I::stop(self, key, job, wl, &StopReason::no_matching_workload()).await;
+        if step == StopStep::InProgress {
+            return true;
+        }
+        self.write_workload_main(wkey, |w| {
+            Ok(set_finalizer(w, labels::RESOURCE_IN_USE_FINALIZER, false))
+        })
+        .await;
+        let api: kube::Api<api::Workload> = self.apis.workloads(&wkey.namespace);
+        if let Err(e) = self.writer.delete(&api, &wkey.name).await {
+            tracing::error!(workload = %wkey, error = %e, "not matching workload not deleted");
+            return true;
+        }
+        if let Some(owner) = I::event_owner(job) {
+            self.event(
+                owner,
+                crate::telemetry::EventSeverity::Normal,
+                "DeletedWorkload",
+                "DeletedWorkload",
+                format!("Deleted not matching Workload: {wkey}"),
+            );
+        }
+        true
     }
 
     /// A job whose prebuilt Workload does not exist (yet): a running one is suspended (Kueue stops it, "missing
@@ -567,6 +657,45 @@ pub(super) fn fits_as_built<I: JobIntegration>(
         Some(fresh) => equivalent(&fresh, wl, tolerations),
         None => true,
     })
+}
+
+/// Kueue's `EquivalentToWorkload` for a Workload that holds quota: the job (built now, `fresh`) against the pod sets
+/// it runs with (`infos`, what the admission adds, merged in; a partially admissible Workload's pod sets at their
+/// admitted counts), or, while the job is suspended, against the Workload as built; without `infos`, against the
+/// Workload as built. Tolerations are not compared once admitted.
+pub(super) fn equivalent_reserved(
+    fresh: &api::Workload,
+    wl: &api::Workload,
+    suspended: bool,
+    infos: Option<&[crate::jobs::PodSetInfo]>,
+) -> bool {
+    let tolerations = !is_admitted(wl);
+    match running_pod_sets(wl, infos) {
+        Some(running) => {
+            equivalent(fresh, &running, tolerations)
+                || (suspended && equivalent(fresh, wl, tolerations))
+        }
+        None => equivalent(fresh, wl, tolerations),
+    }
+}
+
+/// The Workload with each pod set as it runs (Kueue's `expectedRunningPodSets`); None when a pod set has no info or
+/// its info does not merge.
+fn running_pod_sets(
+    wl: &api::Workload,
+    infos: Option<&[crate::jobs::PodSetInfo]>,
+) -> Option<api::Workload> {
+    let infos = infos?;
+    let partial = wl.spec.pod_sets.iter().any(|ps| ps.min_count.is_some());
+    let mut running = wl.clone();
+    for ps in running.spec.pod_sets.iter_mut() {
+        let info = infos.iter().find(|i| i.name == ps.name)?;
+        info.merge_into(&mut ps.template).ok()?;
+        if partial && ps.min_count.is_some() {
+            ps.count = info.count;
+        }
+    }
+    Some(running)
 }
 
 /// Whether the Workload the job builds now matches the existing one as Kueue's `EquivalentToWorkload` compares
