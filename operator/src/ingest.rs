@@ -715,8 +715,25 @@ pub fn workload(
                     .collect()
             })
             .unwrap_or_default(),
+        scheduling_shape: scheduling_shape(wl),
     };
     Ok((out, admission))
+}
+
+/// A digest of the pod templates' shapes (Kueue's `SpecShape`, which its scheduling hash covers): of what it
+/// holds, the ports, runtime class, pod priority, spread constraints, overhead and claims are nowhere else in the
+/// engine's workload.
+fn scheduling_shape(wl: &api::Workload) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for ps in &wl.spec.pod_sets {
+        if let Some(spec) = ps.template.spec.as_ref() {
+            validation::job::pod_spec_shape(spec)
+                .to_string()
+                .hash(&mut h);
+        }
+    }
+    h.finish()
 }
 
 fn condition_true(wl: &api::Workload, type_: &str) -> bool {

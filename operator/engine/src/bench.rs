@@ -190,6 +190,7 @@ pub fn synthetic_cluster(args: &BenchShape) -> (Vec<Event>, Vec<Event>) {
                 admitted: false,
                 pods_ready: false,
                 reclaimable: Vec::new(),
+                scheduling_shape: 0,
                 quota_reserved_at: None,
                 checkpointed_at: None,
                 priority_boost: 0,

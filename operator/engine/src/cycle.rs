@@ -428,6 +428,9 @@ impl Engine {
             c.heap.insert(key);
         } else {
             c.inadmissible.insert(key);
+            if how == Requeue::NoFit && self.config.scheduling_equivalence_hashing {
+                self.set_shape_aside(wl, cq);
+            }
         }
     }
 

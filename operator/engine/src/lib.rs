@@ -27,6 +27,7 @@ pub mod bench;
 /// `sluice bench --topology`'s workload: topology-aware fill of a large GPU cluster and per-gang placement time.
 pub mod bench_topology;
 mod cycle;
+mod equivalence;
 mod error;
 mod fairness;
 mod fasthash;
@@ -152,6 +153,9 @@ pub(crate) struct CqData {
     pub inactive_message: String,
     pub heap: BTreeSet<QKey>,
     pub inadmissible: BTreeSet<QKey>,
+    /// Scheduling shapes that failed here since the inadmissible list was last requeued (BestEffortFIFO, with
+    /// SchedulingEquivalenceHashing).
+    pub failed_shapes: fasthash::FastSet<u64>,
     /// A preemptor waiting for its victims stays at the head (BestEffortFIFO).
     pub sticky: Option<u32>,
     /// Head tried without success and the tree generation at the time: nothing to do until it changes.
@@ -246,6 +250,8 @@ pub(crate) struct Wl {
     pub afs: u64,
     /// Its last assignment message and the reasons it was worded from (reset when its spec changes).
     pub worded: Option<assign::WordedMessage>,
+    /// Its scheduling shape's hash, with SchedulingEquivalenceHashing on.
+    pub hash: Option<u64>,
 }
 
 /// What a preemptor's issued preemptions were for: once its victims are gone, this assignment is what they

@@ -17,6 +17,7 @@ const INADMISSIBLE: &str = "Inadmissible";
 /// LocalQueue, activation and priority, and the same queue ordering key (creation time, UID).
 fn same_scheduling_inputs(old: &Workload, new: &Workload) -> bool {
     old.pod_sets == new.pod_sets
+        && old.scheduling_shape == new.scheduling_shape
         && old.queue_name == new.queue_name
         && old.active == new.active
         && old.priority == new.priority
@@ -329,6 +330,7 @@ impl Engine {
                     inactive_message: String::new(),
                     heap: BTreeSet::new(),
                     inadmissible: BTreeSet::new(),
+                    failed_shapes: Default::default(),
                     sticky: None,
                     tried: None,
                     admitted: BTreeSet::new(),
@@ -691,6 +693,13 @@ impl Engine {
 
     /// (Re)places a pending workload in its ClusterQueue's queue, or records why it can't queue.
     pub(crate) fn place(&mut self, i: u32) {
+        // Kueue sends a workload whose shape failed to the inadmissible list only when it was not queued already.
+        let was_queued = self.wl(i).is_some_and(|w| {
+            w.queued_in
+                .zip(w.qkey.as_ref())
+                .and_then(|(n, k)| self.cq(n).map(|c| c.heap.contains(k)))
+                .unwrap_or(false)
+        });
         self.dequeue(i);
         let Some(w) = self.wl(i) else { return };
         if w.phase != Phase::Pending {
@@ -710,10 +719,15 @@ impl Engine {
                     w.qkey = Some(key.clone());
                 }
                 let mut inactive = None;
+                let set_aside = !was_queued && self.shape_failed_in(i, n);
                 if let Some(c) = self.cq_mut(n) {
-                    c.heap.insert(key);
-                    // The queue's content changed: its head deserves another look.
-                    c.tried = None;
+                    if set_aside {
+                        c.inadmissible.insert(key);
+                    } else {
+                        c.heap.insert(key);
+                        // The queue's content changed: its head deserves another look.
+                        c.tried = None;
+                    }
                     if !c.active {
                         inactive = Some(c.spec.name.clone());
                     }
@@ -830,6 +844,10 @@ impl Engine {
             })
             .collect();
         let lq_key = (spec.namespace.clone(), spec.queue_name.clone());
+        let hash = self
+            .config
+            .scheduling_equivalence_hashing
+            .then(|| crate::equivalence::scheduling_hash(&spec));
         // Its admission checks passed: under admission fair sharing its entry penalty settles.
         let now_admitted = spec.admitted;
         let settle = |engine: &mut Self, i: u32| {
@@ -846,6 +864,7 @@ impl Engine {
             // where it is queued and keep its flavor scan progress, as Kueue's PushOrUpdate does.
             let reclaimed = w.spec.reclaimable != spec.reclaimable;
             w.spec = spec;
+            w.hash = hash;
             w.reqs = reqs;
             w.worded = None;
             settle(self, i);
@@ -875,6 +894,7 @@ impl Engine {
                 self.dequeue(i);
                 if let Some(w) = self.wl_mut(i) {
                     w.spec = spec;
+                    w.hash = hash;
                     w.reqs = reqs;
                     w.last = None;
                     w.worded = None;
@@ -900,6 +920,7 @@ impl Engine {
                     awaiting: None,
                     afs: 0,
                     worded: None,
+                    hash,
                 };
                 let i = match self.free_wls.pop() {
                     Some(i) => {
@@ -1228,6 +1249,8 @@ impl Engine {
 
     pub(crate) fn requeue_inadmissible_of(&mut self, n: NodeId) {
         if let Some(c) = self.cq_mut(n) {
+            // Kueue forgets the failed shapes whenever it requeues, so the requeued workloads are tried afresh.
+            c.failed_shapes.clear();
             let moved = std::mem::take(&mut c.inadmissible);
             c.heap.extend(moved);
             c.tried = None;

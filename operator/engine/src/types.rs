@@ -25,6 +25,10 @@ pub struct EngineConfig {
     /// Kueue's PriorityBoost feature gate (alpha, off by default): the effective priority is the priority plus
     /// the Workload's `kueue.x-k8s.io/priority-boost`.
     pub priority_boost: bool,
+    /// Kueue's SchedulingEquivalenceHashing feature gate (beta, on by default): in a BestEffortFIFO ClusterQueue,
+    /// once a workload fails to fit (or finds no preemption candidates), the pending workloads of the same
+    /// scheduling shape go to the inadmissible list unevaluated until its workloads are requeued.
+    pub scheduling_equivalence_hashing: bool,
     /// Kueue's `waitForPodsReady.blockAdmission`: once a workload fits while another that holds quota is not
     /// PodsReady, that one waits ("Waiting") and nothing more is admitted until every holder is PodsReady.
     pub block_admission: bool,
@@ -74,6 +78,7 @@ impl Default for EngineConfig {
             partial_admission: true,
             prioritize_preemptor_workloads: false,
             priority_boost: false,
+            scheduling_equivalence_hashing: true,
             block_admission: false,
             admission_fair_sharing: None,
             evict_on_degraded_gpus: false,
@@ -124,7 +129,7 @@ pub struct Flavor {
 }
 
 /// Taint effect.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TaintEffect {
     /// NoSchedule.
     NoSchedule,
@@ -146,7 +151,7 @@ pub struct Taint {
 }
 
 /// Toleration operator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
 pub enum TolerationOperator {
     /// Key and value must match.
     #[default]
@@ -156,7 +161,7 @@ pub enum TolerationOperator {
 }
 
 /// A pod toleration.
-#[derive(Clone, Debug, PartialEq, Default)]
+#[derive(Clone, Debug, PartialEq, Default, Hash)]
 pub struct Toleration {
     /// Key (None with Exists tolerates everything).
     pub key: Option<String>,
@@ -461,7 +466,7 @@ pub struct Namespace {
 }
 
 /// Node selector operator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum NodeSelectorOperator {
     /// Value in set.
     In,
@@ -478,7 +483,7 @@ pub enum NodeSelectorOperator {
 }
 
 /// One node selector requirement.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Hash)]
 pub struct NodeSelectorRequirement {
     /// Key.
     pub key: String,
@@ -489,14 +494,14 @@ pub struct NodeSelectorRequirement {
 }
 
 /// One node selector term (AND of requirements).
-#[derive(Clone, Debug, PartialEq, Default)]
+#[derive(Clone, Debug, PartialEq, Default, Hash)]
 pub struct NodeSelectorTerm {
     /// Requirements.
     pub match_expressions: Vec<NodeSelectorRequirement>,
 }
 
 /// A pod set of a workload.
-#[derive(Clone, Debug, PartialEq, Default)]
+#[derive(Clone, Debug, PartialEq, Default, Hash)]
 pub struct PodSet {
     /// Name.
     pub name: String,
@@ -517,7 +522,7 @@ pub struct PodSet {
 }
 
 /// A pod set's topology request (Kueue's `topologyRequest`, plus Sluice's NVLink requirement).
-#[derive(Clone, Debug, PartialEq, Default)]
+#[derive(Clone, Debug, PartialEq, Default, Hash)]
 pub struct PodSetTopology {
     /// Required, preferred or unconstrained.
     pub mode: TopologyMode,
@@ -655,6 +660,9 @@ pub struct Workload {
     /// Kueue's `status.reclaimablePods`: per pod set, pods that finished and will not run again. An admitted
     /// workload holds quota only for its other pods (Kueue's ReclaimablePods, on by default).
     pub reclaimable: Vec<(String, i32)>,
+    /// A digest of what else of its pod templates Kueue's scheduling hash covers and the engine does not read
+    /// (ports, runtime class, spread constraints, overhead, claims, pod priority); 0 when there is none.
+    pub scheduling_shape: u64,
 }
 
 impl Workload {

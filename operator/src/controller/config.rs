@@ -195,6 +195,8 @@ pub struct FeatureGates {
     pub priority_boost: bool,
     /// AdmissionFairSharing: `admissionFairSharing` takes effect (beta, on by default).
     pub admission_fair_sharing: bool,
+    /// SchedulingEquivalenceHashing: a failed scheduling shape sets its equals aside (beta, on by default).
+    pub scheduling_equivalence_hashing: bool,
 }
 
 impl Default for FeatureGates {
@@ -205,6 +207,7 @@ impl Default for FeatureGates {
             unadmitted_workloads_observability: false,
             priority_boost: false,
             admission_fair_sharing: true,
+            scheduling_equivalence_hashing: true,
         }
     }
 }
@@ -233,6 +236,7 @@ impl FeatureGates {
                 "UnadmittedWorkloadsObservability" => out.unadmitted_workloads_observability = on,
                 "PriorityBoost" => out.priority_boost = on,
                 "AdmissionFairSharing" => out.admission_fair_sharing = on,
+                "SchedulingEquivalenceHashing" => out.scheduling_equivalence_hashing = on,
                 _ if on == default => {}
                 _ => {
                     return Err(invalid(format!(
@@ -543,6 +547,7 @@ impl OperatorConfig {
         out.engine.partial_admission = gates.partial_admission;
         out.engine.prioritize_preemptor_workloads = gates.prioritize_preemptor_workloads;
         out.engine.priority_boost = gates.priority_boost;
+        out.engine.scheduling_equivalence_hashing = gates.scheduling_equivalence_hashing;
         out.detailed_pending_reasons = gates.unadmitted_workloads_observability;
         // Kueue's v1beta2 has no `enable`: fair sharing and waitForPodsReady are on when present, and
         // waitForPodsReady's timeout defaults to 30 minutes (5 in v1beta1).

@@ -7,7 +7,15 @@ use sluice_operator::sim::{Simulation, bundled_example};
 
 fn run(ignore_topology: bool) -> sluice_operator::sim::SimulationReport {
     let docs = bundled_example().expect("bundled example parses");
-    let mut sim = Simulation::from_documents(&docs, EngineConfig::default()).expect("loads");
+    // With SchedulingEquivalenceHashing off: with it on (Kueue's default) the two runs admit in different orders
+    // and, on this trace, the run ignoring topology happens to put more gangs in one rack (33 of 57 against 30 of
+    // 58, README), though never more pods in one NVLink island. The comparison of placements is made where the
+    // admission order is the engine's plain one.
+    let config = EngineConfig {
+        scheduling_equivalence_hashing: false,
+        ..EngineConfig::default()
+    };
+    let mut sim = Simulation::from_documents(&docs, config).expect("loads");
     sim.set_ignore_topology(ignore_topology);
     sim.run(None, |_, _| {}).expect("runs")
 }

@@ -34,6 +34,9 @@ fn untried(sim: &Simulation) -> usize {
                 Some(WorkloadState::Pending { reason, .. }) if reason == "PendingEvaluation"
             )
         })
+        // One set aside because a workload of its shape just failed (Kueue's SchedulingEquivalenceHashing) was
+        // answered by that attempt.
+        .filter(|k| !sim.engine.set_aside_for_an_equal(k))
         .count()
 }
 

@@ -10,7 +10,7 @@ use std::fmt::Debug;
 use super::error::{PolicyError, PolicyFailure};
 
 /// What a pod set asks of the topology (Kueue's pod-set topology annotations).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum TopologyMode {
     /// No topology request: any node of the flavor.
     #[default]

@@ -134,6 +134,7 @@ pub fn wl(ns: &str, name: &str) -> WlB {
         admitted: false,
         pods_ready: false,
         reclaimable: Vec::new(),
+        scheduling_shape: 0,
     })
 }
 

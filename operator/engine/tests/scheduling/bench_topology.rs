@@ -87,7 +87,8 @@ fn counts(shape: &TopologyShape) -> (usize, usize, usize, usize, usize, i64, usi
 fn bench_topology_counts_unchanged() {
     assert_eq!(
         counts(&small()),
-        (62, 214, 0, 214, 101, 4_096, 0),
+        // SchedulingEquivalenceHashing: 62 cycles and 101 pending for placement with the gate off.
+        (49, 214, 0, 214, 68, 4_096, 0),
         "counts changed"
     );
 }
@@ -103,7 +104,8 @@ fn bench_topology_counts_unchanged_with_cohorts() {
     };
     assert_eq!(
         counts(&shape),
-        (344, 321, 85, 236, 0, 4_080, 11),
+        // SchedulingEquivalenceHashing: 321 admissions and 85 preemptions with the gate off.
+        (344, 324, 88, 236, 0, 4_080, 11),
         "counts changed"
     );
 }

@@ -9,6 +9,7 @@ mod bench_topology;
 mod block_admission;
 #[path = "../common/mod.rs"]
 mod common;
+mod equivalence;
 mod fair_preemption;
 mod flavors;
 mod invariants;

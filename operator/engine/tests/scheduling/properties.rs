@@ -340,6 +340,7 @@ fn run(specs: Vec<CqSpec>, steps: Vec<Step>, fair: bool) -> Result<(), TestCaseE
                         admitted: false,
                         pods_ready: false,
                         reclaimable: Vec::new(),
+                        scheduling_shape: 0,
                     },
                     admission: None,
                 })
