@@ -524,3 +524,21 @@ pub fn kueue_fixture(env: &mut Env) {
     ));
     env.lq("lend", "lend-b-queue", "lend-b");
 }
+
+/// One ClusterQueue `cq` of 10 cpu (flavor `default`, namespace `ns`), BestEffortFIFO or StrictFIFO, with 8 cpu held
+/// by the admitted `ns/running`.
+pub fn busy_queue(config: EngineConfig, strict: bool) -> Env {
+    let mut env = Env::with_config(config);
+    env.flavor("default").ns("ns", &[]);
+    let mut c = cq("cq").group(&["cpu"], vec![fq("default", vec![rq("cpu", cpu(10))])]);
+    if strict {
+        c = c.strict();
+    }
+    env.cq_lq(c, "ns");
+    env.admitted(
+        wl("ns", "running").ps("main", 1, &[("cpu", cpu(8))]),
+        "cq",
+        &[("cpu", "default")],
+    );
+    env
+}

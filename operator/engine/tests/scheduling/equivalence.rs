@@ -9,18 +9,7 @@ use sluice_engine::*;
 /// A ClusterQueue of 10 cpu, 8 held by `running`; `big-1` and `big-2` (5 cpu, one shape) and `small` (2 cpu)
 /// queued in that order.
 fn queue(config: EngineConfig, strict: bool) -> Env {
-    let mut env = Env::with_config(config);
-    env.flavor("default").ns("ns", &[]);
-    let mut c = cq("cq").group(&["cpu"], vec![fq("default", vec![rq("cpu", cpu(10))])]);
-    if strict {
-        c = c.strict();
-    }
-    env.cq_lq(c, "ns");
-    env.admitted(
-        wl("ns", "running").ps("main", 1, &[("cpu", cpu(8))]),
-        "cq",
-        &[("cpu", "default")],
-    );
+    let mut env = busy_queue(config, strict);
     for (i, name) in ["big-1", "big-2"].iter().enumerate() {
         env.submit(
             wl("ns", name)

@@ -7,18 +7,7 @@ use crate::common::*;
 use sluice_engine::*;
 
 fn single(strategy_strict: bool) -> Env {
-    let mut env = Env::new();
-    env.flavor("default").ns("ns", &[]);
-    let mut c = cq("cq").group(&["cpu"], vec![fq("default", vec![rq("cpu", cpu(10))])]);
-    if strategy_strict {
-        c = c.strict();
-    }
-    env.cq_lq(c, "ns");
-    env.admitted(
-        wl("ns", "running").ps("main", 1, &[("cpu", cpu(8))]),
-        "cq",
-        &[("cpu", "default")],
-    );
+    let mut env = busy_queue(EngineConfig::default(), strategy_strict);
     env.submit(wl("ns", "big").created(1).ps("main", 1, &[("cpu", cpu(5))]));
     env.submit(
         wl("ns", "small")
