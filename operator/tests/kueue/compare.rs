@@ -411,12 +411,19 @@ fn lws_group_workload(
             n.to_string(),
         );
     }
-    for (k, v) in meta["annotations"].as_object().into_iter().flatten() {
-        if k.starts_with("kueue.x-k8s.io/") {
-            put(fields, &format!("metadata.annotations.{k}"), v);
-        }
+    for (k, v) in kueue_keys(meta, "annotations") {
+        put(fields, &format!("metadata.annotations.{k}"), v);
     }
     shown
+}
+
+/// Kueue's entries (`kueue.x-k8s.io/...`) of an object's `labels` or `annotations`.
+fn kueue_keys<'a>(meta: &'a Value, part: &str) -> impl Iterator<Item = (&'a String, &'a Value)> {
+    meta[part]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| k.starts_with("kueue.x-k8s.io/"))
 }
 
 /// A LeaderWorkerSet: its replicas, and what Kueue's webhook gave its leader and worker templates (labels,
@@ -460,10 +467,7 @@ fn lws_pod(o: &Value, fields: &mut BTreeMap<String, String>, lws_uids: &LwsUids)
         fields.insert("metadata.deletionTimestamp".into(), "set".into());
     }
     for part in ["labels", "annotations"] {
-        for (k, v) in meta[part].as_object().into_iter().flatten() {
-            if !k.starts_with("kueue.x-k8s.io/") {
-                continue;
-            }
+        for (k, v) in kueue_keys(meta, part) {
             let path = format!("metadata.{part}.{k}");
             match v.as_str() {
                 Some(name) if name.starts_with("leaderworkerset-") => {

@@ -21,6 +21,14 @@ use crate::jobs::{
 use crate::status;
 use crate::telemetry::EventSeverity;
 
+/// Why an admitted Workload's pod set infos could not be built.
+pub(super) enum InfosError {
+    /// The admission names a flavor or pod set that cannot be applied.
+    Admission(String),
+    /// The admission checks' pod set updates conflict (Kueue finishes the Workload `FailedToStart`).
+    Checks(String),
+}
+
 /// A Job to unsuspend with its admission, at the end of the round of job reconciles.
 pub(super) struct JobStart {
     key: (String, String),
@@ -208,31 +216,50 @@ impl EngineTask {
         wl: &api::Workload,
         what: &str,
     ) -> Option<(String, Vec<PodSetInfo>)> {
-        let admission = wl.status.as_ref()?.admission.as_ref()?;
+        let cluster_queue = wl
+            .status
+            .as_ref()?
+            .admission
+            .as_ref()?
+            .cluster_queue
+            .clone();
+        match self.infos_of_admission(wl)? {
+            Ok(infos) => Some((cluster_queue, infos)),
+            Err(InfosError::Admission(e)) => {
+                tracing::warn!(workload = %workload_key(wl), error = %e, "cannot start {what}");
+                None
+            }
+            Err(InfosError::Checks(message)) => {
+                tracing::warn!(workload = %workload_key(wl), error = %message, "cannot start {what}");
+                self.finish_workload_as(&workload_key(wl), wl, FAILED_TO_START, &message)
+                    .await;
+                None
+            }
+        }
+    }
+
+    /// The pod set infos an admitted Workload's job runs with (Kueue's `getPodSetsInfoFromStatus`): the admission's
+    /// flavors, with its admission checks' updates merged in. None when it holds no admission.
+    pub(super) fn infos_of_admission(
+        &self,
+        wl: &api::Workload,
+    ) -> Option<Result<Vec<PodSetInfo>, InfosError>> {
+        let st = wl.status.as_ref()?;
+        let admission = st.admission.as_ref()?;
         let flavors = &self.cache.flavors;
-        let mut infos = pod_set_infos(
+        let infos = pod_set_infos(
             admission,
             &wl.spec.pod_sets,
             &wl.spec.queue_name,
             &wl.name_any(),
             |n| flavors.get(n),
         )
-        .map_err(
-            |e| tracing::warn!(workload = %workload_key(wl), error = %e, "cannot start {what}"),
-        )
-        .ok()?;
-        let checks = wl
-            .status
-            .as_ref()
-            .map(|s| &s.admission_checks[..])
-            .unwrap_or(&[]);
-        if let Err(message) = merge_check_updates(&mut infos, checks) {
-            tracing::warn!(workload = %workload_key(wl), error = %message, "cannot start {what}");
-            self.finish_workload_as(&workload_key(wl), wl, FAILED_TO_START, &message)
-                .await;
-            return None;
-        }
-        Some((admission.cluster_queue.clone(), infos))
+        .map_err(InfosError::Admission)
+        .and_then(|mut infos| {
+            merge_check_updates(&mut infos, &st.admission_checks).map_err(InfosError::Checks)?;
+            Ok(infos)
+        });
+        Some(infos)
     }
 
     /// Starts the Jobs this round's reconciles admitted, with up to `writes_in_flight` (configuration) writes in
@@ -356,10 +383,7 @@ impl EngineTask {
                 self.queues_dirty = true;
             }
         }
-        self.write_workload_main(&wkey, |w| {
-            Ok(set_finalizer(w, labels::RESOURCE_IN_USE_FINALIZER, false))
-        })
-        .await;
+        self.release_workload_finalizer(&wkey).await;
     }
 }
 

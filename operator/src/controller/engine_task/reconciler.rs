@@ -7,7 +7,7 @@ use std::future::Future;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::{Resource, ResourceExt};
+use kube::Resource;
 use sluice_sdk::kueue::labels::{self, condition};
 use sluice_sdk::kueue::v1beta2 as api;
 
@@ -424,19 +424,7 @@ impl EngineTask {
     /// What each pod set of a Workload holding quota runs with (its flavors' node labels and tolerations, its
     /// admission checks' updates), as Kueue's `getPodSetsInfoFromStatus`; None when that cannot be told.
     fn running_infos(&self, wl: &api::Workload) -> Option<Vec<crate::jobs::PodSetInfo>> {
-        let st = wl.status.as_ref()?;
-        let admission = st.admission.as_ref()?;
-        let flavors = &self.cache.flavors;
-        let mut infos = crate::jobs::pod_set_infos(
-            admission,
-            &wl.spec.pod_sets,
-            &wl.spec.queue_name,
-            &wl.name_any(),
-            |n| flavors.get(n),
-        )
-        .ok()?;
-        crate::jobs::merge_check_updates(&mut infos, &st.admission_checks).ok()?;
-        Some(infos)
+        self.infos_of_admission(wl)?.ok()
     }
 
     /// Kueue's handling of a job that no longer matches the Workload holding its quota: a running job is stopped
@@ -454,10 +442,7 @@ impl EngineTask {
         if step == StopStep::InProgress {
             return true;
         }
-        self.write_workload_main(wkey, |w| {
-            Ok(set_finalizer(w, labels::RESOURCE_IN_USE_FINALIZER, false))
-        })
-        .await;
+        self.release_workload_finalizer(wkey).await;
         let api: kube::Api<api::Workload> = self.apis.workloads(&wkey.namespace);
         if let Err(e) = self.writer.delete(&api, &wkey.name).await {
             tracing::error!(workload = %wkey, error = %e, "not matching workload not deleted");

@@ -28,10 +28,7 @@ impl EngineTask {
             self.backoffs.remove(key);
             self.exec_deadlines.remove(key);
             if has_finalizer(&wl, labels::RESOURCE_IN_USE_FINALIZER) {
-                self.write_workload_main(key, |w| {
-                    Ok(set_finalizer(w, labels::RESOURCE_IN_USE_FINALIZER, false))
-                })
-                .await;
+                self.release_workload_finalizer(key).await;
             }
             return;
         }

@@ -6,9 +6,11 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, Resource};
+use sluice_sdk::kueue::labels;
 use sluice_sdk::kueue::v1beta2 as api;
 
 use super::{Cache, EngineTask, reference};
+use crate::controller::objects::set_finalizer;
 use crate::controller::writer::{Endpoint, WriteError};
 use crate::engine::{Event, WorkloadKey};
 use crate::telemetry::EventSeverity;
@@ -46,6 +48,14 @@ impl EngineTask {
         mutate: impl FnMut(&mut api::Workload) -> Result<bool, String>,
     ) -> Option<api::Workload> {
         self.write_workload(key, Endpoint::Main, mutate).await
+    }
+
+    /// Removes Kueue's `resource-in-use` finalizer from the Workload, so a deletion can complete.
+    pub(super) async fn release_workload_finalizer(&mut self, key: &WorkloadKey) {
+        self.write_workload_main(key, |w| {
+            Ok(set_finalizer(w, labels::RESOURCE_IN_USE_FINALIZER, false))
+        })
+        .await;
     }
 
     /// One Workload write; a Workload found gone leaves the cache and the engine at once (its watch event may
