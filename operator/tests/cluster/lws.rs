@@ -45,6 +45,31 @@ impl LwsController {
             eprintln!("skipped: {msg}");
             return None;
         }
+        // A port free_port found can be taken by another process before the controller binds it (control planes
+        // of other tests or scenarios start meanwhile): then it exits, and a new attempt picks new ports and points
+        // the webhooks at them.
+        const ATTEMPTS: u32 = 3;
+        for attempt in 1.. {
+            match Self::try_start(plane, &dir, &bin) {
+                Ok(lws) => return Some(lws),
+                Err(e) if attempt < ATTEMPTS && e.contains("address already in use") => {
+                    eprintln!(
+                        "the LWS controller lost a port (attempt {attempt}), starting it again"
+                    );
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        unreachable!("the loop returns or panics")
+    }
+
+    /// One start: ports, the controller, its webhooks pointed at it; Err (with its log) when it exited or never
+    /// came up.
+    fn try_start(
+        plane: &ControlPlane,
+        dir: &std::path::Path,
+        bin: &std::path::Path,
+    ) -> Result<LwsController, String> {
         let cert_dir = plane.file("lws-certs");
         std::fs::create_dir_all(&cert_dir).expect("cert dir");
         std::fs::copy(plane.file("webhook.crt"), cert_dir.join("tls.crt")).expect("tls.crt");
@@ -65,7 +90,7 @@ impl LwsController {
         .expect("LWS config");
         let log = plane.file("lws.log");
         let out = std::fs::File::create(&log).expect("lws.log");
-        let child = Command::new(&bin)
+        let child = Command::new(bin)
             .args(["--config", &config.display().to_string()])
             .env("KUBECONFIG", plane.kubeconfig())
             .stdin(Stdio::null())
@@ -74,7 +99,7 @@ impl LwsController {
             .spawn()
             .expect("starting the LWS controller");
         let mut lws = LwsController { child, log };
-        lws.wait_listening(([127, 0, 0, 1], port).into());
+        lws.wait_listening(([127, 0, 0, 1], port).into())?;
 
         // Its webhooks, by URL, outside the system namespaces.
         let url = format!("https://127.0.0.1:{port}");
@@ -108,8 +133,8 @@ impl LwsController {
         }
         let list = json!({"apiVersion": "v1", "kind": "List", "items": configs}).to_string();
         plane.kubectl(&["apply", "-f", "-"], Some(&list));
-        lws.wait_ready(health);
-        Some(lws)
+        lws.wait_ready(health)?;
+        Ok(lws)
     }
 
     fn tail(&self) -> String {
@@ -118,22 +143,35 @@ impl LwsController {
         lines[lines.len().saturating_sub(30)..].join("\n")
     }
 
-    fn wait_listening(&mut self, addr: SocketAddr) {
-        let deadline = Instant::now() + Duration::from_secs(90);
-        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("the LWS controller exited ({status}): {}", self.tail());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the LWS webhook does not listen on {addr} after 90 s: {}",
+    /// The log's tail when the process has exited.
+    fn exited(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(format!(
+                "the LWS controller exited ({status}): {}",
                 self.tail()
-            );
-            std::thread::sleep(Duration::from_millis(100));
+            )),
+            _ => None,
         }
     }
 
-    fn wait_ready(&mut self, health: SocketAddr) {
+    fn wait_listening(&mut self, addr: SocketAddr) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+            if let Some(e) = self.exited() {
+                return Err(e);
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "the LWS webhook does not listen on {addr} after 90 s: {}",
+                    self.tail()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
+    fn wait_ready(&mut self, health: SocketAddr) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             let ok = Command::new("curl")
@@ -143,13 +181,18 @@ impl LwsController {
                 .status()
                 .is_ok_and(|s| s.success());
             if ok {
-                return;
+                return Ok(());
             }
-            assert!(
-                Instant::now() < deadline,
-                "the LWS controller is not ready after 90 s: {}",
-                self.tail()
-            );
+            // It may have bound the webhook port and lost the health port: it exits then.
+            if let Some(e) = self.exited() {
+                return Err(e);
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "the LWS controller is not ready after 90 s: {}",
+                    self.tail()
+                ));
+            }
             std::thread::sleep(Duration::from_millis(200));
         }
     }
