@@ -19,6 +19,7 @@ pub mod writer;
 
 use std::sync::Arc;
 
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -374,6 +375,19 @@ impl Operator {
                 Input::LeaderWorkerSet,
                 lws::KIND,
             ));
+            // The StatefulSets LWS makes (labelled with their set's name): Kueue lets a group's pods go when their
+            // StatefulSet is gone or rolling them to a new revision. Always served, so waited for like the
+            // core kinds: a pod is never judged before its StatefulSet could be known.
+            optional_kinds.push(STATEFUL_SET);
+            handles.push(spawn_watcher(
+                Api::<StatefulSet>::all(c.clone()),
+                watcher::Config::default().labels(lws::SET_NAME_LABEL),
+                tx.clone(),
+                Input::StatefulSet,
+                Input::Synced,
+                STATEFUL_SET,
+                Remember::Metadata,
+            ));
         }
         let input = tx.downgrade();
         drop(tx);
@@ -403,6 +417,9 @@ impl Operator {
         result
     }
 }
+
+/// The kind name of StatefulSets, as the watch reports its first list.
+const STATEFUL_SET: &str = "StatefulSet";
 
 /// How long the operator waits between two looks for an API its integrations need.
 const API_POLL: std::time::Duration = std::time::Duration::from_secs(30);

@@ -126,6 +126,12 @@ pub const PERMISSIONS: &[Permission] = &[
         verbs: WATCH,
     },
     Permission {
+        group: "apps",
+        resource: "statefulsets",
+        // The revisions of the StatefulSets LWS makes (a rolling update lets the old revision's pods go).
+        verbs: WATCH,
+    },
+    Permission {
         group: "",
         resource: "pods",
         // delete: pods of an evicted plain-pod group are ended, as Kueue does.

@@ -83,7 +83,7 @@ struct Watcher {
     client: String,
     collection: String,
     namespace: Option<String>,
-    selector: Vec<(String, String)>,
+    selector: Vec<(String, Option<String>)>,
     tx: mpsc::UnboundedSender<Result<Frame<Bytes>, Infallible>>,
 }
 
@@ -191,25 +191,31 @@ fn percent_decode(s: &str) -> String {
 }
 
 /// Equality label selectors (`a=b,c=d`); other forms match nothing.
-fn parse_selector(s: Option<String>) -> Vec<(String, String)> {
+/// A label selector's terms: `key=value` (or `key==value`) as the key and `Some(value)`, a bare `key` (the label
+/// exists) as the key and `None`.
+fn parse_selector(s: Option<String>) -> Vec<(String, Option<String>)> {
     s.map(|s| {
         s.split(',')
             .filter(|p| !p.is_empty())
-            .map(|p| {
-                let (k, v) = p.split_once('=').unwrap_or((p, "\u{0}"));
-                (k.trim_end_matches('=').to_string(), v.to_string())
+            .map(|p| match p.split_once('=') {
+                Some((k, v)) => (k.to_string(), Some(v.trim_start_matches('=').to_string())),
+                None => (p.to_string(), None),
             })
             .collect()
     })
     .unwrap_or_default()
 }
 
-fn matches(obj: &Value, namespace: Option<&str>, selector: &[(String, String)]) -> bool {
+fn matches(obj: &Value, namespace: Option<&str>, selector: &[(String, Option<String>)]) -> bool {
     let ns_ok = namespace.is_none_or(|ns| obj["metadata"]["namespace"].as_str() == Some(ns));
     ns_ok
-        && selector
-            .iter()
-            .all(|(k, v)| obj["metadata"]["labels"][k].as_str() == Some(v.as_str()))
+        && selector.iter().all(|(k, v)| {
+            let label = obj["metadata"]["labels"][k].as_str();
+            match v {
+                Some(v) => label == Some(v.as_str()),
+                None => label.is_some(),
+            }
+        })
 }
 
 fn status_body(code: u16, reason: &str, message: &str) -> Value {

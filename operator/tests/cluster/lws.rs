@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::plane::{ControlPlane, repo_root, required};
-use super::sluice::free_port;
+use super::sluice::{free_port, start_with_port_retries};
 use super::support::b64;
 
 /// The running LWS controller manager, killed when dropped.
@@ -45,22 +45,9 @@ impl LwsController {
             eprintln!("skipped: {msg}");
             return None;
         }
-        // A port free_port found can be taken by another process before the controller binds it (control planes
-        // of other tests or scenarios start meanwhile): then it exits, and a new attempt picks new ports and points
-        // the webhooks at them.
-        const ATTEMPTS: u32 = 3;
-        for attempt in 1.. {
-            match Self::try_start(plane, &dir, &bin) {
-                Ok(lws) => return Some(lws),
-                Err(e) if attempt < ATTEMPTS && e.contains("address already in use") => {
-                    eprintln!(
-                        "the LWS controller lost a port (attempt {attempt}), starting it again"
-                    );
-                }
-                Err(e) => panic!("{e}"),
-            }
-        }
-        unreachable!("the loop returns or panics")
+        Some(start_with_port_retries("the LWS controller", || {
+            Self::try_start(plane, &dir, &bin)
+        }))
     }
 
     /// One start: ports, the controller, its webhooks pointed at it; Err (with its log) when it exited or never
@@ -99,7 +86,11 @@ impl LwsController {
             .spawn()
             .expect("starting the LWS controller");
         let mut lws = LwsController { child, log };
-        lws.wait_listening(([127, 0, 0, 1], port).into())?;
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        lws.wait_until(
+            &format!("the LWS webhook does not listen on {addr}"),
+            || TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok(),
+        )?;
 
         // Its webhooks, by URL, outside the system namespaces.
         let url = format!("https://127.0.0.1:{port}");
@@ -133,7 +124,14 @@ impl LwsController {
         }
         let list = json!({"apiVersion": "v1", "kind": "List", "items": configs}).to_string();
         plane.kubectl(&["apply", "-f", "-"], Some(&list));
-        lws.wait_ready(health)?;
+        lws.wait_until("the LWS controller is not ready", || {
+            Command::new("curl")
+                .args(["-sf", "--max-time", "2", &format!("http://{health}/readyz")])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })?;
         Ok(lws)
     }
 
@@ -154,46 +152,20 @@ impl LwsController {
         }
     }
 
-    fn wait_listening(&mut self, addr: SocketAddr) -> Result<(), String> {
+    /// Polls `ready` until it holds; Err with the log's tail when the controller exits first, or when it still does
+    /// not hold after 90 s (`not_yet` says what is missing then).
+    fn wait_until(&mut self, not_yet: &str, mut ready: impl FnMut() -> bool) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(90);
-        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+        while !ready() {
+            // It may have bound one port and lost another: it exits then.
             if let Some(e) = self.exited() {
                 return Err(e);
             }
             if Instant::now() >= deadline {
-                return Err(format!(
-                    "the LWS webhook does not listen on {addr} after 90 s: {}",
-                    self.tail()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Ok(())
-    }
-
-    fn wait_ready(&mut self, health: SocketAddr) -> Result<(), String> {
-        let deadline = Instant::now() + Duration::from_secs(90);
-        loop {
-            let ok = Command::new("curl")
-                .args(["-sf", "--max-time", "2", &format!("http://{health}/readyz")])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if ok {
-                return Ok(());
-            }
-            // It may have bound the webhook port and lost the health port: it exits then.
-            if let Some(e) = self.exited() {
-                return Err(e);
-            }
-            if Instant::now() >= deadline {
-                return Err(format!(
-                    "the LWS controller is not ready after 90 s: {}",
-                    self.tail()
-                ));
+                return Err(format!("{not_yet} after 90 s: {}", self.tail()));
             }
             std::thread::sleep(Duration::from_millis(200));
         }
+        Ok(())
     }
 }

@@ -20,6 +20,28 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Runs `try_start` until it succeeds, again (at most 3 times in all) when the process it starts lost a port that
+/// [`free_port`] found to another process binding it first (control planes of other tests or scenarios start
+/// meanwhile): each attempt picks new ports. Any other error, or the last, panics with it; `what` names the
+/// process in the retry message.
+pub fn start_with_port_retries<T>(
+    what: &str,
+    mut try_start: impl FnMut() -> Result<T, String>,
+) -> T {
+    const ATTEMPTS: u32 = 3;
+    let mut attempt = 1;
+    loop {
+        match try_start() {
+            Ok(started) => return started,
+            Err(e) if attempt < ATTEMPTS && e.contains("address already in use") => {
+                eprintln!("{what} lost a port (attempt {attempt}), starting it again");
+                attempt += 1;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
 /// A running `sluice` process, killed when dropped.
 pub struct Process {
     child: Child,

@@ -4,6 +4,7 @@
 //! when the set is deleted.
 
 use crate::support::*;
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use sluice_operator::testing::FakeApi;
 use sluice_sdk::kueue::v1beta2 as api;
@@ -32,14 +33,42 @@ spec:
     ))
 }
 
+/// A StatefulSet LWS makes for the set (`infer`, the leaders) or for a group's workers (`infer-N`), at revision
+/// `current`, rolling to `update` when they differ.
+fn statefulset(name: &str, current: &str, update: &str) -> StatefulSet {
+    yaml(&format!(
+        r#"
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: {name}
+  namespace: team-a
+  labels: {{leaderworkerset.sigs.k8s.io/name: infer}}
+spec:
+  selector: {{matchLabels: {{leaderworkerset.sigs.k8s.io/name: infer}}}}
+  template: {{spec: {{containers: [{{name: c, image: vllm}}]}}}}
+status: {{replicas: 1, currentRevision: {current}, updateRevision: {update}}}
+"#
+    ))
+}
+
+/// The set's StatefulSets, none rolling: the leaders' and each group's workers'.
+fn seed_statefulsets(fake: &FakeApi, groups: u32) {
+    fake.put(&statefulset("infer", "r1", "r1"));
+    for g in 0..groups {
+        fake.put(&statefulset(&format!("infer-{g}"), "r1", "r1"));
+    }
+}
+
 /// A pod of group `group` as the LWS controller makes it and the pod webhook gates it (the leader when
-/// `leader`).
+/// `leader`), at revision `r1` of its StatefulSet (`infer` for leaders, `infer-N` for workers).
 fn lws_pod(group: u32, leader: bool) -> Pod {
-    let (name, extra) = if leader {
-        (format!("infer-{group}"), String::new())
+    let (name, sts, extra) = if leader {
+        (format!("infer-{group}"), "infer".to_string(), String::new())
     } else {
         (
             format!("infer-{group}-1"),
+            format!("infer-{group}"),
             format!("\n    leaderworkerset.sigs.k8s.io/leader-name: infer-{group}"),
         )
     };
@@ -53,6 +82,9 @@ metadata:
     kueue.x-k8s.io/queue-name: lq
     leaderworkerset.sigs.k8s.io/name: infer
     leaderworkerset.sigs.k8s.io/group-index: "{group}"
+    controller-revision-hash: r1
+  ownerReferences:
+  - {{apiVersion: apps/v1, kind: StatefulSet, name: {sts}, uid: sts-{sts}, controller: true}}
   annotations:
     kueue.x-k8s.io/pod-suspending-parent: leaderworkerset.x-k8s.io/leaderworkerset
     kueue.x-k8s.io/pod-group-serving: "true"{extra}
@@ -97,6 +129,7 @@ async fn each_group_is_one_workload_admitted_on_its_own_and_its_pods_ungated() {
     fake.serve_api("leaderworkerset.x-k8s.io/v1", &["leaderworkersets"]);
     // Two GPUs: one group of two pods fits, the second waits.
     seed_queues(&fake, 2);
+    seed_statefulsets(&fake, 2);
     fake.put(&lws(2));
     let op = start(&fake, "op", config());
     wait_for(10, "two group workloads", || {
@@ -181,6 +214,7 @@ async fn a_waiting_group_says_its_pods_wait_for_start() {
     let fake = FakeApi::new();
     fake.serve_api("leaderworkerset.x-k8s.io/v1", &["leaderworkersets"]);
     seed_queues(&fake, 2);
+    seed_statefulsets(&fake, 2);
     fake.put(&lws(2));
     let mut cfg = config();
     cfg.wait_for_pods_ready = Some(sluice_operator::controller::WaitForPodsReady {
@@ -229,5 +263,58 @@ async fn the_set_can_be_turned_off_by_the_configuration() {
     .await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert!(group_workloads(&fake).is_empty());
+    op.abort();
+}
+
+/// Kueue's `ShouldFinalizePod`: while a StatefulSet rolls to a new revision, its pods of the old revision are let go
+/// (they are about to be replaced); a pod whose StatefulSet is gone is let go too. Pods of a StatefulSet that is
+/// not rolling keep waiting for their group's admission.
+#[tokio::test]
+async fn pods_a_statefulset_rolls_away_or_left_behind_are_let_go() {
+    let fake = FakeApi::new();
+    fake.serve_api("leaderworkerset.x-k8s.io/v1", &["leaderworkersets"]);
+    // Two GPUs: group 0 is admitted, group 1 waits gated. Group 1's workers' StatefulSet is not seen yet (its
+    // event may come after its pods'): its pod is not taken for one whose StatefulSet is gone.
+    seed_queues(&fake, 2);
+    seed_statefulsets(&fake, 1);
+    fake.put(&lws(2));
+    let op = start(&fake, "op", config());
+    wait_for(10, "two group workloads", || {
+        group_workloads(&fake).len() == 2
+    })
+    .await;
+    for (group, leader) in [(0, true), (0, false), (1, true), (1, false)] {
+        fake.put(&lws_pod(group, leader));
+    }
+    wait_for(10, "group 0 ungated", || {
+        !gated(&fake, "infer-0") && !gated(&fake, "infer-0-1")
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(gated(&fake, "infer-1") && gated(&fake, "infer-1-1"));
+    fake.put(&statefulset("infer-1", "r1", "r1"));
+
+    // The leaders' StatefulSet rolls from r1 to r2: group 1's leader (r1) is let go, its worker is not.
+    fake.put(&statefulset("infer", "r1", "r2"));
+    wait_for(10, "the old leader let go", || !gated(&fake, "infer-1")).await;
+    let leader = fake.get::<Pod>(Some("team-a"), "infer-1").unwrap();
+    assert!(
+        !leader
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == "kueue.x-k8s.io/managed"),
+        "{:?}",
+        leader.metadata.finalizers
+    );
+    assert!(gated(&fake, "infer-1-1"));
+
+    // Group 1's workers' StatefulSet is deleted: its pod is let go.
+    fake.remove::<StatefulSet>(Some("team-a"), "infer-1");
+    wait_for(10, "the orphaned worker let go", || {
+        !gated(&fake, "infer-1-1")
+    })
+    .await;
     op.abort();
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::plane::{ControlPlane, repo_root};
-use super::sluice::free_port;
+use super::sluice::{free_port, start_with_port_retries};
 use super::support::b64;
 
 /// Where tests/kueue/build linked Kueue (SLUICE_KUEUE_DIR overrides).
@@ -126,20 +126,10 @@ impl Kueue {
     pub fn start(plane: &ControlPlane, config: Option<&str>, feature_gates: &str) -> Kueue {
         ensure_metrics_certs(plane);
         plane.kubectl(&["create", "namespace", "kueue-system"], None);
-        // A port free_port found can be taken by another process before the manager binds it (the next
-        // scenario's control planes start meanwhile): then the manager exits, and a new attempt picks new ports
-        // and points the CRDs and webhooks at them.
-        const ATTEMPTS: u32 = 3;
-        for attempt in 1.. {
-            match Self::try_start(plane, config, feature_gates) {
-                Ok(kueue) => return kueue,
-                Err(e) if attempt < ATTEMPTS && e.contains("address already in use") => {
-                    eprintln!("Kueue's manager lost a port (attempt {attempt}), starting it again");
-                }
-                Err(e) => panic!("{e}"),
-            }
-        }
-        unreachable!("the loop returns or panics")
+        // A lost port makes the manager exit; a new attempt points the CRDs and webhooks at new ports.
+        start_with_port_retries("Kueue's manager", || {
+            Self::try_start(plane, config, feature_gates)
+        })
     }
 
     /// One start: ports, CRDs and webhooks pointed at them, the manager; Err when the manager exited.

@@ -219,6 +219,20 @@ fn stale_share(patched: &[String], d: &Difference) -> bool {
         && !patched.iter().any(|p| p == object)
 }
 
+/// The note saying why a difference is left out of the comparison, when Kueue's value is one it is known to leave
+/// stale ([`stale_share`], [`stale_pending`]); None for a difference that counts.
+fn left_out(
+    patched: &[String],
+    kueue: &[(String, Value)],
+    step: usize,
+    d: &Difference,
+) -> Option<String> {
+    if stale_share(patched, d) {
+        return Some(stale_note(step, d));
+    }
+    stale_pending(kueue, d).map(|pending| stale_pending_note(step, d, pending))
+}
+
 /// The note for a share left out by `stale_share`.
 fn stale_note(step: usize, d: &Difference) -> String {
     format!(
@@ -285,6 +299,23 @@ fn stale_pending(kueue: &[(String, Value)], d: &Difference) -> Option<usize> {
         })
         .count();
     (d.kueue != pending.to_string() && d.sluice == pending.to_string()).then_some(pending)
+}
+
+/// With `SLUICE_DIFF_DUMP=1`, writes both systems' objects after step `n` to
+/// `target/kueue-differential/dump/<scenario>/step-<n>-{kueue,sluice}.json`, to read a difference at leisure.
+fn dump(scenario: &str, n: usize, kueue: &[(String, Value)], sluice: &[(String, Value)]) {
+    if !std::env::var("SLUICE_DIFF_DUMP").is_ok_and(|v| v == "1") {
+        return;
+    }
+    let dir = super::plane::repo_root()
+        .join("target/kueue-differential/dump")
+        .join(scenario);
+    let _ = std::fs::create_dir_all(&dir);
+    for (system, objects) in [("kueue", kueue), ("sluice", sluice)] {
+        let all: Vec<&Value> = objects.iter().map(|(_, o)| o).collect();
+        let text = serde_json::to_string_pretty(&all).unwrap_or_default();
+        let _ = std::fs::write(dir.join(format!("step-{n}-{system}.json")), text);
+    }
 }
 
 /// The note for a count left out by `stale_pending`.
@@ -359,16 +390,12 @@ async fn run_one(s: &Scenario, started: Started) -> Outcome {
             patched.push(format!("{} {}", object.kind, object.name));
         }
         let (ko, so) = tokio::join!(kueue.objects(), sluice.objects());
+        dump(&s.name, n, &ko, &so);
         for d in differences(&state(&ko), &state(&so)) {
-            if stale_share(&patched, &d) {
-                outcome.notes.push(stale_note(n, &d));
-                continue;
+            match left_out(&patched, &ko, n, &d) {
+                Some(note) => outcome.notes.push(note),
+                None => outcome.differences.push((n, what.clone(), d)),
             }
-            if let Some(pending) = stale_pending(&ko, &d) {
-                outcome.notes.push(stale_pending_note(n, &d, pending));
-                continue;
-            }
-            outcome.differences.push((n, what.clone(), d));
         }
         if let Some(why) = &s.not_simulated {
             if !outcome.notes.iter().any(|n| n.starts_with(NOT_SIMULATED)) {
@@ -396,15 +423,10 @@ async fn run_one(s: &Scenario, started: Started) -> Outcome {
             Ok(diffs) => {
                 for mut d in diffs {
                     d.object = format!("simulate: {}", d.object);
-                    if stale_share(&patched, &d) {
-                        outcome.notes.push(stale_note(n, &d));
-                        continue;
+                    match left_out(&patched, &ko, n, &d) {
+                        Some(note) => outcome.notes.push(note),
+                        None => outcome.differences.push((n, what.clone(), d)),
                     }
-                    if let Some(pending) = stale_pending(&ko, &d) {
-                        outcome.notes.push(stale_pending_note(n, &d, pending));
-                        continue;
-                    }
-                    outcome.differences.push((n, what.clone(), d));
                 }
             }
             // A feature the simulator says it does not model: no prediction to compare, said once.

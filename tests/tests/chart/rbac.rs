@@ -86,6 +86,7 @@ const OPERATOR_CLUSTER: &[(&str, &str, &[&str])] = &[
     ("trainer.kubeflow.org", "trainingruntimes", READ),
     ("trainer.kubeflow.org", "clustertrainingruntimes", READ),
     ("leaderworkerset.x-k8s.io", "leaderworkersets", READ),
+    ("apps", "statefulsets", READ),
     ("", "pods", &["get", "list", "watch", "patch", "delete"]),
     ("", "pods/status", &["patch"]),
     // A single plain pod owns its Workload with blockOwnerDeletion.

@@ -357,6 +357,11 @@ impl EngineTask {
                 let (obj, deleted) = split(c);
                 self.absorb_lws(obj, deleted);
             }
+            Input::StatefulSet(c) => {
+                self.count_event("StatefulSet");
+                let (obj, deleted) = split(c);
+                self.absorb_lws_statefulset(&obj, deleted);
+            }
             Input::TrainingRuntime(c) => {
                 self.count_event("TrainingRuntime");
                 let (obj, deleted) = split(c);

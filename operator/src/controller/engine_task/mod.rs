@@ -97,6 +97,8 @@ pub enum Input {
     TrainJob(Change<TrainJob>),
     /// A LeaderWorkerSet changed.
     LeaderWorkerSet(Change<LeaderWorkerSet>),
+    /// A StatefulSet of a LeaderWorkerSet changed.
+    StatefulSet(Change<k8s_openapi::api::apps::v1::StatefulSet>),
     /// A Kubeflow Trainer TrainingRuntime changed.
     TrainingRuntime(Change<TrainingRuntime>),
     /// A Kubeflow Trainer ClusterTrainingRuntime changed.
