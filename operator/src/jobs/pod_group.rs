@@ -16,6 +16,7 @@ use sha2::{Digest, Sha256};
 use sluice_sdk::kueue::labels;
 use sluice_sdk::kueue::v1beta2::{DEFAULT_POD_SET_NAME, PodSet, Workload, WorkloadSpec};
 
+use super::topology_request::template_topology_request;
 use super::{JobError, JobIntegration, PodSetInfo, PriorityClasses, workload_name};
 
 /// Annotation Kueue puts on a group's Workload (the SDK does not define it).
@@ -229,8 +230,14 @@ pub fn role_hash(pod: &Pod) -> Result<String, JobError> {
     Ok(digest.iter().take(4).map(|b| format!("{b:02x}")).collect())
 }
 
-fn pod_set(name: String, count: i32, pod: &Pod) -> PodSet {
-    PodSet {
+/// A pod set of `count` pods shaped as `pod`, with the topology request its annotations make (Kueue's
+/// `constructPodSet`: pods ranked by `kueue.x-k8s.io/pod-group-pod-index`, which the webhook copies from the label
+/// that `kueue.x-k8s.io/pod-group-pod-index-label` names).
+fn pod_set(name: String, count: i32, pod: &Pod) -> Result<PodSet, JobError> {
+    let mut req = template_topology_request(pod.annotations())
+        .map_err(|(key, message)| error(pod, &format!("metadata.annotations[{key}]"), message))?;
+    req.pod_index_label = Some(labels::POD_GROUP_POD_INDEX_LABEL.to_string());
+    Ok(PodSet {
         name,
         template: PodTemplateSpec {
             metadata: None,
@@ -238,8 +245,8 @@ fn pod_set(name: String, count: i32, pod: &Pod) -> PodSet {
         },
         count,
         min_count: None,
-        topology_request: None,
-    }
+        topology_request: Some(req),
+    })
 }
 
 /// Pod sets of a group: one per role hash over its runnable or succeeded pods, sorted by name.
@@ -250,7 +257,7 @@ fn group_pod_sets(pods: &[&Pod]) -> Result<Vec<PodSet>, JobError> {
         match sets.get_mut(&hash) {
             Some(ps) => ps.count += 1,
             None => {
-                sets.insert(hash.clone(), pod_set(hash, 1, pod));
+                sets.insert(hash.clone(), pod_set(hash, 1, pod)?);
             }
         }
     }
@@ -397,7 +404,7 @@ pub fn workload(
             .ok_or_else(|| error(first, "metadata.uid", "required"))?;
         wl_labels.insert(labels::JOB_UID_LABEL.to_string(), uid);
         (
-            vec![pod_set(DEFAULT_POD_SET_NAME.to_string(), 1, first)],
+            vec![pod_set(DEFAULT_POD_SET_NAME.to_string(), 1, first)?],
             vec![owner(first, true)?],
         )
     };
@@ -754,6 +761,57 @@ spec:
         let d = info_for(&key, &pods[2], &infos).unwrap();
         assert_ne!(w.name, d.name);
         assert_eq!((w.count, d.count), (2, 1));
+    }
+
+    #[test]
+    fn pod_sets_carry_the_topology_request_of_their_pods_annotations() {
+        let p = PriorityClasses::default();
+        // Without annotations, as Kueue's builder with a pod index label: the index label only.
+        let single = pod("a", None, 1);
+        let key = PodGroupKey::of(&single).unwrap();
+        let wl = workload(&key, std::slice::from_ref(&single), &p)
+            .unwrap()
+            .unwrap();
+        let req = wl.spec.pod_sets[0].topology_request.clone().unwrap();
+        assert_eq!(
+            req.pod_index_label.as_deref(),
+            Some(labels::POD_GROUP_POD_INDEX_LABEL)
+        );
+        assert_eq!((req.required, req.preferred), (None, None));
+
+        // A group whose pods require a rack.
+        let mut pods = vec![pod("w-0", Some(("g", 2)), 1), pod("w-1", Some(("g", 2)), 1)];
+        for pod in &mut pods {
+            pod.annotations_mut().insert(
+                labels::PODSET_REQUIRED_TOPOLOGY_ANNOTATION.into(),
+                "cloud.provider.com/rack".into(),
+            );
+        }
+        let key = PodGroupKey::of(&pods[0]).unwrap();
+        let wl = workload(&key, &pods, &p).unwrap().unwrap();
+        let req = wl.spec.pod_sets[0].topology_request.clone().unwrap();
+        assert_eq!(req.required.as_deref(), Some("cloud.provider.com/rack"));
+        assert_eq!(
+            req.pod_index_label.as_deref(),
+            Some(labels::POD_GROUP_POD_INDEX_LABEL)
+        );
+
+        // A bad annotation is an error naming the pod and the annotation.
+        let mut bad = pod("b", None, 1);
+        bad.annotations_mut().insert(
+            labels::PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION.into(),
+            "maybe".into(),
+        );
+        let key = PodGroupKey::of(&bad).unwrap();
+        let e = workload(&key, std::slice::from_ref(&bad), &p).unwrap_err();
+        assert_eq!(e.name, "b");
+        assert_eq!(
+            e.field,
+            format!(
+                "metadata.annotations[{}]",
+                labels::PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION
+            )
+        );
     }
 
     #[test]

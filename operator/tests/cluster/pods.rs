@@ -1,6 +1,7 @@
 //! Pods on the real API server: a plain Pod group stays gated until it is complete, then is admitted and
 //! ungated; with waitForPodsReady, pods made Ready by the fake kubelet clear the timeout, and pods that never
-//! become Ready are evicted with PodsReadyTimeout and requeued; with blockAdmission, the next Job waits for them.
+//! become Ready are evicted with PodsReadyTimeout and requeued; with blockAdmission, the next Job waits for them; a
+//! group whose pods require one rack runs inside one, each pod on its rank's node.
 
 use std::time::Duration;
 
@@ -282,4 +283,154 @@ waitForPodsReady:
             }),
         "next held quota before stuck's eviction"
     );
+}
+
+/// Topology `dc` (rack, hostname), flavor `h100` on it, ClusterQueue `gpus` (16 GPUs), namespace `ml` and its
+/// LocalQueue `lq`.
+const TAS_SETUP: &str = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Topology
+metadata: {name: dc}
+spec:
+  levels:
+  - nodeLabel: example.com/rack
+  - nodeLabel: kubernetes.io/hostname
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: h100}
+spec:
+  nodeLabels: {pool: h100}
+  topologyName: dc
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: gpus}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: h100
+      resources: [{name: cpu, nominalQuota: 64}, {name: nvidia.com/gpu, nominalQuota: 16}]
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: ml}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: lq, namespace: ml}
+spec: {clusterQueue: gpus}
+"#;
+
+/// Pod `rank` of group `pair` (2 pods of 8 GPUs, a whole rack), required inside one rack; its rank in the label
+/// `app-index`, which `pod-group-pod-index-label` names.
+fn rack_pod(rank: u32) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: pair-{rank}
+  namespace: ml
+  labels: {{kueue.x-k8s.io/queue-name: lq, kueue.x-k8s.io/pod-group-name: pair, app-index: "{rank}"}}
+  annotations:
+    kueue.x-k8s.io/pod-group-total-count: "2"
+    kueue.x-k8s.io/pod-group-pod-index-label: app-index
+    kueue.x-k8s.io/podset-required-topology: example.com/rack
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: registry.k8s.io/e2e-test-images/agnhost:2.53
+    args: [pause]
+    resources: {{requests: {{cpu: "1", nvidia.com/gpu: "8"}}, limits: {{nvidia.com/gpu: "8"}}}}
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_group_requiring_a_rack_runs_inside_one_rack() {
+    let Some(plane) = ControlPlane::up("pods-tas") else {
+        return;
+    };
+    // Two racks of two 8-GPU nodes.
+    let nodes = (0..4)
+        .map(|i| {
+            FakeNode::new(&format!("gpu-{i}"), 16, 8)
+                .label("pool", "h100")
+                .label("example.com/rack", if i < 2 { "r1" } else { "r2" })
+        })
+        .collect();
+    let installed = install(&plane, None, nodes).await;
+    let client = installed.client.clone();
+    plane.kubectl(&["apply", "-f", "-"], Some(TAS_SETUP));
+    plane.kubectl(
+        &["apply", "-f", "-"],
+        Some(&(rack_pod(1) + "---" + &rack_pod(0))),
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");
+    // The webhook copied each pod's rank to Kueue's pod-group index label.
+    for rank in [0, 1] {
+        let p = pods.get(&format!("pair-{rank}")).await.expect("pod");
+        let index = p.metadata.labels.as_ref().and_then(|l| {
+            l.get("kueue.x-k8s.io/pod-group-pod-index")
+                .map(String::as_str)
+        });
+        assert_eq!(index, Some(rank.to_string().as_str()), "pair-{rank}");
+    }
+    // Admitted inside one rack, each pod pinned to its own node there, ungated and Running.
+    let placed = eventually(60, "both pods pinned, ungated and Running", || async {
+        let mut hosts = Vec::new();
+        for rank in [0, 1] {
+            let p = pods.get(&format!("pair-{rank}")).await.ok()?;
+            let running = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+            if !gates(&p).is_empty() || !running {
+                return None;
+            }
+            let host = p
+                .spec
+                .as_ref()?
+                .node_selector
+                .as_ref()?
+                .get("kubernetes.io/hostname")?
+                .clone();
+            hosts.push(host);
+        }
+        Some(hosts)
+    })
+    .await;
+    assert!(
+        placed == ["gpu-0", "gpu-1"] || placed == ["gpu-2", "gpu-3"],
+        "the pair is not inside one rack, by rank: {placed:?}"
+    );
+    let wls: Api<Workload> = Api::namespaced(client.clone(), "ml");
+    let wl = wls.get("pair").await.expect("the group's Workload");
+    // The rack comes from the pods' annotation (a TAS flavor alone would place them at the lowest level).
+    let req = wl.spec.pod_sets[0]
+        .topology_request
+        .as_ref()
+        .expect("a topology request");
+    assert_eq!(req.required.as_deref(), Some("example.com/rack"));
+    assert_eq!(
+        req.pod_index_label.as_deref(),
+        Some("kueue.x-k8s.io/pod-group-pod-index")
+    );
+    let ta = wl
+        .status
+        .as_ref()
+        .and_then(|s| s.admission.as_ref())
+        .and_then(|a| a.pod_set_assignments[0].topology_assignment.as_ref())
+        .expect("a topology assignment");
+    let expanded = sluice_sdk::kueue::conversion::expand_topology_assignment(ta).expect("expands");
+    let mut assigned: Vec<String> = expanded
+        .domains
+        .iter()
+        .map(|d| d.values.last().cloned().unwrap_or_default())
+        .collect();
+    assigned.sort();
+    let mut expected = placed.clone();
+    expected.sort();
+    assert_eq!(assigned, expected);
 }

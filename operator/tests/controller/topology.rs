@@ -1,5 +1,6 @@
 //! Topology-aware scheduling through the operator against the fake API server: the topologyAssignment written
-//! in the admission, pods ungated with their domain's node selector, and placements restored after a restart.
+//! in the admission, pods (of a Job or a pod group) ungated with their domain's node selector, and placements
+//! restored after a restart.
 
 use crate::support::*;
 use k8s_openapi::api::batch::v1::Job;
@@ -163,6 +164,72 @@ spec:
         assert!(body["metadata"]["resourceVersion"].is_string(), "{body}");
         let stored = fake.get::<Pod>(Some("team-a"), pod).expect("pod");
         assert!(stored.spec.and_then(|s| s.scheduling_gates).is_none());
+    }
+    op.abort();
+}
+
+#[tokio::test]
+async fn a_pod_group_requiring_a_rack_is_placed_in_one_and_its_pods_pinned_by_index() {
+    let fake = FakeApi::new();
+    seed(&fake);
+    // Two 4-GPU pods of group `g`, as the webhook leaves them: both gates, the pod index copied to Kueue's label.
+    for (pod, index) in [("g-1", 1), ("g-0", 0)] {
+        fake.put(&yaml::<Pod>(&format!(
+            r#"
+metadata:
+  name: {pod}
+  namespace: team-a
+  uid: uid-{pod}
+  labels:
+    kueue.x-k8s.io/queue-name: lq
+    kueue.x-k8s.io/managed: "true"
+    kueue.x-k8s.io/pod-group-name: g
+    kueue.x-k8s.io/pod-group-pod-index: "{index}"
+  annotations:
+    kueue.x-k8s.io/pod-group-total-count: "2"
+    kueue.x-k8s.io/podset-required-topology: rack
+  finalizers: [kueue.x-k8s.io/managed]
+spec:
+  schedulingGates: [{{name: kueue.x-k8s.io/admission}}, {{name: kueue.x-k8s.io/topology}}]
+  containers:
+  - {{name: main, image: t, resources: {{requests: {{cpu: "1", nvidia.com/gpu: "4"}}}}}}
+"#
+        )));
+    }
+    let op = start(&fake, "op", config());
+    let ungated = |pod: &str| {
+        fake.get::<Pod>(Some("team-a"), pod)
+            .and_then(|p| p.spec)
+            .is_some_and(|s| s.scheduling_gates.is_none())
+    };
+    wait_for(10, "both pods ungated", || ungated("g-0") && ungated("g-1")).await;
+    // The Workload asked for one rack by the pods' annotation and ranks them by Kueue's pod-group index.
+    let wl = fake.list::<api::Workload>().pop().expect("workload");
+    let req = wl.spec.pod_sets[0]
+        .topology_request
+        .clone()
+        .expect("request");
+    assert_eq!(req.required.as_deref(), Some("rack"));
+    assert_eq!(
+        req.pod_index_label.as_deref(),
+        Some("kueue.x-k8s.io/pod-group-pod-index")
+    );
+    let adm = admission_bodies(&fake, wl.metadata.name.as_deref().unwrap_or_default());
+    assert_eq!(adm.len(), 1);
+    assert_eq!(hosts(&adm[0]), [("n1".into(), 1), ("n2".into(), 1)]);
+    // Each pod is on its index's node of that rack.
+    for (pod, node) in [("g-0", "n1"), ("g-1", "n2")] {
+        let stored = fake.get::<Pod>(Some("team-a"), pod).expect("pod");
+        let selector = stored
+            .spec
+            .and_then(|s| s.node_selector)
+            .unwrap_or_default();
+        assert_eq!(selector.get(HOST).map(String::as_str), Some(node), "{pod}");
+        assert_eq!(
+            selector.get("pool").map(String::as_str),
+            Some("gpu"),
+            "{pod}"
+        );
     }
     op.abort();
 }

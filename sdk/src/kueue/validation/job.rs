@@ -59,12 +59,17 @@ pub fn validate_job_metadata(meta: &ObjectMeta, kind: &str) -> Result<(), Valida
     errs.finish(kind, name(meta))
 }
 
-/// Validates a plain Pod's Kueue metadata on creation: the job-framework labels, the managed label's value and the
-/// pod-group name and total count (Kueue's pod webhook).
+/// Validates a plain Pod's Kueue metadata on creation: the job-framework labels, the managed label's value, the
+/// pod-group name and total count, and the topology annotations (Kueue's pod webhook).
 pub fn validate_pod_metadata(meta: &ObjectMeta) -> Result<(), ValidationErrors> {
     let mut errs = Errors::default();
     meta_create_rules(&mut errs, meta);
     pod_rules(&mut errs, meta);
+    if let Some(ann) = meta.annotations.as_ref() {
+        // Kueue's pod webhook checks no slice size against a pod count.
+        let path = Path::new("metadata").child("annotations");
+        template_topology_rules(&mut errs, ann, &path, i32::MAX);
+    }
     errs.finish("Pod", name(meta))
 }
 
@@ -982,6 +987,43 @@ mod tests {
                 json!({l::POD_GROUP_NAME_LABEL: "g"}),
                 json!({l::POD_GROUP_TOTAL_COUNT_ANNOTATION: "3"})
             ))
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_pods_topology_annotations_are_checked_as_a_templates() {
+        let meta = |annotations: serde_json::Value| -> ObjectMeta {
+            serde_json::from_value(json!({"name": "p", "annotations": annotations})).expect("meta")
+        };
+        let e = validate_pod_metadata(&meta(json!({
+            l::PODSET_REQUIRED_TOPOLOGY_ANNOTATION: "rack",
+            l::PODSET_PREFERRED_TOPOLOGY_ANNOTATION: "block",
+        })))
+        .expect_err("two levels");
+        assert!(
+            e.to_string().contains(
+                "metadata.annotations: Invalid value: must not contain more than one topology annotation"
+            ),
+            "{e}"
+        );
+        let e = validate_pod_metadata(&meta(
+            json!({l::PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION: "maybe"}),
+        ))
+        .expect_err("not a boolean");
+        assert!(
+            e.to_string().contains(&format!(
+                "metadata.annotations[{}]",
+                l::PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION
+            )),
+            "{e}"
+        );
+        assert!(
+            validate_pod_metadata(&meta(json!({
+                l::PODSET_REQUIRED_TOPOLOGY_ANNOTATION: "cloud.provider.com/rack",
+                l::PODSET_SLICE_REQUIRED_TOPOLOGY_ANNOTATION: "kubernetes.io/hostname",
+                l::PODSET_SLICE_SIZE_ANNOTATION: "64",
+            })))
             .is_ok()
         );
     }
