@@ -517,6 +517,21 @@ pub fn requeue_after_eviction(wl: &mut api::Workload, now: engine::Time) {
             now,
         );
     }
+    // Kueue's job reconciler rewrites PodsReady (waitForPodsReady) as WaitForStart as soon as the Workload is no
+    // longer admitted, before its scheduler can admit it again: written with the release, so that a quick
+    // readmission starts afresh (Started, not Recovered).
+    if condition(&st.conditions, labels::condition::PODS_READY)
+        .is_some_and(|c| c.status != "False" || c.reason != labels::reason::WAIT_FOR_START)
+    {
+        set_condition(
+            &mut st.conditions,
+            labels::condition::PODS_READY,
+            false,
+            labels::reason::WAIT_FOR_START,
+            "Not all pods are ready or succeeded",
+            now,
+        );
+    }
     let retry = matches!(reason.as_str(), "Preempted" | "NodeFailures");
     let backing_off = st
         .requeue_state
@@ -882,6 +897,47 @@ mod tests {
             false,
             now,
         );
+    }
+
+    #[test]
+    fn a_released_workload_waits_for_start_again_so_a_readmission_is_started_not_recovered() {
+        let mut wl = api::Workload::default();
+        admitted_at(&mut wl, 1_000);
+        let (ready, reason, message) = pods_ready_condition(&wl, true);
+        set_condition(
+            &mut status_mut(&mut wl).conditions,
+            labels::condition::PODS_READY,
+            ready,
+            reason,
+            message,
+            2_000,
+        );
+        evict(&mut wl, "Preempted", Some("InClusterQueue"), "m", 3_000);
+        // Its pods stop before the admission is released: Kueue's reconciler sees them not ready meanwhile.
+        let (ready, reason, message) = pods_ready_condition(&wl, false);
+        assert_eq!((ready, reason), (false, labels::reason::WAIT_FOR_RECOVERY));
+        set_condition(
+            &mut status_mut(&mut wl).conditions,
+            labels::condition::PODS_READY,
+            ready,
+            reason,
+            message,
+            3_500,
+        );
+        requeue_after_eviction(&mut wl, 4_000);
+        let pr = cond(&wl, "PodsReady");
+        assert_eq!(
+            (pr.status.as_str(), pr.reason.as_str()),
+            ("False", labels::reason::WAIT_FOR_START)
+        );
+        admitted_at(&mut wl, 5_000);
+        assert_eq!(pods_ready_condition(&wl, true).1, labels::reason::STARTED);
+        // A Workload without the condition (waitForPodsReady off) does not get one.
+        let mut plain = api::Workload::default();
+        admitted_at(&mut plain, 1_000);
+        evict(&mut plain, "Preempted", Some("InClusterQueue"), "m", 2_000);
+        requeue_after_eviction(&mut plain, 3_000);
+        assert!(condition(&plain.status.as_ref().unwrap().conditions, "PodsReady").is_none());
     }
 
     #[test]

@@ -339,7 +339,8 @@ impl Engine {
                 });
             }
         }
-        self.structure_changed();
+        self.relink();
+        self.requeue_tree_of(n);
         if !was_alive {
             for k in self.local_queues_of(&name) {
                 self.reroute_lq(&k);
@@ -460,7 +461,8 @@ impl Engine {
         node.parent_name = parent;
         node.quotas = quotas;
         node.weight = spec.fair_weight;
-        self.structure_changed();
+        self.relink();
+        self.requeue_tree_of(n);
         Ok(())
     }
 
@@ -473,8 +475,15 @@ impl Engine {
         n
     }
 
-    /// Relinks the cohort forest, detects cycles and recomputes quotas and usage.
+    /// Relinks the cohort forest, detects cycles, recomputes quotas and usage, and gives every inadmissible workload
+    /// another chance (after a deletion).
     pub(crate) fn structure_changed(&mut self) {
+        self.relink();
+        self.requeue_all_inadmissible();
+    }
+
+    /// Relinks the cohort forest, detects cycles and recomputes quotas and usage.
+    fn relink(&mut self) {
         let count = self.tree.nodes.len();
         for node in &mut self.tree.nodes {
             node.parent = None;
@@ -535,7 +544,20 @@ impl Engine {
             c.tried = None;
         }
         self.refresh_cq_states();
-        self.requeue_all_inadmissible();
+    }
+
+    /// Kueue's requeue after a ClusterQueue or Cohort is added or changed: the inadmissible workloads of the tree
+    /// `n` is in (from its root Cohort down; `n` alone without a parent), none when its Cohorts form a cycle. Other
+    /// trees' messages stay as they were written, as Kueue leaves them.
+    fn requeue_tree_of(&mut self, n: NodeId) {
+        if self.tree.node(n).cycle {
+            return;
+        }
+        let mut root = n;
+        while let Some(p) = self.tree.node(root).parent {
+            root = p;
+        }
+        self.requeue_inadmissible_tree(root);
     }
 
     /// Recomputes each ClusterQueue's Active state; reports newly blocked pending workloads.

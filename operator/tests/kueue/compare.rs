@@ -281,6 +281,11 @@ fn workload(
             &format!("spec.podSets[{n}].minCount"),
             &ps["minCount"],
         );
+        put(
+            fields,
+            &format!("spec.podSets[{n}].topologyRequest"),
+            &ps["topologyRequest"],
+        );
     }
     let status = &o["status"];
     put(
@@ -312,6 +317,12 @@ fn workload(
                 quantity(r, q),
             );
         }
+        if !a["topologyAssignment"].is_null() {
+            fields.insert(
+                format!("status.admission.podSetAssignments[{n}].topologyAssignment"),
+                topology_assignment(&a["topologyAssignment"]),
+            );
+        }
     }
     conditions(fields, "status.conditions", &status["conditions"]);
     for c in status["admissionChecks"].as_array().into_iter().flatten() {
@@ -321,6 +332,26 @@ fn workload(
         }
     }
     shown
+}
+
+/// A topology assignment as its levels and each domain's values with its pod count, whatever slice encoding
+/// wrote it (Kueue's and Sluice's may compress the same domains differently).
+fn topology_assignment(ta: &Value) -> String {
+    let parsed: Result<sluice_sdk::kueue::v1beta2::TopologyAssignment, _> =
+        serde_json::from_value(ta.clone());
+    match parsed.map_err(|e| e.to_string()).and_then(|t| {
+        sluice_sdk::kueue::conversion::expand_topology_assignment(&t).map_err(|e| e.to_string())
+    }) {
+        Ok(ex) => {
+            let domains: Vec<String> = ex
+                .domains
+                .iter()
+                .map(|d| format!("{}={}", d.values.join("/"), d.count))
+                .collect();
+            format!("{} {}", ex.levels.join("/"), domains.join(","))
+        }
+        Err(e) => format!("unreadable ({e}): {ta}"),
+    }
 }
 
 /// The label naming a LeaderWorkerSet on its pods.

@@ -542,6 +542,7 @@ impl Plan {
             config: self.fair_sharing.then(fair_sharing_config),
             steps,
             not_simulated: None,
+            nodes: Vec::new(),
         }
     }
 

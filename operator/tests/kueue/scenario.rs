@@ -4,7 +4,9 @@
 //! A scenario directory holds manifests (`*.yaml`, applied in name order, one step each), an optional
 //! `config.yaml` (a Kueue Configuration, given to both systems), an optional `not-simulated.txt` saying why the
 //! simulator's fixed point is not compared with Kueue for this scenario, and an optional `steps.yaml` that
-//! replaces the default order with explicit steps:
+//! replaces the default order with explicit steps, and an optional `nodes.yaml` of Node objects (name, labels,
+//! taints, `status.capacity`) for the fake kubelet to run instead of one roomy node per ResourceFlavor, as a
+//! topology-aware scenario needs:
 //!
 //! ```yaml
 //! - apply: 10-jobs.yaml                           # a manifest file of the directory
@@ -38,6 +40,9 @@ pub struct Scenario {
     /// Why the simulator's fixed point is not compared (`not-simulated.txt`: the scenario needs time to pass,
     /// which only a timed simulation has), if so.
     pub not_simulated: Option<String>,
+    /// The Nodes the fake kubelet runs (`nodes.yaml`: Node objects, their labels, taints and `status.capacity`);
+    /// none for one roomy node per ResourceFlavor. Topology-aware scenarios declare theirs.
+    pub nodes: Vec<Value>,
 }
 
 /// One change to the cluster.
@@ -175,7 +180,10 @@ impl Scenario {
             .map_err(|e| format!("{}: {e}", dir.display()))?
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|f| f.ends_with(".yaml") && f != "config.yaml" && f != "steps.yaml")
+            .filter(|f| {
+                f.ends_with(".yaml")
+                    && !["config.yaml", "steps.yaml", "nodes.yaml"].contains(&f.as_str())
+            })
             .collect();
         manifests.sort();
         let config = dir
@@ -254,11 +262,30 @@ impl Scenario {
             .exists()
             .then(|| read("not-simulated.txt").map(|t| t.trim().to_string()))
             .transpose()?;
+        let nodes = if dir.join("nodes.yaml").exists() {
+            let path = dir.join("nodes.yaml");
+            let mut nodes = Vec::new();
+            for doc in serde_yaml::Deserializer::from_str(&read("nodes.yaml")?) {
+                let v = Value::deserialize(doc).map_err(|e| format!("{}: {e}", path.display()))?;
+                if v["kind"] != "Node" || !v["metadata"]["name"].is_string() {
+                    return Err(format!(
+                        "{}: every document must be a Node with metadata.name, not {}",
+                        path.display(),
+                        v["kind"]
+                    ));
+                }
+                nodes.push(v);
+            }
+            nodes
+        } else {
+            Vec::new()
+        };
         let scenario = Scenario {
             name,
             config,
             steps,
             not_simulated,
+            nodes,
         };
         for t in super::system::THIRD_PARTY {
             if scenario.applies_kind(t.kind) && !scenario.lists_integrations() {

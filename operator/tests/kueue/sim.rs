@@ -12,6 +12,13 @@ use serde_json::{Value, json};
 use super::compare::{Difference, State, differences, state};
 use super::scenario::Step;
 
+/// The simulator's further input for a scenario with its own nodes: the Nodes (as the fake kubelet made them) and
+/// the Topologies placement reads.
+pub const TOPOLOGY_INPUTS: &[(&str, &str, &str, &str)] = &[
+    ("", "v1", "Node", "nodes"),
+    ("kueue.x-k8s.io", "v1beta2", "Topology", "topologies"),
+];
+
 /// The kinds exported from Kueue's cluster as the simulator's input (group/version, kind, plural).
 pub const INPUT_KINDS: &[(&str, &str, &str, &str)] = &[
     ("", "v1", "Namespace", "namespaces"),
@@ -62,7 +69,9 @@ fn clean(kind: &str, mut o: Value) -> Option<Value> {
     ] {
         meta.remove(f);
     }
+    // A Node's status is its capacity and readiness, which placement reads.
     if kind != "Workload"
+        && kind != "Node"
         && let Some(m) = o.as_object_mut()
     {
         m.remove("status");

@@ -465,3 +465,41 @@ fn local_queue_hold_and_drain_evicts_workloads_restored_after_it_stopped() {
         "{ds:?}"
     );
 }
+
+#[test]
+fn a_cluster_queue_update_requeues_only_its_own_cohort_tree() {
+    // Cohort a: a1 and a2 (4 cpu each); cohort b: b1 (4 cpu).
+    let mut env = Env::new();
+    env.flavor("default").ns("ns-a", &[]).ns("ns-b", &[]);
+    let queue = |name: &str, cohort: &str, cores: i64| {
+        cq(name)
+            .cohort(cohort)
+            .group(&["cpu"], vec![fq("default", vec![rq("cpu", cpu(cores))])])
+    };
+    env.cq_lq(queue("a1", "a", 4), "ns-a")
+        .cq(queue("a2", "a", 4))
+        .cq_lq(queue("b1", "b", 4), "ns-b");
+    env.admitted(
+        wl("ns-a", "fill").ps("main", 1, &[("cpu", cpu(4))]),
+        "a1",
+        &[("cpu", "default")],
+    );
+    // 6 of the 4 cpu left in cohort a: tried once, then set aside.
+    env.submit(
+        wl("ns-a", "big")
+            .created(1)
+            .ps("main", 1, &[("cpu", cpu(6))]),
+    );
+    env.schedule();
+    env.assert_pending("ns-a/big", "WaitingForQuota");
+    assert!(!env.engine.has_work());
+    // Cohort b's ClusterQueue changes: as in Kueue, cohort a's workloads stay aside.
+    env.cq(queue("b1", "b", 6));
+    assert!(
+        !env.engine.has_work(),
+        "a change in cohort b requeued cohort a"
+    );
+    // A change in cohort a gives big another try.
+    env.cq(queue("a2", "a", 5));
+    assert!(env.engine.has_work());
+}
