@@ -901,28 +901,28 @@ mod tests {
 
     #[test]
     fn a_released_workload_waits_for_start_again_so_a_readmission_is_started_not_recovered() {
+        // What the job reconciler writes for pods (not) ready at `now`; returns the reason.
+        let observe = |wl: &mut api::Workload, pods_ready: bool, now: engine::Time| {
+            let (ready, reason, message) = pods_ready_condition(wl, pods_ready);
+            let conditions = &mut status_mut(wl).conditions;
+            set_condition(
+                conditions,
+                labels::condition::PODS_READY,
+                ready,
+                reason,
+                message,
+                now,
+            );
+            reason
+        };
         let mut wl = api::Workload::default();
         admitted_at(&mut wl, 1_000);
-        let (ready, reason, message) = pods_ready_condition(&wl, true);
-        set_condition(
-            &mut status_mut(&mut wl).conditions,
-            labels::condition::PODS_READY,
-            ready,
-            reason,
-            message,
-            2_000,
-        );
+        assert_eq!(observe(&mut wl, true, 2_000), labels::reason::STARTED);
         evict(&mut wl, "Preempted", Some("InClusterQueue"), "m", 3_000);
         // Its pods stop before the admission is released: Kueue's reconciler sees them not ready meanwhile.
-        let (ready, reason, message) = pods_ready_condition(&wl, false);
-        assert_eq!((ready, reason), (false, labels::reason::WAIT_FOR_RECOVERY));
-        set_condition(
-            &mut status_mut(&mut wl).conditions,
-            labels::condition::PODS_READY,
-            ready,
-            reason,
-            message,
-            3_500,
+        assert_eq!(
+            observe(&mut wl, false, 3_500),
+            labels::reason::WAIT_FOR_RECOVERY
         );
         requeue_after_eviction(&mut wl, 4_000);
         let pr = cond(&wl, "PodsReady");

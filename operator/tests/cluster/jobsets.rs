@@ -13,7 +13,9 @@ use super::kubelet::FakeNode;
 use super::plane::{ControlPlane, repo_root};
 use super::support::*;
 
-const SETUP: &str = r#"
+/// Topology `dc` (rack, hostname), TAS flavor `h100`, ClusterQueue `gpus` (16 GPUs, preempting lower priorities),
+/// namespace `ml` with LocalQueue `queue`, and WorkloadPriorityClass `high`.
+pub const SETUP: &str = r#"
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: Topology
 metadata: {name: dc}
@@ -99,7 +101,7 @@ spec:
 }
 
 /// Two racks of two 8-GPU nodes.
-fn racks() -> Vec<FakeNode> {
+pub fn racks() -> Vec<FakeNode> {
     (0..4)
         .map(|i| {
             FakeNode::new(&format!("gpu-{i}"), 16, 8)

@@ -285,45 +285,6 @@ waitForPodsReady:
     );
 }
 
-/// Topology `dc` (rack, hostname), flavor `h100` on it, ClusterQueue `gpus` (16 GPUs), namespace `ml` and its
-/// LocalQueue `lq`.
-const TAS_SETUP: &str = r#"
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: Topology
-metadata: {name: dc}
-spec:
-  levels:
-  - nodeLabel: example.com/rack
-  - nodeLabel: kubernetes.io/hostname
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: h100}
-spec:
-  nodeLabels: {pool: h100}
-  topologyName: dc
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: gpus}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu, nvidia.com/gpu]
-    flavors:
-    - name: h100
-      resources: [{name: cpu, nominalQuota: 64}, {name: nvidia.com/gpu, nominalQuota: 16}]
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: ml}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: lq, namespace: ml}
-spec: {clusterQueue: gpus}
-"#;
-
 /// Pod `rank` of group `pair` (2 pods of 8 GPUs, a whole rack), required inside one rack; its rank in the label
 /// `app-index`, which `pod-group-pod-index-label` names.
 fn rack_pod(rank: u32) -> String {
@@ -334,7 +295,7 @@ kind: Pod
 metadata:
   name: pair-{rank}
   namespace: ml
-  labels: {{kueue.x-k8s.io/queue-name: lq, kueue.x-k8s.io/pod-group-name: pair, app-index: "{rank}"}}
+  labels: {{kueue.x-k8s.io/queue-name: queue, kueue.x-k8s.io/pod-group-name: pair, app-index: "{rank}"}}
   annotations:
     kueue.x-k8s.io/pod-group-total-count: "2"
     kueue.x-k8s.io/pod-group-pod-index-label: app-index
@@ -355,17 +316,10 @@ async fn a_pod_group_requiring_a_rack_runs_inside_one_rack() {
     let Some(plane) = ControlPlane::up("pods-tas") else {
         return;
     };
-    // Two racks of two 8-GPU nodes.
-    let nodes = (0..4)
-        .map(|i| {
-            FakeNode::new(&format!("gpu-{i}"), 16, 8)
-                .label("pool", "h100")
-                .label("example.com/rack", if i < 2 { "r1" } else { "r2" })
-        })
-        .collect();
-    let installed = install(&plane, None, nodes).await;
+    // The JobSet test's two racks of two 8-GPU nodes, TAS flavor h100 and queue ml/queue.
+    let installed = install(&plane, None, super::jobsets::racks()).await;
     let client = installed.client.clone();
-    plane.kubectl(&["apply", "-f", "-"], Some(TAS_SETUP));
+    plane.kubectl(&["apply", "-f", "-"], Some(super::jobsets::SETUP));
     plane.kubectl(
         &["apply", "-f", "-"],
         Some(&(rack_pod(1) + "---" + &rack_pod(0))),
