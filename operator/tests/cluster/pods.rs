@@ -39,6 +39,17 @@ fn job(name: &str, ready: bool) -> String {
 }
 
 fn group_pod(name: &str) -> String {
+    pod_manifest(
+        name,
+        "kueue.x-k8s.io/queue-name: lq, kueue.x-k8s.io/pod-group-name: trio",
+        r#"{kueue.x-k8s.io/pod-group-total-count: "3"}"#,
+        r#"{requests: {cpu: "1"}}"#,
+    )
+}
+
+/// A pausing pod `name` in namespace `ml` with these labels (a flow mapping's entries), annotations and container
+/// resources (flow mappings).
+fn pod_manifest(name: &str, labels: &str, annotations: &str, resources: &str) -> String {
     format!(
         r#"
 apiVersion: v1
@@ -46,15 +57,15 @@ kind: Pod
 metadata:
   name: {name}
   namespace: ml
-  labels: {{kueue.x-k8s.io/queue-name: lq, kueue.x-k8s.io/pod-group-name: trio}}
-  annotations: {{kueue.x-k8s.io/pod-group-total-count: "3"}}
+  labels: {{{labels}}}
+  annotations: {annotations}
 spec:
   restartPolicy: Never
   containers:
   - name: main
     image: registry.k8s.io/e2e-test-images/agnhost:2.53
     args: [pause]
-    resources: {{requests: {{cpu: "1"}}}}
+    resources: {resources}
 "#
     )
 }
@@ -288,26 +299,14 @@ waitForPodsReady:
 /// Pod `rank` of group `pair` (2 pods of 8 GPUs, a whole rack), required inside one rack; its rank in the label
 /// `app-index`, which `pod-group-pod-index-label` names.
 fn rack_pod(rank: u32) -> String {
-    format!(
-        r#"
-apiVersion: v1
-kind: Pod
-metadata:
-  name: pair-{rank}
-  namespace: ml
-  labels: {{kueue.x-k8s.io/queue-name: queue, kueue.x-k8s.io/pod-group-name: pair, app-index: "{rank}"}}
-  annotations:
-    kueue.x-k8s.io/pod-group-total-count: "2"
-    kueue.x-k8s.io/pod-group-pod-index-label: app-index
-    kueue.x-k8s.io/podset-required-topology: example.com/rack
-spec:
-  restartPolicy: Never
-  containers:
-  - name: main
-    image: registry.k8s.io/e2e-test-images/agnhost:2.53
-    args: [pause]
-    resources: {{requests: {{cpu: "1", nvidia.com/gpu: "8"}}, limits: {{nvidia.com/gpu: "8"}}}}
-"#
+    pod_manifest(
+        &format!("pair-{rank}"),
+        &format!(
+            r#"kueue.x-k8s.io/queue-name: queue, kueue.x-k8s.io/pod-group-name: pair, app-index: "{rank}""#
+        ),
+        r#"{kueue.x-k8s.io/pod-group-total-count: "2", kueue.x-k8s.io/pod-group-pod-index-label: app-index,
+    kueue.x-k8s.io/podset-required-topology: example.com/rack}"#,
+        r#"{requests: {cpu: "1", nvidia.com/gpu: "8"}, limits: {nvidia.com/gpu: "8"}}"#,
     )
 }
 

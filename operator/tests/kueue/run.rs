@@ -243,7 +243,8 @@ fn stale_share(patched: &[String], d: &Difference) -> bool {
 }
 
 /// The note saying why a difference is left out of the comparison, when Kueue's value is one it is known to leave
-/// stale ([`stale_share`], [`stale_pending`]); None for a difference that counts.
+/// stale ([`stale_share`], [`stale_pending`]) or the simulator's retry ([`simulated_retry`]); None for a difference
+/// that counts.
 fn left_out(
     patched: &[String],
     kueue: &[(String, Value)],
