@@ -101,6 +101,10 @@ struct SimulateArgs {
     /// NAME is an embedded module: topology-pack, spread, fair-credits, drs, anti-thrash. Repeatable.
     #[arg(long = "policy", value_parser = sluice_operator::cli::policy::parse_policy_flag)]
     policies: Vec<sluice_operator::cli::policy::PolicyFlag>,
+    /// Configuration of the `--policy` module of one world, as a PolicyModule's `spec.config` gives it:
+    /// `KIND=JSON`, e.g. `preemptioncost='{"minRunSeconds": 600}'`. Repeatable, once per world.
+    #[arg(long = "policy-config", value_name = "KIND=JSON", value_parser = sluice_operator::cli::policy::parse_policy_config_flag)]
+    policy_configs: Vec<sluice_operator::cli::policy::PolicyConfigFlag>,
 }
 
 #[derive(clap::Args)]
@@ -386,8 +390,11 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
             )));
         }
     };
-    let policies = sluice_operator::cli::policy::load_simulation_policies(&args.policies)
-        .map_err(bad_input)?;
+    let mut policy_flags = args.policies.clone();
+    sluice_operator::cli::policy::apply_policy_configs(&mut policy_flags, &args.policy_configs)
+        .map_err(|e| bad_input(anyhow::anyhow!(e)))?;
+    let policies =
+        sluice_operator::cli::policy::load_simulation_policies(&policy_flags).map_err(bad_input)?;
     let mut config = sim_config.engine;
     if (args.fair_sharing || policies.fairness.is_some()) && config.fair_sharing.is_none() {
         config.fair_sharing = Some(FairSharingConfig::default());

@@ -443,6 +443,53 @@ pub struct PolicyFlag {
     pub kind: ModuleKind,
     /// A `.wasm` file, or the name of an embedded module.
     pub source: String,
+    /// The module's configuration, as a PolicyModule's `spec.config` gives it (`""`: the module's defaults).
+    pub config: String,
+}
+
+/// A `--policy-config KIND=JSON` flag: the configuration of the `--policy` module of that world.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PolicyConfigFlag {
+    /// World.
+    pub kind: ModuleKind,
+    /// The configuration text handed to the module's init.
+    pub config: String,
+}
+
+/// Parses `placement=JSON`, `fairness=JSON` or `preemptioncost=JSON`.
+pub fn parse_policy_config_flag(s: &str) -> Result<PolicyConfigFlag, String> {
+    let (kind, config) = s.split_once('=').ok_or_else(|| {
+        format!("expected KIND=JSON such as preemptioncost={{\"minRunSeconds\": 600}}, got {s:?}")
+    })?;
+    Ok(PolicyConfigFlag {
+        kind: kind.parse()?,
+        config: config.to_string(),
+    })
+}
+
+/// Gives each `--policy` module the configuration its world's `--policy-config` names; a configuration for a
+/// world no `--policy` flag loads, or two for one world, is an error naming the flag.
+pub fn apply_policy_configs(
+    flags: &mut [PolicyFlag],
+    configs: &[PolicyConfigFlag],
+) -> Result<(), String> {
+    for (i, c) in configs.iter().enumerate() {
+        if configs[..i].iter().any(|earlier| earlier.kind == c.kind) {
+            return Err(format!("--policy-config {}: given twice", c.kind.as_str()));
+        }
+        let mut matched = false;
+        for f in flags.iter_mut().filter(|f| f.kind == c.kind) {
+            f.config = c.config.clone();
+            matched = true;
+        }
+        if !matched {
+            return Err(format!(
+                "--policy-config {kind}=...: no --policy {kind}=FILE.wasm|NAME to configure",
+                kind = c.kind.as_str()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Parses `placement=FILE.wasm|NAME`, `fairness=FILE.wasm|NAME` or `preemptioncost=FILE.wasm|NAME`.
@@ -462,6 +509,7 @@ pub fn parse_policy_flag(s: &str) -> Result<PolicyFlag, String> {
     Ok(PolicyFlag {
         kind,
         source: source.to_string(),
+        config: String::new(),
     })
 }
 
@@ -511,7 +559,7 @@ pub fn load_simulation_policies(
                 kind.as_str()
             )));
         }
-        match registry.load(&f.source, kind, &bytes, "", ModuleLimits::default())? {
+        match registry.load(&f.source, kind, &bytes, &f.config, ModuleLimits::default())? {
             LoadedModule::Fairness(m) => out.fairness = Some(m),
             LoadedModule::Placement(m) => out.placement = Some(m),
             LoadedModule::PreemptionCost(m) => out.preemption_cost = Some(m),
@@ -1118,6 +1166,54 @@ mod tests {
             e.contains("spec.config: the module's init refused it: anti-thrash config: maxBoost"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn policy_config_flags_configure_their_worlds_module() {
+        let mut flags = vec![
+            parse_policy_flag("preemptioncost=anti-thrash").expect("parses"),
+            parse_policy_flag("placement=spread").expect("parses"),
+        ];
+        let config =
+            parse_policy_config_flag(r#"preemptioncost={"minRunSeconds": 60}"#).expect("parses");
+        apply_policy_configs(&mut flags, std::slice::from_ref(&config)).expect("applies");
+        assert_eq!(flags[0].config, r#"{"minRunSeconds": 60}"#);
+        assert_eq!(flags[1].config, "");
+        let p = load_simulation_policies(&flags[..1]).expect("loads with the configuration");
+        // Admitted 100 s ago: protected under the default 1800 s, not under 60 s.
+        let a = p
+            .preemption_cost
+            .expect("loaded")
+            .costs(&CandidateBatch {
+                workload: vec!["ns/a".into()],
+                cluster_queue: vec!["cq".into()],
+                priority: vec![0],
+                admitted_seconds: vec![100.0],
+                since_checkpoint_seconds: vec![100.0],
+                times_preempted: vec![0],
+                gpus: vec![1],
+                gpu_hours_at_stake: vec![0.03],
+                preemptor_priority: 10,
+            })
+            .expect("answers");
+        assert_eq!(a.protected, [false]);
+
+        let bad = parse_policy_config_flag(r#"preemptioncost={"minRunSeconds": -1}"#).unwrap();
+        let mut one = flags[..1].to_vec();
+        apply_policy_configs(&mut one, &[bad]).expect("applies");
+        let e = load_simulation_policies(&one).expect_err("refused by the module's init");
+        assert!(e.to_string().contains("minRunSeconds"), "{e}");
+
+        let e = apply_policy_configs(&mut flags[1..].to_vec(), std::slice::from_ref(&config))
+            .expect_err("no preemption-cost module to configure");
+        assert_eq!(
+            e,
+            "--policy-config preemptioncost=...: no --policy preemptioncost=FILE.wasm|NAME to configure"
+        );
+        let e = apply_policy_configs(&mut flags, &[config.clone(), config]).expect_err("twice");
+        assert_eq!(e, "--policy-config preemptioncost: given twice");
+        assert!(parse_policy_config_flag("{}").is_err());
+        assert!(parse_policy_config_flag("nonsense={}").is_err());
     }
 
     #[test]
