@@ -190,10 +190,39 @@ pub fn is_runnable_or_succeeded(pod: &Pod) -> bool {
     phase(pod) != "Failed"
 }
 
-/// Holds resources on a node: ungated, not terminated and not being deleted (a deleted pod counts as gone at
-/// once, as Kueue's FastQuotaReleaseInPodIntegration has it).
-pub fn is_active(pod: &Pod) -> bool {
+/// Ungated, not terminated and not being deleted: it runs, or is about to.
+pub fn is_live(pod: &Pod) -> bool {
     !is_suspended(pod) && pod.metadata.deletion_timestamp.is_none()
+}
+
+/// Holds resources on a node, as Kueue's `IsActive` with its FastQuotaReleaseInPodIntegration gate off (its
+/// default): Running, even while being deleted, unless its deletion is a grace period overdue (a pod stuck
+/// terminating, say on a lost node, must not keep its group's quota).
+pub fn is_active(pod: &Pod) -> bool {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    is_active_at(pod, now_ms)
+}
+
+/// [`is_active`] at `now_ms` (milliseconds since the epoch).
+pub fn is_active_at(pod: &Pod, now_ms: i64) -> bool {
+    if phase(pod) != "Running" {
+        return false;
+    }
+    match (
+        &pod.metadata.deletion_timestamp,
+        pod.metadata.deletion_grace_period_seconds,
+    ) {
+        (Some(deleted), Some(grace)) => {
+            now_ms
+                <= deleted
+                    .0
+                    .as_millisecond()
+                    .saturating_add(grace.saturating_mul(1000))
+        }
+        _ => true,
+    }
 }
 
 /// The group size from `kueue.x-k8s.io/pod-group-total-count`.
@@ -300,6 +329,138 @@ pub fn group_fits(pods: &[Pod], wl: &Workload) -> Result<bool, JobError> {
         }
     }
     Ok(true)
+}
+
+/// Event reason (and action) on a pod deleted as excess, as Kueue's.
+pub const EXCESS_POD_DELETED: &str = "ExcessPodDeleted";
+
+/// The pods Kueue deletes as excess (its `removeExcessPods`) from a group that has no Workload yet: the runnable
+/// pods beyond its total count. The kept pods are those with the `kueue.x-k8s.io/managed` finalizer first, then
+/// the ungated, then the oldest (Kueue's `sortActivePods`; the name breaks ties, which Kueue leaves to its list
+/// order). A single pod has none.
+pub fn excess_pods(pods: &[Pod]) -> Result<Vec<&Pod>, JobError> {
+    let runnable: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| is_runnable_or_succeeded(p))
+        .collect();
+    let Some(first) = runnable.first() else {
+        return Ok(Vec::new());
+    };
+    if !PodGroupKey::of(first).is_some_and(|k| k.is_group()) {
+        return Ok(Vec::new());
+    }
+    let total = total_count(first)?;
+    let mut excess = Vec::new();
+    take_excess(runnable, total, &mut excess);
+    Ok(excess)
+}
+
+/// A group's pods against its Workload, as Kueue's `FindMatchingWorkloads` sorts them out per pod set (role).
+#[derive(Debug, Default)]
+pub struct Alignment<'a> {
+    /// The pods the Workload keeps (its owners): per role, the runnable pods up to the pod set's count and the
+    /// terminated or deleted ones not replaced.
+    pub kept: Vec<&'a Pod>,
+    /// Runnable pods beyond their pod set's count: deleted.
+    pub excess: Vec<&'a Pod>,
+    /// Failed or deleted pods that runnable ones replace: their finalizer is removed.
+    pub replaced: Vec<&'a Pod>,
+    /// How many pods the pod sets still lack (Kueue's `absentPods`): `WaitingForReplacementPods` while above 0.
+    pub absent: usize,
+}
+
+/// Sorts a group's pods against its Workload `wl` (the pods of roles it lacks are in no list). For each pod set:
+/// the runnable pods beyond its count are excess ([`excess_pods`]' order); of the others, as many as runnable pods
+/// outnumber the count without them are replaced, those holding the finalizer and inactive longest first (Kueue's
+/// `sortInactivePods`; `now_ms` for a pod still active); the count less the runnable pods is absent.
+pub fn align<'a>(pods: &'a [Pod], wl: &Workload, now_ms: i64) -> Result<Alignment<'a>, JobError> {
+    let mut roles: BTreeMap<String, (Vec<&Pod>, Vec<&Pod>)> = BTreeMap::new();
+    for p in pods {
+        let (active, inactive) = roles.entry(role_hash(p)?).or_default();
+        if is_runnable_or_succeeded(p) {
+            active.push(p);
+        } else {
+            inactive.push(p);
+        }
+    }
+    let mut out = Alignment::default();
+    for ps in &wl.spec.pod_sets {
+        let count = usize::try_from(ps.count).unwrap_or(0);
+        let Some((active, mut inactive)) = roles.remove(&ps.name) else {
+            out.absent += count;
+            continue;
+        };
+        out.absent += count.saturating_sub(active.len());
+        let replaced = (inactive.len() + active.len())
+            .saturating_sub(count)
+            .min(inactive.len());
+        let before = out.excess.len();
+        take_excess(active.clone(), count, &mut out.excess);
+        let excess = &out.excess[before..];
+        out.kept.extend(
+            active
+                .iter()
+                .filter(|p| !excess.iter().any(|e| std::ptr::eq(*e, **p))),
+        );
+        inactive.sort_by(|a, b| {
+            managed(a)
+                .cmp(&managed(b))
+                .then_with(|| last_active_ms(b, now_ms).cmp(&last_active_ms(a, now_ms)))
+                .then_with(|| created(a).cmp(&created(b)))
+                .then_with(|| a.name_any().cmp(&b.name_any()))
+        });
+        let keep = inactive.len() - replaced;
+        out.replaced.extend(inactive.drain(keep..));
+        out.kept.extend(inactive);
+    }
+    Ok(out)
+}
+
+fn managed(p: &Pod) -> bool {
+    p.finalizers()
+        .iter()
+        .any(|f| f == labels::MANAGED_FINALIZER)
+}
+
+fn created(p: &Pod) -> Option<i64> {
+    p.metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_millisecond())
+}
+
+/// When the pod was last seen active (Kueue's `lastActiveTime`): the earlier of its failure (ContainersReady
+/// False with reason PodFailed) and its deletion, `now_ms` for neither.
+fn last_active_ms(p: &Pod, now_ms: i64) -> i64 {
+    let failed = p
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "ContainersReady"))
+        .filter(|c| c.status == "False" && c.reason.as_deref() == Some("PodFailed"))
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map_or(now_ms, |t| t.0.as_millisecond());
+    let deleted = p
+        .metadata
+        .deletion_timestamp
+        .as_ref()
+        .map_or(now_ms, |t| t.0.as_millisecond());
+    failed.min(deleted)
+}
+
+/// Appends to `out` the pods of `pods` beyond the first `keep` in Kueue's keeping order.
+fn take_excess<'a>(mut pods: Vec<&'a Pod>, keep: usize, out: &mut Vec<&'a Pod>) {
+    if pods.len() <= keep {
+        return;
+    }
+    pods.sort_by(|a, b| {
+        managed(b)
+            .cmp(&managed(a))
+            .then_with(|| is_gated(a).cmp(&is_gated(b)))
+            .then_with(|| created(a).cmp(&created(b)))
+            .then_with(|| a.name_any().cmp(&b.name_any()))
+    });
+    out.extend(pods.drain(keep..));
 }
 
 /// Queue name, priority and total count agree across the group's pods (failed pods excepted); Err names the
@@ -626,7 +787,7 @@ impl JobIntegration for PodGroups {
         if job.key.is_group() {
             job.pods.is_empty() || job.pods.iter().any(is_suspended)
         } else {
-            !Self::is_active(job)
+            !job.pods.iter().any(is_live)
         }
     }
 
@@ -955,23 +1116,32 @@ spec:
             (PodGroups::is_suspended(&g), PodGroups::is_active(&g))
         };
         assert_eq!(state(pod("a", None, 1)), (true, false), "gated");
-        assert_eq!(state(ungated(pod("a", None, 1))), (false, true), "running");
+        // Ungated: runs, yet holds a node (Kueue's IsActive) only once Running.
+        assert_eq!(state(ungated(pod("a", None, 1))), (false, false), "pending");
+        let running = in_phase(ungated(pod("a", None, 1)), "Running");
+        assert_eq!(state(running.clone()), (false, true), "running");
         assert_eq!(
             state(in_phase(ungated(pod("a", None, 1)), "Succeeded")),
             (true, false),
             "terminated"
         );
-        let mut deleting = ungated(pod("a", None, 1));
-        deleting.metadata.deletion_timestamp = Some(crate::status::k8s_time(0));
-        assert_eq!(state(deleting), (true, false), "being deleted");
+        // Being deleted: stopped, yet Running on its node until it stops or is a grace period overdue.
+        let mut deleting = running;
+        // (Deleted in the year 3000, so the clock cannot make it overdue.)
+        let at = 32_503_680_000_000;
+        deleting.metadata.deletion_timestamp = Some(crate::status::k8s_time(at));
+        deleting.metadata.deletion_grace_period_seconds = Some(30);
+        assert_eq!(state(deleting.clone()), (true, true), "being deleted");
+        assert!(is_active_at(&deleting, at + 30_000));
+        assert!(!is_active_at(&deleting, at + 30_001), "stuck terminating");
         let gone = group_of(&key, vec![]);
         assert!(PodGroups::is_suspended(&gone) && !PodGroups::is_active(&gone));
     }
 
     #[test]
     fn a_group_runs_only_while_none_of_its_pods_is_gated_or_terminated() {
-        let a = ungated(pod("a", Some(("g", 2)), 1));
-        let b = ungated(pod("b", Some(("g", 2)), 1));
+        let a = in_phase(ungated(pod("a", Some(("g", 2)), 1)), "Running");
+        let b = in_phase(ungated(pod("b", Some(("g", 2)), 1)), "Running");
         let key = PodGroupKey::of(&a).unwrap();
         let running = group_of(&key, vec![a.clone(), b.clone()]);
         assert!(!PodGroups::is_suspended(&running) && PodGroups::is_active(&running));
@@ -991,5 +1161,141 @@ spec:
         assert_eq!(done("Succeeded"), Ok(Some((true, "Pod succeeded".into()))));
         assert_eq!(done("Failed"), Ok(Some((false, "Pod failed".into()))));
         assert_eq!(done("Running"), Ok(None));
+    }
+
+    /// A group pod with the given creation second, managed finalizer and gate.
+    fn member(
+        name: &str,
+        total: u32,
+        gpus: u32,
+        created: i64,
+        finalizer: bool,
+        gated: bool,
+    ) -> Pod {
+        let mut p = pod(name, Some(("g", total)), gpus);
+        p.metadata.creation_timestamp = Some(crate::status::k8s_time(created * 1000));
+        if finalizer {
+            p.metadata.finalizers = Some(vec![labels::MANAGED_FINALIZER.to_string()]);
+        }
+        if !gated {
+            p.spec.as_mut().unwrap().scheduling_gates = None;
+        }
+        p
+    }
+
+    fn names(pods: Vec<&Pod>) -> Vec<String> {
+        pods.into_iter().map(|p| p.name_any()).collect()
+    }
+
+    #[test]
+    fn excess_pods_are_the_last_in_kueues_keeping_order() {
+        // Kept first: the managed finalizer, then ungated, then the oldest; the name breaks ties.
+        let pods = vec![
+            member("a-new", 3, 1, 30, true, true),
+            member("b-no-finalizer", 3, 1, 10, false, false),
+            member("c-ungated", 3, 1, 40, true, false),
+            member("d-old", 3, 1, 20, true, true),
+            member("e-tie", 3, 1, 30, true, true),
+        ];
+        assert_eq!(
+            names(excess_pods(&pods).unwrap()),
+            ["e-tie", "b-no-finalizer"]
+        );
+        // Failed pods and pods deleted before reaching a node do not count.
+        let mut failed = member("f-failed", 3, 1, 1, true, false);
+        failed.status = Some(k8s_openapi::api::core::v1::PodStatus {
+            phase: Some("Failed".into()),
+            ..Default::default()
+        });
+        let mut deleted = member("g-deleted", 3, 1, 1, true, true);
+        deleted.metadata.deletion_timestamp = Some(crate::status::k8s_time(50_000));
+        let few = vec![
+            pods[0].clone(),
+            pods[3].clone(),
+            pods[4].clone(),
+            failed,
+            deleted,
+        ];
+        assert!(excess_pods(&few).unwrap().is_empty());
+        // A single pod never has excess.
+        assert!(excess_pods(&[pod("solo", None, 1)]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn with_a_workload_each_role_keeps_its_pod_sets_count() {
+        let wl = workload(
+            &PodGroupKey::of(&member("w0", 3, 2, 1, true, true)).unwrap(),
+            &[
+                member("w0", 3, 2, 1, true, true),
+                member("w1", 3, 2, 2, true, true),
+                member("driver", 3, 0, 3, true, true),
+            ],
+            &PriorityClasses::default(),
+        )
+        .unwrap()
+        .unwrap();
+        let pods = vec![
+            member("w0", 3, 2, 1, true, true),
+            member("w1", 3, 2, 2, true, true),
+            member("w2", 3, 2, 5, true, true),
+            member("driver", 3, 0, 3, true, true),
+            member("driver-2", 3, 0, 4, true, true),
+            member("other-role", 3, 7, 6, true, true),
+        ];
+        // Two workers and one driver are kept; a role the Workload lacks is in no list.
+        let a = align(&pods, &wl, 0).unwrap();
+        assert_eq!(names(a.excess), ["driver-2", "w2"]);
+        assert_eq!(names(a.kept), ["driver", "w0", "w1"]);
+        assert!(a.replaced.is_empty());
+        assert_eq!(a.absent, 0);
+        // A group missing a worker: one absent.
+        let short = [pods[0].clone(), pods[3].clone()];
+        assert_eq!(align(&short, &wl, 0).unwrap().absent, 1);
+    }
+
+    #[test]
+    fn failed_pods_are_replaced_as_runnable_ones_take_their_place() {
+        let wl = workload(
+            &PodGroupKey::of(&member("w0", 2, 1, 1, true, true)).unwrap(),
+            &[
+                member("w0", 2, 1, 1, true, true),
+                member("w1", 2, 1, 2, true, true),
+            ],
+            &PriorityClasses::default(),
+        )
+        .unwrap()
+        .unwrap();
+        let failed = |name: &str, created: i64, failed_at: i64| {
+            let mut p = member(name, 2, 1, created, true, false);
+            p.status = Some(k8s_openapi::api::core::v1::PodStatus {
+                phase: Some("Failed".into()),
+                conditions: Some(vec![k8s_openapi::api::core::v1::PodCondition {
+                    type_: "ContainersReady".into(),
+                    status: "False".into(),
+                    reason: Some("PodFailed".into()),
+                    last_transition_time: Some(crate::status::k8s_time(failed_at * 1000)),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            });
+            p
+        };
+        // Two failed, one replacement: one pod is still absent, and the one that failed first is replaced.
+        let pods = vec![
+            member("w0", 2, 1, 1, true, false),
+            failed("w1", 2, 50),
+            failed("w2", 3, 40),
+            member("w3", 2, 1, 60, true, true),
+        ];
+        let a = align(&pods, &wl, 100_000).unwrap();
+        assert!(a.excess.is_empty());
+        assert_eq!(a.absent, 0);
+        assert_eq!(names(a.replaced), ["w1", "w2"]);
+        let pods = &pods[..3];
+        let a = align(pods, &wl, 100_000).unwrap();
+        assert_eq!(a.absent, 1);
+        // Two inactive, one active, count 2: one inactive is replaced (the one inactive longest), one kept.
+        assert_eq!(names(a.replaced), ["w2"]);
+        assert_eq!(names(a.kept), ["w0", "w1"]);
     }
 }

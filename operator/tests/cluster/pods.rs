@@ -1,5 +1,5 @@
 //! Pods on the real API server: a plain Pod group stays gated until it is complete, then is admitted and
-//! ungated; with waitForPodsReady, pods made Ready by the fake kubelet clear the timeout, and pods that never
+//! ungated, and a pod beyond its total count is deleted as excess; with waitForPodsReady, pods made Ready by the fake kubelet clear the timeout, and pods that never
 //! become Ready are evicted with PodsReadyTimeout and requeued; with blockAdmission, the next Job waits for them; a
 //! group whose pods require one rack runs inside one, each pod on its rank's node.
 
@@ -134,20 +134,45 @@ async fn pod_groups_are_gated_and_pods_ready_timeouts_evict() {
         (running.count() == 3).then_some(())
     })
     .await;
+    // A fourth pod of the full group is excess: deleted (Kueue's ExcessPodDeleted), the three run on.
+    plane.kubectl(&["apply", "-f", "-"], Some(&group_pod("p3")));
+    eventually(60, "the excess pod deleted", || async {
+        pods.get_opt("p3")
+            .await
+            .ok()
+            .and_then(|p| p.is_none().then_some(()))
+    })
+    .await;
+    for name in ["p0", "p1", "p2"] {
+        let p = pods.get(name).await.expect("pod");
+        assert!(
+            p.metadata.deletion_timestamp.is_none()
+                && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"),
+            "{name} runs on"
+        );
+    }
+    // As in Kueue, a group's pods keep their finalizer while its Workload is unfinished: the group is ended by
+    // deleting its Workload, which ends and releases every pod.
     plane.kubectl(
         &[
             "delete",
-            "pods",
+            "workload",
             "-n",
             "ml",
-            "p0",
-            "p1",
-            "p2",
+            "trio",
             "--wait=true",
             "--timeout=60s",
         ],
         None,
     );
+    eventually(60, "the group's pods gone", || async {
+        let list = pods
+            .list(&ListParams::default().labels("kueue.x-k8s.io/pod-group-name=trio"))
+            .await
+            .ok()?;
+        list.items.is_empty().then_some(())
+    })
+    .await;
 
     // waitForPodsReady: a Job whose pods become Ready gets PodsReady=True and keeps its quota past the timeout.
     plane.kubectl(

@@ -225,7 +225,7 @@ async fn group_gets_its_workload_when_complete_then_pods_start_and_finish() {
 }
 
 #[tokio::test]
-async fn evicted_group_pods_are_marked_deleted_and_released_and_the_workload_requeued() {
+async fn evicted_group_pods_are_marked_deleted_and_the_workload_waits_for_replacements() {
     let fake = FakeApi::new();
     seed_queues(&fake, 4);
     fake.put(&yaml::<api::WorkloadPriorityClass>(
@@ -304,11 +304,17 @@ async fn evicted_group_pods_are_marked_deleted_and_released_and_the_workload_req
         evict < first_delete && first_delete < requeue && requeue < admit_high,
         "{evict} {first_delete} {requeue} {admit_high}"
     );
-    // Deleted and no longer needed for counting: the finalizer goes and the pods with it.
-    wait_for(10, "victim pods gone", || {
-        get_pod(&fake, "low-0").is_none() && get_pod(&fake, "low-1").is_none()
+    // As Kueue: the deleted pods keep their finalizer, and the Workload waits for replacement pods (with the
+    // eviction's reason) out of the queue.
+    wait_for(10, "waiting for replacements", || {
+        waiting_for_replacement(&fake, "low").is_some_and(|c| c.0 == "True")
     })
     .await;
+    let (_, reason, message) = waiting_for_replacement(&fake, "low").unwrap();
+    assert_eq!(reason, "Preempted");
+    assert!(message.starts_with("Preempted to accommodate"), "{message}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(has_managed_finalizer(&fake, "low-0") && has_managed_finalizer(&fake, "low-1"));
     assert_eq!(admission_writes(&fake, "low"), 1);
     op.abort();
 }
@@ -619,5 +625,189 @@ async fn a_serving_group_never_finishes_and_its_replacement_pods_start_on_its_ad
     assert_eq!(condition(&w, "Finished"), None);
     assert!(w.status.as_ref().unwrap().admission.is_some());
     assert_eq!(admission_writes(&fake, "svc"), 1);
+    op.abort();
+}
+
+/// `pod` created at second `at` of the epoch, so the keeping order among a group's pods is fixed.
+fn pod_created(name: &str, group: (&str, u32), gpus: u32, at: i64) -> Pod {
+    let mut p = pod(name, Some(group), 1, gpus, None);
+    p.metadata.creation_timestamp = Some(sluice_operator::status::k8s_time(at * 1000));
+    p
+}
+
+/// Asserts the excess pod was finalized and then deleted, with Kueue's event on it.
+async fn assert_deleted_as_excess(fake: &FakeApi, name: &str) {
+    let reqs = fake.requests();
+    let pos = |f: &dyn Fn(&RecordedRequest) -> bool| reqs.iter().position(f);
+    let path = format!("/api/v1/namespaces/team-a/pods/{name}");
+    let unfinalized = pos(&|r| {
+        r.method == "PATCH"
+            && r.path == path
+            && r.body.as_ref().is_some_and(|b| {
+                b["metadata"]["finalizers"]
+                    .as_array()
+                    .is_some_and(|f| !f.iter().any(|f| f == MANAGED))
+            })
+    })
+    .unwrap_or_else(|| panic!("{name}: finalizer removed"));
+    let deleted = pos(&|r| r.method == "DELETE" && r.path == path)
+        .unwrap_or_else(|| panic!("{name}: deleted"));
+    assert!(
+        unfinalized < deleted,
+        "{name}: finalizer removed before the delete"
+    );
+    assert_eq!(writes(fake, "DELETE", &format!("/pods/{name}")).len(), 1);
+    let events = || -> Vec<Value> {
+        writes(fake, "POST", "/namespaces/team-a/events")
+            .into_iter()
+            .filter_map(|r| r.body)
+            .filter(|b| b["regarding"]["name"] == name)
+            .collect()
+    };
+    wait_for(5, "event", || !events().is_empty()).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let events = events();
+    assert_eq!(events.len(), 1, "{name}: {events:?}");
+    assert_eq!(events[0]["reason"], "ExcessPodDeleted");
+    assert_eq!(events[0]["action"], "ExcessPodDeleted");
+    assert_eq!(events[0]["note"], "Excess pod deleted");
+    assert_eq!(events[0]["type"], "Normal");
+}
+
+#[tokio::test]
+async fn a_group_with_more_pods_than_its_total_count_deletes_the_newest_as_excess() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    fake.put(&pod_created("g-c", ("g", 2), 1, 300));
+    fake.put(&pod_created("g-a", ("g", 2), 1, 100));
+    fake.put(&pod_created("g-b", ("g", 2), 1, 200));
+    let op = start_with_events(&fake, "op", config());
+    wait_for(10, "kept pods started", || {
+        !gated(&fake, "g-a") && !gated(&fake, "g-b")
+    })
+    .await;
+    wait_for(10, "excess pod gone", || get_pod(&fake, "g-c").is_none()).await;
+    assert_deleted_as_excess(&fake, "g-c").await;
+    let creates = writes(&fake, "POST", "/namespaces/team-a/workloads");
+    assert_eq!(creates.len(), 1);
+    let body = creates[0].body.as_ref().unwrap();
+    let owners: Vec<&str> = body["metadata"]["ownerReferences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(owners, ["g-a", "g-b"], "the excess pod owns nothing");
+    assert_eq!(body["spec"]["podSets"][0]["count"], 2);
+    op.abort();
+}
+
+#[tokio::test]
+async fn a_pod_joining_an_admitted_group_beyond_its_count_is_deleted_as_excess() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    fake.put(&pod_created("g-a", ("g", 2), 1, 100));
+    fake.put(&pod_created("g-b", ("g", 2), 1, 200));
+    let op = start_with_events(&fake, "op", config());
+    wait_for(10, "group started", || {
+        !gated(&fake, "g-a") && !gated(&fake, "g-b")
+    })
+    .await;
+    // A third pod of the same role, older than neither: it is still gated, so it is the one deleted.
+    fake.put(&pod_created("g-x", ("g", 2), 1, 50));
+    wait_for(10, "excess pod gone", || get_pod(&fake, "g-x").is_none()).await;
+    assert_deleted_as_excess(&fake, "g-x").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(get_pod(&fake, "g-a").is_some() && get_pod(&fake, "g-b").is_some());
+    for p in ["g-a", "g-b"] {
+        assert!(
+            writes(&fake, "DELETE", &format!("/pods/{p}")).is_empty(),
+            "{p} kept"
+        );
+    }
+    let wl = get_workload(&fake, "g").expect("workload kept");
+    assert!(condition(&wl, "Finished").is_none(), "not finished: {wl:?}");
+    assert_eq!(
+        writes(&fake, "POST", "/namespaces/team-a/workloads").len(),
+        1
+    );
+    op.abort();
+}
+
+/// The `WaitingForReplacementPods` condition of Workload `name`: (status, reason, message).
+fn waiting_for_replacement(fake: &FakeApi, name: &str) -> Option<(String, String, String)> {
+    get_workload(fake, name)?
+        .status?
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "WaitingForReplacementPods")
+        .map(|c| (c.status, c.reason, c.message))
+}
+
+#[tokio::test]
+async fn a_failed_pod_is_waited_for_then_replaced_and_released() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    fake.put(&pod_created("g-a", ("g", 2), 1, 100));
+    fake.put(&pod_created("g-b", ("g", 2), 1, 200));
+    let op = start_with_events(&fake, "op", config());
+    wait_for(10, "group started", || {
+        !gated(&fake, "g-a") && !gated(&fake, "g-b")
+    })
+    .await;
+    assert_eq!(
+        waiting_for_replacement(&fake, "g"),
+        None,
+        "nothing missing yet"
+    );
+    // One pod fails: the group waits for its replacement, and keeps its admission.
+    set_phase(&fake, "g-b", "Failed");
+    wait_for(10, "waiting for a replacement", || {
+        waiting_for_replacement(&fake, "g").is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    assert_eq!(
+        waiting_for_replacement(&fake, "g").unwrap(),
+        (
+            "True".to_string(),
+            "PodsFailed".to_string(),
+            "Some Failed pods need replacement".to_string()
+        )
+    );
+    assert!(has_managed_finalizer(&fake, "g-b"), "kept until replaced");
+    // Its replacement joins the running group: ungated on the standing admission, an owner of the Workload, and
+    // the failed pod released.
+    fake.put(&pod_created("g-c", ("g", 2), 1, 300));
+    wait_for(10, "replacement started", || !gated(&fake, "g-c")).await;
+    wait_for(10, "failed pod released", || {
+        !has_managed_finalizer(&fake, "g-b")
+    })
+    .await;
+    wait_for(10, "replacement arrived", || {
+        waiting_for_replacement(&fake, "g").is_some_and(|c| c.0 == "False")
+    })
+    .await;
+    assert_eq!(
+        waiting_for_replacement(&fake, "g").unwrap(),
+        (
+            "False".to_string(),
+            "PodsReady".to_string(),
+            "No pods need replacement".to_string()
+        )
+    );
+    let wl = get_workload(&fake, "g").unwrap();
+    let owners: Vec<String> = wl
+        .metadata
+        .owner_references
+        .unwrap_or_default()
+        .into_iter()
+        .map(|o| o.name)
+        .collect();
+    assert_eq!(owners, ["g-a", "g-b", "g-c"]);
+    assert!(has_managed_finalizer(&fake, "g-a") && has_managed_finalizer(&fake, "g-c"));
+    assert_eq!(
+        writes(&fake, "POST", "/namespaces/team-a/workloads").len(),
+        1
+    );
     op.abort();
 }

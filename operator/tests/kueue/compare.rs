@@ -93,6 +93,7 @@ fn flatten(
     let mut out = BTreeMap::new();
     let prebuilt = prebuilt_names(objects);
     let lws_uids = lws_uids(objects);
+    let roles = group_roles(objects);
     for (kind, o) in objects {
         let ns = o["metadata"]["namespace"].as_str();
         if ns == Some("kueue-system") || ns == Some("kube-system") {
@@ -101,6 +102,11 @@ fn flatten(
         let name = o["metadata"]["name"].as_str().unwrap_or_default();
         let mut fields = BTreeMap::new();
         let shown = match kind.as_str() {
+            "Workload" if is_pod_group_workload(o) => {
+                let o = roles_hidden(o);
+                pod_group_owners(&o, &mut fields);
+                workload(&o, &mut fields, &prebuilt, &lws_uids)
+            }
             "Workload" => workload(o, &mut fields, &prebuilt, &lws_uids),
             "Job" => {
                 job(o, &mut fields);
@@ -137,6 +143,11 @@ fn flatten(
             // Only a LeaderWorkerSet's pods (their names are the StatefulSets', the same on both sides).
             "Pod" if o["metadata"]["labels"][LWS_NAME_LABEL].is_string() => {
                 lws_pod(o, &mut fields, &lws_uids);
+                name.to_string()
+            }
+            // A plain pod group's pods, named by the scenario.
+            "Pod" if o["metadata"]["labels"][POD_GROUP_LABEL].is_string() => {
+                group_pod(o, &mut fields, &roles);
                 name.to_string()
             }
             "Pod" => continue,
@@ -478,14 +489,111 @@ fn leaderworkerset(o: &Value, fields: &mut BTreeMap<String, String>) {
 /// A LeaderWorkerSet's pod: its scheduling gates, phase, node selector, tolerations, and Kueue's labels and
 /// annotations on it (a Workload's name checked against Kueue's for the pod's set and group, and shown with the
 /// hash as `#####`).
-fn lws_pod(o: &Value, fields: &mut BTreeMap<String, String>, lws_uids: &LwsUids) {
+/// The label naming a plain pod group on its pods.
+const POD_GROUP_LABEL: &str = "kueue.x-k8s.io/pod-group-name";
+
+/// A plain pod group's Workload (annotated `kueue.x-k8s.io/is-group-workload`), not a LeaderWorkerSet group's.
+fn is_pod_group_workload(o: &Value) -> bool {
     let meta = &o["metadata"];
-    let ns = meta["namespace"].as_str().unwrap_or_default();
-    let set = meta["labels"][LWS_NAME_LABEL].as_str().unwrap_or_default();
-    let index = meta["labels"][lws::GROUP_INDEX_LABEL]
-        .as_str()
-        .unwrap_or("?");
-    let expected = lws_expected(lws_uids, ns, set, index).unwrap_or_default();
+    meta["annotations"]["kueue.x-k8s.io/is-group-workload"] == "true"
+        && !meta["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|r| r["kind"] == lws::KIND)
+}
+
+/// Role hashes of pod group Workloads' pod sets, by namespace and hash, as [`roles_hidden`] renames them.
+fn group_roles(objects: &[(String, Value)]) -> BTreeMap<(String, String), String> {
+    let mut out = BTreeMap::new();
+    for (kind, o) in objects {
+        if kind != "Workload" || !is_pod_group_workload(o) {
+            continue;
+        }
+        let ns = o["metadata"]["namespace"].as_str().unwrap_or_default();
+        for (i, ps) in o["spec"]["podSets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            if let Some(name) = ps["name"].as_str().filter(|n| is_role_hash(n)) {
+                out.insert((ns.to_string(), name.to_string()), format!("role-{i}"));
+            }
+        }
+    }
+    out
+}
+
+/// A pod set name of 8 hex digits: a role hash.
+fn is_role_hash(name: &str) -> bool {
+    name.len() == 8 && name.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// A pod group's Workload with its pod sets' role hashes (names of 8 hex digits, which Kueue and Sluice compute
+/// from different JSON encodings) renamed `role-<index>` wherever they appear as a whole string.
+fn roles_hidden(o: &Value) -> Value {
+    let mut text = o.to_string();
+    for (i, ps) in o["spec"]["podSets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let Some(name) = ps["name"].as_str() else {
+            continue;
+        };
+        if is_role_hash(name) {
+            text = text.replace(&format!("\"{name}\""), &format!("\"role-{i}\""));
+        }
+    }
+    serde_json::from_str(&text).unwrap_or_else(|_| o.clone())
+}
+
+/// A pod group's Workload's owners: its pods, by name, in name order (Kueue adds them in its list's order).
+fn pod_group_owners(o: &Value, fields: &mut BTreeMap<String, String>) {
+    let mut pods: Vec<&str> = o["metadata"]["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["kind"] == "Pod")
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    pods.sort_unstable();
+    fields.insert("metadata.ownerReferences[Pod]".into(), pods.join(","));
+}
+
+/// A plain pod group's pod: its gates, phase, deletion, Kueue's finalizer, Kueue's labels and annotations (the
+/// role hash left out, see [`roles_hidden`]), node selector and tolerations.
+fn group_pod(
+    o: &Value,
+    fields: &mut BTreeMap<String, String>,
+    roles: &BTreeMap<(String, String), String>,
+) {
+    pod_placement(o, fields);
+    let meta = &o["metadata"];
+    let managed = meta["finalizers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|f| f == "kueue.x-k8s.io/managed");
+    fields.insert("metadata.finalizers[managed]".into(), managed.to_string());
+    for part in ["labels", "annotations"] {
+        for (k, v) in kueue_keys(meta, part).filter(|(k, _)| *k != "kueue.x-k8s.io/role-hash") {
+            let ns = meta["namespace"].as_str().unwrap_or_default().to_string();
+            match v.as_str().and_then(|h| roles.get(&(ns, h.to_string()))) {
+                Some(role) => {
+                    fields.insert(format!("metadata.{part}.{k}"), role.clone());
+                }
+                None => put(fields, &format!("metadata.{part}.{k}"), v),
+            }
+        }
+    }
+}
+
+/// What Kueue and Sluice decide of any managed pod: its scheduling gates, phase, whether it is being deleted, its
+/// node selector and tolerations.
+fn pod_placement(o: &Value, fields: &mut BTreeMap<String, String>) {
     let gates: Vec<&str> = o["spec"]["schedulingGates"]
         .as_array()
         .into_iter()
@@ -494,19 +602,8 @@ fn lws_pod(o: &Value, fields: &mut BTreeMap<String, String>, lws_uids: &LwsUids)
         .collect();
     fields.insert("spec.schedulingGates".into(), gates.join(","));
     put(fields, "status.phase", &o["status"]["phase"]);
-    if !meta["deletionTimestamp"].is_null() {
+    if !o["metadata"]["deletionTimestamp"].is_null() {
         fields.insert("metadata.deletionTimestamp".into(), "set".into());
-    }
-    for part in ["labels", "annotations"] {
-        for (k, v) in kueue_keys(meta, part) {
-            let path = format!("metadata.{part}.{k}");
-            match v.as_str() {
-                Some(name) if name.starts_with("leaderworkerset-") => {
-                    fields.insert(path, hash_hidden(name, &expected));
-                }
-                _ => put(fields, &path, v),
-            }
-        }
     }
     let pod = &o["spec"];
     for (k, v) in pod["nodeSelector"].as_object().into_iter().flatten() {
@@ -518,6 +615,28 @@ fn lws_pod(o: &Value, fields: &mut BTreeMap<String, String>, lws_uids: &LwsUids)
             "spec.tolerations".into(),
             Value::from(t.clone()).to_string(),
         );
+    }
+}
+
+fn lws_pod(o: &Value, fields: &mut BTreeMap<String, String>, lws_uids: &LwsUids) {
+    let meta = &o["metadata"];
+    let ns = meta["namespace"].as_str().unwrap_or_default();
+    let set = meta["labels"][LWS_NAME_LABEL].as_str().unwrap_or_default();
+    let index = meta["labels"][lws::GROUP_INDEX_LABEL]
+        .as_str()
+        .unwrap_or("?");
+    let expected = lws_expected(lws_uids, ns, set, index).unwrap_or_default();
+    pod_placement(o, fields);
+    for part in ["labels", "annotations"] {
+        for (k, v) in kueue_keys(meta, part) {
+            let path = format!("metadata.{part}.{k}");
+            match v.as_str() {
+                Some(name) if name.starts_with("leaderworkerset-") => {
+                    fields.insert(path, hash_hidden(name, &expected));
+                }
+                _ => put(fields, &path, v),
+            }
+        }
     }
 }
 

@@ -147,6 +147,14 @@ pub const THIRD_PARTY: &[ThirdParty] = &[
         crds: &["/kubeflow.org_pytorchjobs.yaml"],
         sim_inputs: &[],
     },
+    // Plain Pods and pod groups (Kueue's pod integration): no CRD, the pods themselves compared.
+    ThirdParty {
+        kind: "Pod",
+        framework: "pod",
+        compared: &[("", "v1", "Pod", "pods")],
+        crds: &[],
+        sim_inputs: &[],
+    },
     // Kueue works on a LeaderWorkerSet's pods (one Workload per group, the pods gated and ungated), so LWS's own
     // controller runs beside each manager ([`LwsController`]) and the pods are compared too.
     ThirdParty {

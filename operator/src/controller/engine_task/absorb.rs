@@ -503,8 +503,12 @@ impl EngineTask {
             self.engine_apply(Event::FinishWorkload(key.clone()));
             return;
         }
-        if !has_admission(wl) && crate::status::is_on_hold(wl) {
-            // As Kueue: a Workload whose job is on hold stays out of the queue.
+        if !has_admission(wl)
+            && (crate::status::is_on_hold(wl)
+                || cond_true(wl, super::pod_groups::WAITING_FOR_REPLACEMENT_PODS))
+        {
+            // As Kueue (`IsAdmissible`): a Workload whose job is on hold, or whose pod group waits for replacement
+            // pods, stays out of the queue.
             self.engine_apply(Event::DeleteWorkload(key.clone()));
             return;
         }

@@ -122,8 +122,10 @@ impl Reconciled for PodGroups {
         task.cache.managed_pods.groups().cloned().collect()
     }
 
+    /// Pods ungated and not yet ended must be stopped, Running or not.
     fn needs_stopping(task: &EngineTask, key: &Self::Key) -> bool {
-        Self::holds_pods(task, key)
+        let pods = task.group_pods(key);
+        pods.iter().any(pod_group::is_live) || pods.iter().any(pod_group::is_active)
     }
 
     fn holds_pods(task: &EngineTask, key: &Self::Key) -> bool {
@@ -132,24 +134,7 @@ impl Reconciled for PodGroups {
 
     /// A group takes its prebuilt Workload with every pod as a plain owner; a single pod as its controller.
     fn prebuilt_owners(_: &EngineTask, job: &PodGroup) -> Option<Vec<OwnerReference>> {
-        if !job.key.is_group() {
-            return None;
-        }
-        Some(
-            job.pods
-                .iter()
-                .filter_map(|p| {
-                    Some(OwnerReference {
-                        api_version: "v1".to_string(),
-                        kind: "Pod".to_string(),
-                        name: p.name_any(),
-                        uid: p.uid()?,
-                        controller: None,
-                        block_owner_deletion: None,
-                    })
-                })
-                .collect(),
-        )
+        job.key.is_group().then(|| member_owners(job.pods.iter()))
     }
 
     /// A group fits its prebuilt Workload as Kueue's pod groups compare them (roles and counts); a single pod as
@@ -175,7 +160,7 @@ impl Reconciled for PodGroups {
     async fn prepare_create(
         task: &mut EngineTask,
         key: &Self::Key,
-        _: PodGroup,
+        job: PodGroup,
     ) -> (bool, Option<PodGroup>) {
         let released = Self::finalize(task, key, Release::Deleting).await;
         let live: Vec<Pod> = task
@@ -183,16 +168,35 @@ impl Reconciled for PodGroups {
             .into_iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
             .collect();
-        if live.is_empty() || (key.is_group() && live.iter().any(pod_group::is_active)) {
+        if live.is_empty() || (key.is_group() && live.iter().any(pod_group::is_live)) {
             return (released, None);
         }
+        // A group with a prebuilt Workload (a LeaderWorkerSet's) waits for it and never loses pods as excess.
+        let (removed, live) =
+            if <PodGroups as crate::jobs::JobIntegration>::prebuilt_workload(&job).is_some() {
+                (false, live)
+            } else {
+                task.without_excess_pods(live).await
+            };
         (
-            released,
+            released || removed,
             Some(PodGroup {
                 key: key.clone(),
                 pods: live,
             }),
         )
+    }
+
+    /// A group against its Workload, as Kueue's `FindMatchingWorkloads` and `CustomWorkloadConditions`: see
+    /// [`EngineTask::align_group`].
+    async fn trim(task: &mut EngineTask, wl: &api::Workload, job: PodGroup) -> (bool, PodGroup) {
+        // Kueue's prebuilt path (a LeaderWorkerSet's groups) skips `FindMatchingWorkloads`.
+        if !job.key.is_group()
+            || <PodGroups as crate::jobs::JobIntegration>::prebuilt_workload(&job).is_some()
+        {
+            return (false, job);
+        }
+        task.align_group(wl, job).await
     }
 
     async fn start(task: &mut EngineTask, key: &Self::Key, wl: &api::Workload) -> bool {
@@ -218,6 +222,9 @@ impl Reconciled for PodGroups {
         let pods = task.group_pods(key);
         match which {
             Release::All => task.release_pods(&pods, |_| true).await,
+            // As Kueue: a group's deleted pods keep the finalizer while its own Workload is unfinished; they are
+            // released once replaced (`align_group`), or when it finishes or is deleted.
+            Release::Deleting if task.has_open_group_workload(key, &pods) => false,
             Release::Deleting => {
                 task.release_pods(&pods, |p| p.metadata.deletion_timestamp.is_some())
                     .await
@@ -266,7 +273,11 @@ impl EngineTask {
         let pods = self.group_pods(key);
         let mut wrote = false;
         let is_group = key.is_group();
-        for pod in pods.iter().filter(|p| pod_group::is_gated(p)) {
+        // A pod being deleted (an excess one among them) is never started.
+        for pod in pods
+            .iter()
+            .filter(|p| pod_group::is_gated(p) && p.metadata.deletion_timestamp.is_none())
+        {
             let info = match pod_group::info_for(key, pod, &infos) {
                 Ok(i) => i.clone(),
                 Err(e) => {
@@ -294,6 +305,206 @@ impl EngineTask {
             if let Some(p) = written {
                 wrote = true;
                 self.started_event(reference(&p), &cluster_queue);
+            }
+        }
+        wrote
+    }
+
+    /// Whether a group (not a single pod, nor one with a prebuilt Workload) has a Workload not finished nor being
+    /// deleted.
+    fn has_open_group_workload(&self, key: &PodGroupKey, pods: &[Pod]) -> bool {
+        if !key.is_group() {
+            return false;
+        }
+        let job = PodGroup {
+            key: key.clone(),
+            pods: pods.to_vec(),
+        };
+        if <PodGroups as crate::jobs::JobIntegration>::prebuilt_workload(&job).is_some() {
+            return false;
+        }
+        let Some(name) = <PodGroups as crate::jobs::JobIntegration>::workload_name(&job) else {
+            return false;
+        };
+        let wkey = crate::engine::WorkloadKey::new(key.namespace().to_string(), name);
+        self.cache
+            .workloads
+            .get(&wkey)
+            .is_some_and(|wl| !is_finished(wl) && wl.metadata.deletion_timestamp.is_none())
+    }
+
+    /// Before a group's Workload exists: its excess pods ([`pod_group::excess_pods`]) deleted; returns whether it
+    /// wrote, and the pods without them.
+    async fn without_excess_pods(&mut self, pods: Vec<Pod>) -> (bool, Vec<Pod>) {
+        let excess: BTreeSet<String> = match pod_group::excess_pods(&pods) {
+            Ok(e) => e.into_iter().map(|p| p.name_any()).collect(),
+            Err(e) => {
+                // The Workload's construction reports what is wrong with the pods.
+                tracing::debug!(error = %e, "excess pods not computed");
+                return (false, pods);
+            }
+        };
+        if excess.is_empty() {
+            return (false, pods);
+        }
+        let (excess, kept): (Vec<Pod>, Vec<Pod>) = pods
+            .into_iter()
+            .partition(|p| excess.contains(&p.name_any()));
+        (self.delete_excess_pods(&excess).await, kept)
+    }
+
+    /// A group against its Workload ([`pod_group::align`]), as Kueue's `FindMatchingWorkloads` and
+    /// `CustomWorkloadConditions` for a group without a prebuilt Workload: the kept pods own the Workload, excess
+    /// pods are deleted, replaced pods released, and `WaitingForReplacementPods` says whether pods are
+    /// missing. Returns whether it wrote, and the group without the excess and replaced pods.
+    async fn align_group(&mut self, wl: &api::Workload, job: PodGroup) -> (bool, PodGroup) {
+        let a = match pod_group::align(&job.pods, wl, now_ms()) {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::debug!(error = %e, "pod group not aligned with its workload");
+                return (false, job);
+            }
+        };
+        if a.kept.is_empty() {
+            // Kueue takes such a Workload for another job's and leaves it alone.
+            return (false, job);
+        }
+        let wkey = workload_key(wl);
+        let owners = member_owners(a.kept.iter().copied());
+        let mut wrote = self
+            .add_owner_references(&wkey, wl, owners)
+            .await
+            .unwrap_or(false);
+        let excess: Vec<Pod> = a.excess.iter().map(|p| (*p).clone()).collect();
+        let replaced: Vec<Pod> = a.replaced.iter().map(|p| (*p).clone()).collect();
+        let dropped: BTreeSet<String> = excess
+            .iter()
+            .chain(&replaced)
+            .map(ResourceExt::name_any)
+            .collect();
+        let absent = a.absent;
+        wrote |= self.delete_excess_pods(&excess).await;
+        wrote |= self.release_pods(&replaced, |_| true).await;
+        wrote |= self
+            .set_waiting_for_replacement(&wkey, wl, absent > 0)
+            .await;
+        let pods = job
+            .pods
+            .into_iter()
+            .filter(|p| !dropped.contains(&p.name_any()))
+            .collect();
+        (wrote, PodGroup { key: job.key, pods })
+    }
+
+    /// Kueue's `WaitingForReplacementPods` on a group's Workload: True while pods are missing (with the Evicted
+    /// condition's reason and message while evicted, else `PodsFailed` "Some Failed pods need replacement"), False
+    /// `PodsReady` "No pods need replacement" once none is, absent until pods first go missing.
+    async fn set_waiting_for_replacement(
+        &mut self,
+        wkey: &crate::engine::WorkloadKey,
+        wl: &api::Workload,
+        waiting: bool,
+    ) -> bool {
+        let existing = wl.status.as_ref().and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == WAITING_FOR_REPLACEMENT_PODS)
+        });
+        let evicted = wl
+            .status
+            .as_ref()
+            .and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.type_ == labels::condition::EVICTED && c.status == "True")
+            })
+            .map(|c| (c.reason.clone(), c.message.clone()));
+        let (reason, message) = match (waiting, existing, evicted) {
+            (false, None, _) => return false,
+            (false, Some(c), _) if c.status == "False" => return false,
+            (false, _, _) => (
+                "PodsReady".to_string(),
+                "No pods need replacement".to_string(),
+            ),
+            (true, _, Some(e)) => e,
+            (true, Some(c), None) if c.status == "True" => return false,
+            (true, _, None) => (
+                "PodsFailed".to_string(),
+                "Some Failed pods need replacement".to_string(),
+            ),
+        };
+        if existing.is_some_and(|c| {
+            (c.status == "True") == waiting && c.reason == reason && c.message == message
+        }) {
+            return false;
+        }
+        let now = now_ms();
+        let generation = wl.metadata.generation;
+        let written = self
+            .write_workload_status(wkey, |w| {
+                let conds = &mut w.status.get_or_insert_with(Default::default).conditions;
+                let changed = status::set_condition(
+                    conds,
+                    WAITING_FOR_REPLACEMENT_PODS,
+                    waiting,
+                    &reason,
+                    &message,
+                    now,
+                );
+                if let Some(c) = conds
+                    .iter_mut()
+                    .find(|c| c.type_ == WAITING_FOR_REPLACEMENT_PODS)
+                {
+                    if changed {
+                        c.last_transition_time = status::k8s_time(now);
+                    }
+                    c.observed_generation = generation;
+                }
+                Ok(changed)
+            })
+            .await;
+        if written.is_some() {
+            self.sync_workload(wkey);
+            self.queues_dirty = true;
+        }
+        written.is_some()
+    }
+
+    /// Deletes excess pods as Kueue does: the `kueue.x-k8s.io/managed` finalizer removed, then the pod deleted (event
+    /// `ExcessPodDeleted`); returns whether it wrote.
+    async fn delete_excess_pods(&mut self, excess: &[Pod]) -> bool {
+        let mut wrote = false;
+        for pod in excess {
+            let pkey = (pod.namespace().unwrap_or_default(), pod.name_any());
+            if has_finalizer(pod, labels::MANAGED_FINALIZER) {
+                wrote |= self
+                    .write_pod(&pkey, Endpoint::Main, |p| {
+                        Ok(set_finalizer(p, labels::MANAGED_FINALIZER, false))
+                    })
+                    .await
+                    .is_some();
+            }
+            if pod.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let api: Api<Pod> = Api::namespaced(self.apis.client.clone(), &pkey.0);
+            match self.writer.delete(&api, &pkey.1).await {
+                Ok(()) => {
+                    wrote = true;
+                    if let Some(p) = self.cache.managed_pods.get_mut(&pkey)
+                        && p.metadata.deletion_timestamp.is_none()
+                    {
+                        p.metadata.deletion_timestamp = Some(status::k8s_time(now_ms()));
+                    }
+                    self.event(
+                        reference(pod),
+                        EventSeverity::Normal,
+                        pod_group::EXCESS_POD_DELETED,
+                        pod_group::EXCESS_POD_DELETED,
+                        "Excess pod deleted".to_string(),
+                    );
+                }
+                Err(e) => tracing::error!(pod = %pkey.1, error = %e, "excess pod deletion failed"),
             }
         }
         wrote
@@ -381,4 +592,22 @@ impl EngineTask {
         }
         wrote
     }
+}
+
+/// Kueue's Workload condition on a pod group whose pods are missing.
+pub(super) const WAITING_FOR_REPLACEMENT_PODS: &str = "WaitingForReplacementPods";
+
+/// The plain owner references of a group's members on its Workload.
+fn member_owners<'a>(pods: impl Iterator<Item = &'a Pod>) -> Vec<OwnerReference> {
+    pods.filter_map(|p| {
+        Some(OwnerReference {
+            api_version: "v1".to_string(),
+            kind: "Pod".to_string(),
+            name: p.name_any(),
+            uid: p.uid()?,
+            controller: None,
+            block_owner_deletion: None,
+        })
+    })
+    .collect()
 }

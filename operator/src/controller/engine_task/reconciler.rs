@@ -194,6 +194,16 @@ pub(super) trait Reconciled: JobIntegration<Job: Clone + Send + Sync> + Sized {
         key: &Self::Key,
         which: Release,
     ) -> impl Future<Output = bool> + Send;
+    /// Before the job is reconciled against its unfinished Workload: what is written first, and the job as the
+    /// rest of the reconcile sees it (a pod group's excess pods deleted and left out). Returns (wrote, job); the
+    /// default changes nothing.
+    fn trim(
+        _task: &mut EngineTask,
+        _wl: &api::Workload,
+        job: Self::Job,
+    ) -> impl Future<Output = (bool, Self::Job)> + Send {
+        async move { (false, job) }
+    }
 }
 
 impl EngineTask {
@@ -223,6 +233,15 @@ impl EngineTask {
         };
         if is_finished(&wl) {
             return I::finalize(self, key, Release::All).await;
+        }
+        let (trimmed, job) = if wl.meta().deletion_timestamp.is_none() {
+            I::trim(self, &wl, job).await
+        } else {
+            (false, job)
+        };
+        if trimmed {
+            // The deletions' watch events reconcile the job again, with those pods gone.
+            return true;
         }
         if prebuilt {
             match self.adopt_prebuilt::<I>(&wkey, &wl, &job).await {
@@ -482,37 +501,11 @@ impl EngineTask {
         job: &I::Job,
     ) -> Prebuilt {
         if let Some(refs) = I::prebuilt_owners(self, job) {
-            let existing = wl.metadata.owner_references.clone().unwrap_or_default();
-            let missing: Vec<OwnerReference> = refs
-                .into_iter()
-                .filter(|r| !existing.iter().any(|o| o.uid == r.uid))
-                .collect();
-            if !missing.is_empty() {
-                let written = self
-                    .write_workload_main(wkey, |w| {
-                        let refs = w.metadata.owner_references.get_or_insert_with(Vec::new);
-                        let before = refs.len();
-                        for r in &missing {
-                            if !refs.iter().any(|o| o.uid == r.uid) {
-                                refs.push(r.clone());
-                            }
-                        }
-                        Ok(refs.len() > before)
-                    })
-                    .await;
-                let Some(w) = written else {
-                    return Prebuilt::NotOurs;
-                };
-                self.event(
-                    super::reference(&w),
-                    crate::telemetry::EventSeverity::Normal,
-                    "OwnerReferencesAdded",
-                    "OwnerReferencesAdded",
-                    format!("Added {} owner reference(s)", missing.len()),
-                );
-                return Prebuilt::Wrote;
-            }
-            return self.check_prebuilt_in_sync::<I>(wkey, wl, job).await;
+            return match self.add_owner_references(wkey, wl, refs).await {
+                None => Prebuilt::NotOurs,
+                Some(true) => Prebuilt::Wrote,
+                Some(false) => self.check_prebuilt_in_sync::<I>(wkey, wl, job).await,
+            };
         }
         let Some(owner) = I::event_owner(job).filter(|o| o.uid.is_some()) else {
             return Prebuilt::NotOurs;
@@ -559,6 +552,44 @@ impl EngineTask {
             }
         }
         self.check_prebuilt_in_sync::<I>(wkey, wl, job).await
+    }
+
+    /// Adds those of `refs` the Workload lacks to its owner references, as Kueue's `EnsureWorkloadOwnedByAllMembers`
+    /// (event `OwnerReferencesAdded`); Some(whether it wrote), None when the write failed.
+    pub(super) async fn add_owner_references(
+        &mut self,
+        wkey: &WorkloadKey,
+        wl: &api::Workload,
+        refs: Vec<OwnerReference>,
+    ) -> Option<bool> {
+        let existing = wl.metadata.owner_references.as_deref().unwrap_or_default();
+        let missing: Vec<OwnerReference> = refs
+            .into_iter()
+            .filter(|r| !existing.iter().any(|o| o.uid == r.uid))
+            .collect();
+        if missing.is_empty() {
+            return Some(false);
+        }
+        let w = self
+            .write_workload_main(wkey, |w| {
+                let refs = w.metadata.owner_references.get_or_insert_with(Vec::new);
+                let before = refs.len();
+                for r in &missing {
+                    if !refs.iter().any(|o| o.uid == r.uid) {
+                        refs.push(r.clone());
+                    }
+                }
+                Ok(refs.len() > before)
+            })
+            .await?;
+        self.event(
+            super::reference(&w),
+            crate::telemetry::EventSeverity::Normal,
+            "OwnerReferencesAdded",
+            "OwnerReferencesAdded",
+            format!("Added {} owner reference(s)", missing.len()),
+        );
+        Some(true)
     }
 
     /// A job's own prebuilt Workload that no longer fits the job is finished `OutOfSync`.

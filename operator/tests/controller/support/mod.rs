@@ -118,6 +118,20 @@ pub fn start(fake: &FakeApi, name: &str, config: OperatorConfig) -> tokio::task:
     })
 }
 
+/// Starts an operator over `fake` as client `name` (leader always) that posts its Events.
+pub fn start_with_events(
+    fake: &FakeApi,
+    name: &str,
+    config: OperatorConfig,
+) -> tokio::task::JoinHandle<()> {
+    let op = Operator::new(fake.client(name), config, Leadership::always());
+    tokio::spawn(async move {
+        if let Err(e) = op.run().await {
+            panic!("operator stopped: {e}");
+        }
+    })
+}
+
 /// Polls `check` every 10ms until it holds; panics with `what` after `secs` seconds.
 pub async fn wait_for(secs: u64, what: &str, mut check: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
