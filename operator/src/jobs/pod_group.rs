@@ -371,8 +371,9 @@ pub struct Alignment<'a> {
 
 /// Sorts a group's pods against its Workload `wl` (the pods of roles it lacks are in no list). For each pod set:
 /// the runnable pods beyond its count are excess ([`excess_pods`]' order); of the others, as many as runnable pods
-/// outnumber the count without them are replaced, those holding the finalizer and inactive longest first (Kueue's
-/// `sortInactivePods`; `now_ms` for a pod still active); the count less the runnable pods is absent.
+/// outnumber the count without them are replaced: first those already without the finalizer, then those inactive
+/// longest (Kueue's `sortInactivePods`; `now_ms` for a pod still active); the count less the runnable pods is
+/// absent.
 pub fn align<'a>(pods: &'a [Pod], wl: &Workload, now_ms: i64) -> Result<Alignment<'a>, JobError> {
     let mut roles: BTreeMap<String, (Vec<&Pod>, Vec<&Pod>)> = BTreeMap::new();
     for p in pods {
@@ -403,8 +404,8 @@ pub fn align<'a>(pods: &'a [Pod], wl: &Workload, now_ms: i64) -> Result<Alignmen
                 .filter(|p| !excess.iter().any(|e| std::ptr::eq(*e, **p))),
         );
         inactive.sort_by(|a, b| {
-            managed(a)
-                .cmp(&managed(b))
+            managed(b)
+                .cmp(&managed(a))
                 .then_with(|| last_active_ms(b, now_ms).cmp(&last_active_ms(a, now_ms)))
                 .then_with(|| created(a).cmp(&created(b)))
                 .then_with(|| a.name_any().cmp(&b.name_any()))
@@ -1297,5 +1298,11 @@ spec:
         // Two inactive, one active, count 2: one inactive is replaced (the one inactive longest), one kept.
         assert_eq!(names(a.replaced), ["w2"]);
         assert_eq!(names(a.kept), ["w0", "w1"]);
+        // A pod already released counts as replaced before any still holding the finalizer.
+        let mut released = pods[1].clone();
+        released.metadata.finalizers = None;
+        let with_released = [pods[0].clone(), released, pods[2].clone()];
+        let a = align(&with_released, &wl, 100_000).unwrap();
+        assert_eq!(names(a.replaced), ["w1"]);
     }
 }

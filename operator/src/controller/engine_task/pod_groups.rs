@@ -125,11 +125,14 @@ impl Reconciled for PodGroups {
     /// Pods ungated and not yet ended must be stopped, Running or not.
     fn needs_stopping(task: &EngineTask, key: &Self::Key) -> bool {
         let pods = task.group_pods(key);
-        pods.iter().any(pod_group::is_live) || pods.iter().any(pod_group::is_active)
+        pods.iter().any(pod_group::is_live)
+            || (key.is_group() && pods.iter().any(pod_group::is_active))
     }
 
+    /// A group's Running pods (Kueue's `IsActive`, which looks only at a group's pods: a single pod's eviction
+    /// completes once it is stopped).
     fn holds_pods(task: &EngineTask, key: &Self::Key) -> bool {
-        task.group_pods(key).iter().any(pod_group::is_active)
+        key.is_group() && task.group_pods(key).iter().any(pod_group::is_active)
     }
 
     /// A group takes its prebuilt Workload with every pod as a plain owner; a single pod as its controller.
@@ -365,8 +368,20 @@ impl EngineTask {
                 return (false, job);
             }
         };
-        if a.kept.is_empty() {
-            // Kueue takes such a Workload for another job's and leaves it alone.
+        let foreign = wl
+            .annotations()
+            .get(pod_group::IS_GROUP_WORKLOAD_ANNOTATION)
+            .map(String::as_str)
+            != Some("true")
+            && wl
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.controller == Some(true));
+        if a.kept.is_empty() || foreign {
+            // Kueue leaves such a Workload alone (no pod of it kept; or another controller's, as its
+            // PodIntegrationValidateGroupOwner has it).
             return (false, job);
         }
         let wkey = workload_key(wl);

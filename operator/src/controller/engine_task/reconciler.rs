@@ -554,32 +554,35 @@ impl EngineTask {
         self.check_prebuilt_in_sync::<I>(wkey, wl, job).await
     }
 
-    /// Adds those of `refs` the Workload lacks to its owner references, as Kueue's `EnsureWorkloadOwnedByAllMembers`
-    /// (event `OwnerReferencesAdded`); Some(whether it wrote), None when the write failed.
+    /// Sets `refs` among the Workload's owner references as Kueue's `EnsureWorkloadOwnedByAllMembers` does: one per
+    /// kind and name (a pod made again under its old name takes its reference's place), written, with event
+    /// `OwnerReferencesAdded`, only when that adds references. Some(whether it wrote), None when the write failed.
     pub(super) async fn add_owner_references(
         &mut self,
         wkey: &WorkloadKey,
         wl: &api::Workload,
         refs: Vec<OwnerReference>,
     ) -> Option<bool> {
+        let same = |a: &OwnerReference, b: &OwnerReference| a.kind == b.kind && a.name == b.name;
         let existing = wl.metadata.owner_references.as_deref().unwrap_or_default();
-        let missing: Vec<OwnerReference> = refs
-            .into_iter()
-            .filter(|r| !existing.iter().any(|o| o.uid == r.uid))
-            .collect();
-        if missing.is_empty() {
+        let added = refs
+            .iter()
+            .filter(|r| !existing.iter().any(|o| same(o, r)))
+            .count();
+        if added == 0 {
             return Some(false);
         }
         let w = self
             .write_workload_main(wkey, |w| {
-                let refs = w.metadata.owner_references.get_or_insert_with(Vec::new);
-                let before = refs.len();
-                for r in &missing {
-                    if !refs.iter().any(|o| o.uid == r.uid) {
-                        refs.push(r.clone());
+                let owners = w.metadata.owner_references.get_or_insert_with(Vec::new);
+                let before = owners.len();
+                for r in &refs {
+                    match owners.iter_mut().find(|o| same(o, r)) {
+                        Some(o) => *o = r.clone(),
+                        None => owners.push(r.clone()),
                     }
                 }
-                Ok(refs.len() > before)
+                Ok(owners.len() > before)
             })
             .await?;
         self.event(
@@ -587,7 +590,7 @@ impl EngineTask {
             crate::telemetry::EventSeverity::Normal,
             "OwnerReferencesAdded",
             "OwnerReferencesAdded",
-            format!("Added {} owner reference(s)", missing.len()),
+            format!("Added {added} owner reference(s)"),
         );
         Some(true)
     }
