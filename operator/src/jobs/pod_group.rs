@@ -1184,6 +1184,17 @@ spec:
         p
     }
 
+    /// The Workload of a complete group.
+    fn group_workload(pods: &[Pod]) -> Workload {
+        workload(
+            &PodGroupKey::of(&pods[0]).unwrap(),
+            pods,
+            &PriorityClasses::default(),
+        )
+        .unwrap()
+        .unwrap()
+    }
+
     fn names(pods: Vec<&Pod>) -> Vec<String> {
         pods.into_iter().map(|p| p.name_any()).collect()
     }
@@ -1224,17 +1235,6 @@ spec:
 
     #[test]
     fn with_a_workload_each_role_keeps_its_pod_sets_count() {
-        let wl = workload(
-            &PodGroupKey::of(&member("w0", 3, 2, 1, true, true)).unwrap(),
-            &[
-                member("w0", 3, 2, 1, true, true),
-                member("w1", 3, 2, 2, true, true),
-                member("driver", 3, 0, 3, true, true),
-            ],
-            &PriorityClasses::default(),
-        )
-        .unwrap()
-        .unwrap();
         let pods = vec![
             member("w0", 3, 2, 1, true, true),
             member("w1", 3, 2, 2, true, true),
@@ -1243,6 +1243,7 @@ spec:
             member("driver-2", 3, 0, 4, true, true),
             member("other-role", 3, 7, 6, true, true),
         ];
+        let wl = group_workload(&[pods[0].clone(), pods[1].clone(), pods[3].clone()]);
         // Two workers and one driver are kept; a role the Workload lacks is in no list.
         let a = align(&pods, &wl, 0).unwrap();
         assert_eq!(names(a.excess), ["driver-2", "w2"]);
@@ -1256,16 +1257,10 @@ spec:
 
     #[test]
     fn failed_pods_are_replaced_as_runnable_ones_take_their_place() {
-        let wl = workload(
-            &PodGroupKey::of(&member("w0", 2, 1, 1, true, true)).unwrap(),
-            &[
-                member("w0", 2, 1, 1, true, true),
-                member("w1", 2, 1, 2, true, true),
-            ],
-            &PriorityClasses::default(),
-        )
-        .unwrap()
-        .unwrap();
+        let wl = group_workload(&[
+            member("w0", 2, 1, 1, true, true),
+            member("w1", 2, 1, 2, true, true),
+        ]);
         let failed = |name: &str, created: i64, failed_at: i64| {
             let mut p = member(name, 2, 1, created, true, false);
             p.status = Some(k8s_openapi::api::core::v1::PodStatus {

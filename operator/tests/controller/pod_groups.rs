@@ -674,18 +674,27 @@ async fn assert_deleted_as_excess(fake: &FakeApi, name: &str) {
     assert_eq!(events[0]["type"], "Normal");
 }
 
-#[tokio::test]
-async fn a_group_with_more_pods_than_its_total_count_deletes_the_newest_as_excess() {
+/// An operator (with Events) over group `g` of two pods, `g-a` and `g-b`, plus `also` put before it starts; returns
+/// once `g-a` and `g-b` are started.
+async fn group_of_two_started(also: &[Pod]) -> (FakeApi, tokio::task::JoinHandle<()>) {
     let fake = FakeApi::new();
     seed_queues(&fake, 8);
-    fake.put(&pod_created("g-c", ("g", 2), 1, 300));
+    for p in also {
+        fake.put(p);
+    }
     fake.put(&pod_created("g-a", ("g", 2), 1, 100));
     fake.put(&pod_created("g-b", ("g", 2), 1, 200));
     let op = start_with_events(&fake, "op", config());
-    wait_for(10, "kept pods started", || {
+    wait_for(10, "group started", || {
         !gated(&fake, "g-a") && !gated(&fake, "g-b")
     })
     .await;
+    (fake, op)
+}
+
+#[tokio::test]
+async fn a_group_with_more_pods_than_its_total_count_deletes_the_newest_as_excess() {
+    let (fake, op) = group_of_two_started(&[pod_created("g-c", ("g", 2), 1, 300)]).await;
     wait_for(10, "excess pod gone", || get_pod(&fake, "g-c").is_none()).await;
     assert_deleted_as_excess(&fake, "g-c").await;
     let creates = writes(&fake, "POST", "/namespaces/team-a/workloads");
@@ -704,16 +713,9 @@ async fn a_group_with_more_pods_than_its_total_count_deletes_the_newest_as_exces
 
 #[tokio::test]
 async fn a_pod_joining_an_admitted_group_beyond_its_count_is_deleted_as_excess() {
-    let fake = FakeApi::new();
-    seed_queues(&fake, 8);
-    fake.put(&pod_created("g-a", ("g", 2), 1, 100));
-    fake.put(&pod_created("g-b", ("g", 2), 1, 200));
-    let op = start_with_events(&fake, "op", config());
-    wait_for(10, "group started", || {
-        !gated(&fake, "g-a") && !gated(&fake, "g-b")
-    })
-    .await;
-    // A third pod of the same role, older than neither: it is still gated, so it is the one deleted.
+    let (fake, op) = group_of_two_started(&[]).await;
+    // A third pod of the same role, older than both: still gated, so it is the one deleted (ungated pods are kept
+    // first).
     fake.put(&pod_created("g-x", ("g", 2), 1, 50));
     wait_for(10, "excess pod gone", || get_pod(&fake, "g-x").is_none()).await;
     assert_deleted_as_excess(&fake, "g-x").await;
@@ -746,15 +748,7 @@ fn waiting_for_replacement(fake: &FakeApi, name: &str) -> Option<(String, String
 
 #[tokio::test]
 async fn a_failed_pod_is_waited_for_then_replaced_and_released() {
-    let fake = FakeApi::new();
-    seed_queues(&fake, 8);
-    fake.put(&pod_created("g-a", ("g", 2), 1, 100));
-    fake.put(&pod_created("g-b", ("g", 2), 1, 200));
-    let op = start_with_events(&fake, "op", config());
-    wait_for(10, "group started", || {
-        !gated(&fake, "g-a") && !gated(&fake, "g-b")
-    })
-    .await;
+    let (fake, op) = group_of_two_started(&[]).await;
     assert_eq!(
         waiting_for_replacement(&fake, "g"),
         None,
