@@ -222,14 +222,17 @@ impl Reconciled for PodGroups {
     }
 
     async fn finalize(task: &mut EngineTask, key: &Self::Key, which: Release) -> bool {
-        let pods = task.group_pods(key);
+        let group = PodGroup {
+            key: key.clone(),
+            pods: task.group_pods(key),
+        };
         match which {
-            Release::All => task.release_pods(&pods, |_| true).await,
+            Release::All => task.release_pods(&group.pods, |_| true).await,
             // As Kueue: a group's deleted pods keep the finalizer while its own Workload is unfinished; they are
             // released once replaced (`align_group`), or when it finishes or is deleted.
-            Release::Deleting if task.has_open_group_workload(key, &pods) => false,
+            Release::Deleting if task.has_open_group_workload(&group) => false,
             Release::Deleting => {
-                task.release_pods(&pods, |p| p.metadata.deletion_timestamp.is_some())
+                task.release_pods(&group.pods, |p| p.metadata.deletion_timestamp.is_some())
                     .await
             }
         }
@@ -315,21 +318,16 @@ impl EngineTask {
 
     /// Whether a group (not a single pod, nor one with a prebuilt Workload) has a Workload not finished nor being
     /// deleted.
-    fn has_open_group_workload(&self, key: &PodGroupKey, pods: &[Pod]) -> bool {
-        if !key.is_group() {
+    fn has_open_group_workload(&self, job: &PodGroup) -> bool {
+        if !job.key.is_group()
+            || <PodGroups as crate::jobs::JobIntegration>::prebuilt_workload(job).is_some()
+        {
             return false;
         }
-        let job = PodGroup {
-            key: key.clone(),
-            pods: pods.to_vec(),
-        };
-        if <PodGroups as crate::jobs::JobIntegration>::prebuilt_workload(&job).is_some() {
-            return false;
-        }
-        let Some(name) = <PodGroups as crate::jobs::JobIntegration>::workload_name(&job) else {
+        let Some(name) = <PodGroups as crate::jobs::JobIntegration>::workload_name(job) else {
             return false;
         };
-        let wkey = crate::engine::WorkloadKey::new(key.namespace().to_string(), name);
+        let wkey = crate::engine::WorkloadKey::new(job.key.namespace().to_string(), name);
         self.cache
             .workloads
             .get(&wkey)
@@ -502,27 +500,34 @@ impl EngineTask {
             if pod.metadata.deletion_timestamp.is_some() {
                 continue;
             }
-            let api: Api<Pod> = Api::namespaced(self.apis.client.clone(), &pkey.0);
-            match self.writer.delete(&api, &pkey.1).await {
-                Ok(()) => {
-                    wrote = true;
-                    if let Some(p) = self.cache.managed_pods.get_mut(&pkey)
-                        && p.metadata.deletion_timestamp.is_none()
-                    {
-                        p.metadata.deletion_timestamp = Some(status::k8s_time(now_ms()));
-                    }
-                    self.event(
-                        reference(pod),
-                        EventSeverity::Normal,
-                        pod_group::EXCESS_POD_DELETED,
-                        pod_group::EXCESS_POD_DELETED,
-                        "Excess pod deleted".to_string(),
-                    );
-                }
-                Err(e) => tracing::error!(pod = %pkey.1, error = %e, "excess pod deletion failed"),
-            }
+            wrote |= self
+                .delete_pod(
+                    pod,
+                    pod_group::EXCESS_POD_DELETED,
+                    pod_group::EXCESS_POD_DELETED,
+                    "Excess pod deleted".to_string(),
+                )
+                .await;
         }
         wrote
+    }
+
+    /// Deletes a managed pod, counts it as being deleted until the watch reports it, and announces it with an
+    /// event; returns whether the delete went through.
+    async fn delete_pod(&mut self, pod: &Pod, reason: &str, action: &str, note: String) -> bool {
+        let pkey = (pod.namespace().unwrap_or_default(), pod.name_any());
+        let api: Api<Pod> = Api::namespaced(self.apis.client.clone(), &pkey.0);
+        if let Err(e) = self.writer.delete(&api, &pkey.1).await {
+            tracing::error!(pod = %pkey.1, error = %e, "pod deletion failed");
+            return false;
+        }
+        if let Some(p) = self.cache.managed_pods.get_mut(&pkey)
+            && p.metadata.deletion_timestamp.is_none()
+        {
+            p.metadata.deletion_timestamp = Some(status::k8s_time(now_ms()));
+        }
+        self.event(reference(pod), EventSeverity::Normal, reason, action, note);
+        true
     }
 
     /// Ends the group's pods as Kueue does after an eviction: condition `TerminationTarget` on the pod's status,
@@ -534,7 +539,6 @@ impl EngineTask {
                 continue;
             }
             let pkey = (pod.namespace().unwrap_or_default(), pod.name_any());
-            let api: Api<Pod> = Api::namespaced(self.apis.client.clone(), &pkey.0);
             let now = status::k8s_time(now_ms());
             let marked = self
                 .write_pod(&pkey, Endpoint::Status, |p| {
@@ -561,24 +565,8 @@ impl EngineTask {
                 continue;
             }
             wrote = true;
-            match self.writer.delete(&api, &pkey.1).await {
-                Ok(()) => {
-                    // Until the watch reports it, count the pod as being deleted.
-                    if let Some(p) = self.cache.managed_pods.get_mut(&pkey)
-                        && p.metadata.deletion_timestamp.is_none()
-                    {
-                        p.metadata.deletion_timestamp = Some(now.clone());
-                    }
-                    self.event(
-                        reference(pod),
-                        EventSeverity::Normal,
-                        "Stopped",
-                        "Stop",
-                        message.to_string(),
-                    );
-                }
-                Err(e) => tracing::error!(pod = %pkey.1, error = %e, "pod deletion failed"),
-            }
+            self.delete_pod(pod, "Stopped", "Stop", message.to_string())
+                .await;
         }
         wrote
     }
