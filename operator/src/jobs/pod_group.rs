@@ -384,14 +384,23 @@ pub fn align<'a>(pods: &'a [Pod], wl: &Workload, now_ms: i64) -> Result<Alignmen
             inactive.push(p);
         }
     }
+    // Kueue's countAbsentPods: a fast-admission group lacks a pod only when its pod set has none running.
+    let fast = pods
+        .iter()
+        .min_by_key(|p| p.name_any())
+        .is_some_and(is_fast_admission);
+    let absent = |count: usize, active: usize| match fast {
+        true => usize::from(count > 0 && active == 0),
+        false => count.saturating_sub(active),
+    };
     let mut out = Alignment::default();
     for ps in &wl.spec.pod_sets {
         let count = usize::try_from(ps.count).unwrap_or(0);
         let Some((active, mut inactive)) = roles.remove(&ps.name) else {
-            out.absent += count;
+            out.absent += absent(count, 0);
             continue;
         };
-        out.absent += count.saturating_sub(active.len());
+        out.absent += absent(count, active.len());
         let replaced = (inactive.len() + active.len())
             .saturating_sub(count)
             .min(inactive.len());
@@ -490,7 +499,8 @@ fn check_group(first: &Pod, pods: &[&Pod], total: usize) -> Result<(), JobError>
     Ok(())
 }
 
-/// The Workload for the group, or None while the group lacks pods (a group waits for its total count).
+/// The Workload for the group, or None while the group lacks pods (a group waits for its total count, a
+/// fast-admission group for one runnable pod).
 /// `pods` are all the group's pods as last seen, in any order.
 pub fn workload(
     key: &PodGroupKey,
@@ -538,7 +548,8 @@ pub fn workload(
             .copied()
             .filter(|p| is_runnable_or_succeeded(p))
             .collect();
-        if active.len() < total {
+        let fast = is_fast_admission(first);
+        if active.is_empty() || (!fast && active.len() < total) {
             return Ok(None);
         }
         if active.len() > total {
@@ -559,7 +570,14 @@ pub fn workload(
             .iter()
             .map(|p| owner(p, false))
             .collect::<Result<Vec<_>, _>>()?;
-        (group_pod_sets(&active)?, owners)
+        let pod_sets = if fast {
+            // Kueue's constructGroupPodSetsFast: one pod set of the total count, shaped as the first runnable pod.
+            let pod = active[0];
+            vec![pod_set(role_hash(pod)?, count_i32(pod, total)?, pod)?]
+        } else {
+            group_pod_sets(&active)?
+        };
+        (pod_sets, owners)
     } else {
         let uid = first
             .uid()
@@ -650,6 +668,30 @@ pub fn finished(key: &PodGroupKey, pods: &[Pod]) -> Result<Option<(bool, String)
         )));
     }
     Ok(None)
+}
+
+/// Whether the group is admitted as soon as one of its pods exists (annotation
+/// `kueue.x-k8s.io/pod-group-fast-admission: "true"`, read from `pod`, as Kueue reads it from one pod of the group):
+/// its Workload has one pod set of the total count, shaped as its first runnable pod, and later pods join it.
+pub fn is_fast_admission(pod: &Pod) -> bool {
+    pod.annotations()
+        .get(labels::POD_GROUP_FAST_ADMISSION_ANNOTATION)
+        .map(String::as_str)
+        == Some("true")
+}
+
+/// The total count as a pod-set count; Err names the annotation when it does not fit.
+fn count_i32(pod: &Pod, total: usize) -> Result<i32, JobError> {
+    i32::try_from(total).map_err(|_| {
+        error(
+            pod,
+            &format!(
+                "metadata.annotations[{}]",
+                labels::POD_GROUP_TOTAL_COUNT_ANNOTATION
+            ),
+            format!("{total} is more pods than a pod set holds"),
+        )
+    })
 }
 
 /// Whether the pod belongs to a serving group (annotation `kueue.x-k8s.io/pod-group-serving: "true"`).
@@ -923,6 +965,62 @@ spec:
         let d = info_for(&key, &pods[2], &infos).unwrap();
         assert_ne!(w.name, d.name);
         assert_eq!((w.count, d.count), (2, 1));
+    }
+
+    #[test]
+    fn a_fast_admission_group_has_its_workload_with_its_first_pod() {
+        let fast = |mut p: Pod| {
+            p.annotations_mut().insert(
+                labels::POD_GROUP_FAST_ADMISSION_ANNOTATION.into(),
+                "true".into(),
+            );
+            p
+        };
+        let p = PriorityClasses::default();
+        let first = fast(pod("w-1", Some(("g", 3)), 2));
+        let key = PodGroupKey::of(&first).unwrap();
+        // Kueue's constructGroupPodSetsFast: one pod set of the total count, named by the first pod's role.
+        let wl = workload(&key, std::slice::from_ref(&first), &p)
+            .unwrap()
+            .unwrap();
+        assert_eq!(wl.spec.pod_sets.len(), 1);
+        assert_eq!(wl.spec.pod_sets[0].count, 3);
+        assert_eq!(wl.spec.pod_sets[0].name, role_hash(&first).unwrap());
+        assert_eq!(wl.metadata.owner_references.as_ref().unwrap().len(), 1);
+        // Without the annotation the same pod waits for the rest of its group; "false" is no annotation.
+        let plain = pod("w-1", Some(("g", 3)), 2);
+        assert_eq!(
+            workload(&key, std::slice::from_ref(&plain), &p).unwrap(),
+            None
+        );
+        let mut off = plain.clone();
+        off.annotations_mut().insert(
+            labels::POD_GROUP_FAST_ADMISSION_ANNOTATION.into(),
+            "false".into(),
+        );
+        assert_eq!(workload(&key, &[off], &p).unwrap(), None);
+        // Pods that arrive later belong to the pod set: none is excess, none absent (Kueue's countAbsentPods
+        // counts one only while the pod set has no runnable pod).
+        let pods = vec![
+            first.clone(),
+            fast(pod("w-0", Some(("g", 3)), 2)),
+            fast(pod("w-2", Some(("g", 3)), 2)),
+        ];
+        let a = align(&pods, &wl, 0).unwrap();
+        assert!(a.excess.is_empty());
+        assert_eq!(a.kept.len(), 3);
+        assert_eq!(a.absent, 0);
+        assert_eq!(align(&pods[..1], &wl, 0).unwrap().absent, 0);
+        let mut failed = first;
+        failed.status = Some(k8s_openapi::api::core::v1::PodStatus {
+            phase: Some("Failed".into()),
+            ..Default::default()
+        });
+        assert_eq!(align(&[failed], &wl, 0).unwrap().absent, 1);
+        // A fourth runnable pod is beyond the total count.
+        let mut four = pods;
+        four.push(fast(pod("w-3", Some(("g", 3)), 2)));
+        assert_eq!(align(&four, &wl, 0).unwrap().excess.len(), 1);
     }
 
     #[test]
