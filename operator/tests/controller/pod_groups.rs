@@ -424,6 +424,54 @@ async fn pods_ready_follows_the_ready_condition_of_every_pod_in_the_group() {
 }
 
 #[tokio::test]
+async fn a_pod_of_a_role_the_workload_lacks_is_left_out_of_the_group() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    let mut cfg = config();
+    cfg.wait_for_pods_ready = Some(sluice_operator::controller::WaitForPodsReady {
+        timeout: Duration::from_secs(60),
+        ..Default::default()
+    });
+    fake.put(&pod("o-0", Some(("o", 2)), 1, 1, None));
+    fake.put(&pod("o-1", Some(("o", 2)), 1, 1, None));
+    let op = start(&fake, "op", cfg);
+    wait_for(10, "group started", || {
+        !gated(&fake, "o-0") && !gated(&fake, "o-1")
+    })
+    .await;
+    // A pod of another shape (two GPUs, so another role) joins the admitted group, as Kueue's FindMatchingWorkloads
+    // keeps only pods of the Workload's roles: it stays gated, owns nothing and does not hold PodsReady back.
+    fake.put(&pod("o-odd", Some(("o", 2)), 1, 2, None));
+    for name in ["o-0", "o-1"] {
+        let mut p = get_pod(&fake, name).unwrap();
+        p.status = Some(yaml(
+            "phase: Running\nconditions: [{type: Ready, status: \"True\"}]",
+        ));
+        fake.put(&p);
+    }
+    wait_for(10, "PodsReady=True", || {
+        get_workload(&fake, "o").and_then(|w| condition(&w, "PodsReady"))
+            == Some(("True".into(), "Started".into()))
+    })
+    .await;
+    assert!(
+        gated(&fake, "o-odd"),
+        "the pod of another role is not started"
+    );
+    let w = get_workload(&fake, "o").unwrap();
+    let owners: Vec<String> = w
+        .metadata
+        .owner_references
+        .unwrap_or_default()
+        .into_iter()
+        .map(|o| o.name)
+        .collect();
+    assert_eq!(owners, ["o-0", "o-1"]);
+    assert!(writes(&fake, "DELETE", "/pods/o-odd").is_empty());
+    op.abort();
+}
+
+#[tokio::test]
 async fn a_replica_taking_over_neither_recreates_nor_restarts_a_running_group() {
     let fake = FakeApi::new();
     seed_queues(&fake, 8);

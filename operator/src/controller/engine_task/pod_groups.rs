@@ -357,7 +357,7 @@ impl EngineTask {
     /// A group against its Workload ([`pod_group::align`]), as Kueue's `FindMatchingWorkloads` and
     /// `CustomWorkloadConditions` for a group without a prebuilt Workload: the kept pods own the Workload, excess
     /// pods are deleted, replaced pods released, and `WaitingForReplacementPods` says whether pods are
-    /// missing. Returns whether it wrote, and the group without the excess and replaced pods.
+    /// missing. Returns whether it wrote, and the group of the kept pods only.
     async fn align_group(&mut self, wl: &api::Workload, job: PodGroup) -> (bool, PodGroup) {
         let a = match pod_group::align(&job.pods, wl, now_ms()) {
             Ok(a) => a,
@@ -390,11 +390,9 @@ impl EngineTask {
             .unwrap_or(false);
         let excess: Vec<Pod> = a.excess.iter().map(|p| (*p).clone()).collect();
         let replaced: Vec<Pod> = a.replaced.iter().map(|p| (*p).clone()).collect();
-        let dropped: BTreeSet<String> = excess
-            .iter()
-            .chain(&replaced)
-            .map(ResourceExt::name_any)
-            .collect();
+        // The group is its kept pods from here on, as Kueue's is (`p.list.Items = keptPods`): pods of a role the
+        // Workload lacks are left out too, so they are not ungated and count for neither PodsReady nor finishing.
+        let kept: BTreeSet<String> = a.kept.iter().map(|p| p.name_any()).collect();
         let absent = a.absent;
         wrote |= self.delete_excess_pods(&excess).await;
         wrote |= self.release_pods(&replaced, |_| true).await;
@@ -404,7 +402,7 @@ impl EngineTask {
         let pods = job
             .pods
             .into_iter()
-            .filter(|p| !dropped.contains(&p.name_any()))
+            .filter(|p| kept.contains(&p.name_any()))
             .collect();
         (wrote, PodGroup { key: job.key, pods })
     }
