@@ -434,6 +434,18 @@ impl Engine {
         }
     }
 
+    /// The entry's assignment message, worded only where a pending status says it (an admission does not), and
+    /// reused while its reasons stay the same.
+    fn word(&mut self, e: &Entry) -> std::sync::Arc<str> {
+        let last = self.wl_mut(e.wl).and_then(|w| w.worded.take());
+        let worded = e.assignment.worded(&self.sim(), e.wl, last);
+        let message = worded.text.clone();
+        if let Some(w) = self.wl_mut(e.wl) {
+            w.worded = Some(worded);
+        }
+        message
+    }
+
     fn process(
         &mut self,
         e: Entry,
@@ -448,12 +460,6 @@ impl Engine {
             return;
         }
         let mode = e.assignment.mode();
-        let last = self.wl_mut(e.wl).and_then(|w| w.worded.take());
-        let worded = e.assignment.worded(&self.sim(), e.wl, last);
-        let message = worded.text.clone();
-        if let Some(w) = self.wl_mut(e.wl) {
-            w.worded = Some(worded);
-        }
         let progress = ScanProgress {
             tried: e.assignment.scan_progress(),
             cycle: self.cycle,
@@ -478,6 +484,7 @@ impl Engine {
             } else {
                 e.assignment.no_fit_reason
             };
+            let message = self.word(&e);
             self.set_pending(e.wl, reason, message);
             requeues.push((e.wl, e.cq, no_fit_requeue));
             return;
@@ -488,6 +495,7 @@ impl Engine {
             } else {
                 e.assignment.no_fit_reason
             };
+            let message = self.word(&e);
             self.set_pending(e.wl, reason, message);
             requeues.push((e.wl, e.cq, no_fit_requeue));
             let reclaim_any = self
@@ -590,6 +598,7 @@ impl Engine {
                 });
             }
             let n = e.targets.len();
+            let message = self.word(&e);
             self.set_pending(
                 e.wl,
                 WAITING_FOR_PREEMPTED,

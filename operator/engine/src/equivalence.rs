@@ -3,7 +3,7 @@
 //! the others of that shape go to the inadmissible list without an attempt of their own, and new ones with it
 //! skip the queue, until the ClusterQueue's inadmissible workloads are requeued (which forgets the shapes).
 
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
 
 use super::quota::NodeId;
 use super::{Engine, QueueingStrategy, Workload};
@@ -13,9 +13,9 @@ use super::{Engine, QueueingStrategy, Workload};
 /// of the rest of its pod spec Kueue covers ([`Workload::scheduling_shape`]). Namespace, LocalQueue and creation
 /// time are left out, as in Kueue's `computeSchedulingHash`.
 pub(crate) fn scheduling_hash(spec: &Workload) -> u64 {
-    // SipHash with fixed keys: deterministic, and well spread over structured input (a collision would skip a
-    // workload that might fit).
-    let mut h = std::collections::hash_map::DefaultHasher::new();
+    // foldhash's quality variant with a fixed seed: deterministic, well spread over structured input (a collision
+    // would skip a workload that might fit), and a fraction of SipHash's cost.
+    let mut h = foldhash::quality::FixedState::with_seed(0x5c4e_d01e_e9a1_7a5e).build_hasher();
     spec.priority.hash(&mut h);
     spec.pod_sets.hash(&mut h);
     spec.scheduling_shape.hash(&mut h);
