@@ -325,18 +325,20 @@ pub fn evict_with_cause(
         message = format!("{message} due to {}", target.message);
         underlying_cause = target.reason.clone();
     }
-    // Whose eviction it is decides, in Kueue v0.17, whether DeactivationTarget stays: a workload whose job runs
-    // (Admitted) is evicted by the job reconciler, which leaves it; one whose job never started (its admission
-    // checks did not pass) by the workload controller, which removes it in the same write (both seen in the
-    // differential suite: max-exec-time and admission-check).
-    let running = wl.status.as_ref().is_some_and(|s| {
+    // Kueue's workload controller removes DeactivationTarget in the eviction's own write. A workload deactivated
+    // for its maximum execution time gets it back at once: it is still Admitted until its job has stopped, so
+    // Kueue's execution-time check, which does not look at `spec.active`, sets it again (seen in the differential
+    // suite: max-exec-time keeps it; pods-ready-timeout and admission-check, whose causes are not re-checked, do
+    // not).
+    let admitted = wl.status.as_ref().is_some_and(|s| {
         condition(&s.conditions, labels::condition::ADMITTED).is_some_and(|c| c.status == "True")
     });
+    let set_again = admitted && underlying_cause == labels::reason::MAXIMUM_EXECUTION_TIME_EXCEEDED;
     let st = status_mut(wl);
     if reason == labels::reason::DEACTIVATED {
         // A deactivated workload is not requeued: no backoff is left pending.
         st.requeue_state = None;
-        if !running {
+        if !set_again {
             st.conditions
                 .retain(|c| c.type_ != labels::condition::DEACTIVATION_TARGET);
         }
@@ -993,13 +995,49 @@ mod tests {
             cond(&wl, "Evicted").reason,
             "DeactivatedDueToMaximumExecutionTimeExceeded"
         );
-        // Kueue v0.17 keeps the target (the differential suite sees it); the backoff is dropped.
+        // Still admitted, past its limit: Kueue sets the target again at once (the differential suite sees it);
+        // the backoff is dropped.
         assert_eq!(cond(&wl, "DeactivationTarget").status, "True");
         assert!(st.requeue_state.is_none());
         let e = &st.scheduling_stats.as_ref().unwrap().evictions[0];
         assert_eq!(
             (e.reason.as_str(), e.underlying_cause.as_str(), e.count),
             ("Deactivated", "MaximumExecutionTimeExceeded", 1)
+        );
+    }
+
+    #[test]
+    fn a_deactivation_for_spent_requeues_drops_its_target() {
+        let mut wl = api::Workload::default();
+        admitted_at(&mut wl, 1_000);
+        let st = status_mut(&mut wl);
+        set_condition(
+            &mut st.conditions,
+            labels::condition::DEACTIVATION_TARGET,
+            true,
+            "RequeuingLimitExceeded",
+            "exceeding the maximum number of re-queuing retries",
+            2_000,
+        );
+        evict(
+            &mut wl,
+            "Deactivated",
+            None,
+            "The workload is deactivated",
+            3_000,
+        );
+        assert_eq!(
+            cond(&wl, "Evicted").reason,
+            "DeactivatedDueToRequeuingLimitExceeded"
+        );
+        assert!(
+            wl.status
+                .as_ref()
+                .unwrap()
+                .conditions
+                .iter()
+                .all(|c| c.type_ != "DeactivationTarget"),
+            "removed in the eviction's write, as Kueue's workload controller does"
         );
     }
 
