@@ -555,6 +555,43 @@ pub fn requeue_after_eviction(wl: &mut api::Workload, now: engine::Time) {
     );
 }
 
+/// Kueue's workload controller once a stopped queue runs again: a workload its LocalQueue's (or ClusterQueue's)
+/// `HoldAndDrain` evicted, Requeued=False with that reason, gets Requeued=True `LocalQueueRestarted` "The LocalQueue
+/// was restarted after being stopped" (`ClusterQueueRestarted`, "The ClusterQueue ..."). `lq_active` / `cq_active`:
+/// its LocalQueue / that LocalQueue's ClusterQueue exists with no stop policy. Returns whether it changed.
+pub fn requeue_after_restart(
+    wl: &mut api::Workload,
+    lq_active: bool,
+    cq_active: bool,
+    now: engine::Time,
+) -> bool {
+    let stopped_by = wl
+        .status
+        .as_ref()
+        .and_then(|s| condition(&s.conditions, labels::condition::REQUEUED))
+        .filter(|c| c.status == "False")
+        .map(|c| c.reason.clone());
+    let (reason, message) = match stopped_by.as_deref() {
+        Some(labels::reason::LOCAL_QUEUE_STOPPED) if lq_active => (
+            labels::reason::LOCAL_QUEUE_RESTARTED,
+            "The LocalQueue was restarted after being stopped",
+        ),
+        Some(labels::reason::CLUSTER_QUEUE_STOPPED) if cq_active => (
+            labels::reason::CLUSTER_QUEUE_RESTARTED,
+            "The ClusterQueue was restarted after being stopped",
+        ),
+        _ => return false,
+    };
+    set_condition(
+        &mut status_mut(wl).conditions,
+        labels::condition::REQUEUED,
+        true,
+        reason,
+        message,
+        now,
+    )
+}
+
 /// Kueue's reason (QuotaReserved=False) of a Workload whose job is on hold.
 pub const ON_HOLD_REASON: &str = "OnHold";
 
@@ -1004,6 +1041,43 @@ mod tests {
             (e.reason.as_str(), e.underlying_cause.as_str(), e.count),
             ("Deactivated", "MaximumExecutionTimeExceeded", 1)
         );
+    }
+
+    #[test]
+    fn a_workload_a_stopped_queue_evicted_is_requeued_once_it_runs_again() {
+        let stopped = |reason: &str| {
+            let mut wl = api::Workload::default();
+            set_condition(
+                &mut status_mut(&mut wl).conditions,
+                "Requeued",
+                false,
+                reason,
+                "stopped",
+                1_000,
+            );
+            wl
+        };
+        let mut wl = stopped("LocalQueueStopped");
+        // Still stopped: nothing changes; the ClusterQueue running does not restart a LocalQueue's eviction.
+        assert!(!requeue_after_restart(&mut wl, false, true, 2_000));
+        assert!(requeue_after_restart(&mut wl, true, false, 2_000));
+        let c = cond(&wl, "Requeued");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+            (
+                "True",
+                "LocalQueueRestarted",
+                "The LocalQueue was restarted after being stopped"
+            )
+        );
+        assert!(!requeue_after_restart(&mut wl, true, true, 3_000), "once");
+        let mut wl = stopped("ClusterQueueStopped");
+        assert!(!requeue_after_restart(&mut wl, true, false, 2_000));
+        assert!(requeue_after_restart(&mut wl, false, true, 2_000));
+        assert_eq!(cond(&wl, "Requeued").reason, "ClusterQueueRestarted");
+        // Other reasons are not this rule's.
+        let mut wl = stopped("PodsReadyTimeout");
+        assert!(!requeue_after_restart(&mut wl, true, true, 2_000));
     }
 
     #[test]

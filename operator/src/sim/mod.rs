@@ -494,6 +494,19 @@ impl Simulation {
                 wl.metadata
                     .uid
                     .get_or_insert_with(|| synthetic_uid("Workload", ns, name));
+                // A workload a stopped queue evicted, whose queue runs again in this input, is requeued as Kueue's
+                // workload controller does.
+                let lq = sim
+                    .objects
+                    .local_queues
+                    .get(&(ns.clone(), wl.spec.queue_name.clone()))
+                    .map(|l| &l.object.spec);
+                let none = |p: api::StopPolicy| p == api::StopPolicy::None;
+                let lq_active = lq.is_some_and(|l| none(l.stop_policy()));
+                let cq_active = lq
+                    .and_then(|l| sim.objects.cluster_queues.get(&l.cluster_queue))
+                    .is_some_and(|c| none(c.object.spec.stop_policy()));
+                status::requeue_after_restart(&mut wl, lq_active, cq_active, default_created);
                 let meta = wl.metadata.clone();
                 (wl, None, loaded.origin.clone(), meta)
             };

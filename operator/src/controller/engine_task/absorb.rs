@@ -50,8 +50,10 @@ impl EngineTask {
                     let old = self.cache.cluster_queues.insert(name.clone(), obj.clone());
                     if old.is_none_or(|o| {
                         o.spec.admission_checks_strategy != obj.spec.admission_checks_strategy
+                            || o.spec.stop_policy() != obj.spec.stop_policy()
                     }) {
-                        // Its workloads' check lists follow its checks (Kueue's workload controller).
+                        // Its workloads' check lists follow its checks, and those its stop evicted are requeued
+                        // when it runs again (Kueue's workload controller).
                         self.mark_workloads_of_cluster_queue_dirty(&name);
                     }
                     self.sync_cluster_queue(&obj);
@@ -88,7 +90,17 @@ impl EngineTask {
                         name: key.1,
                     });
                 } else {
-                    self.cache.local_queues.insert(key, obj.clone());
+                    let old = self.cache.local_queues.insert(key.clone(), obj.clone());
+                    if old.is_some_and(|o| o.spec.stop_policy() != obj.spec.stop_policy()) {
+                        // Those its stop evicted are requeued when it runs again (Kueue's workload controller).
+                        let keys = self
+                            .cache
+                            .workloads
+                            .iter()
+                            .filter(|(k, w)| k.namespace == key.0 && w.spec.queue_name == key.1)
+                            .map(|(k, _)| k.clone());
+                        self.dirty_workloads.extend(keys);
+                    }
                     match ingest::local_queue(&obj) {
                         Ok(l) => {
                             let restore = ingest::local_queue_usage(&obj).map(|usage| {

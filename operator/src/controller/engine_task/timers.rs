@@ -44,6 +44,9 @@ impl EngineTask {
                 return;
             }
         }
+        if self.requeue_after_restart(key, &wl).await {
+            return;
+        }
         if self.reconcile_checks(key, &wl).await {
             return;
         }
@@ -243,6 +246,30 @@ impl EngineTask {
             "MaximumExecutionTimeExceeded",
             format!("The maximum execution time ({limit}s) exceeded"),
         );
+    }
+
+    /// A workload a stopped LocalQueue or ClusterQueue evicted, once that queue runs again: Requeued=True
+    /// ([`status::requeue_after_restart`]). Returns whether it wrote.
+    async fn requeue_after_restart(&mut self, key: &WorkloadKey, wl: &api::Workload) -> bool {
+        let lq = self
+            .cache
+            .local_queues
+            .get(&(key.namespace.clone(), wl.spec.queue_name.clone()));
+        let none = |p: api::StopPolicy| p == api::StopPolicy::None;
+        let lq_active = lq.is_some_and(|l| none(l.spec.stop_policy()));
+        let cq_active = lq
+            .and_then(|l| self.cache.cluster_queues.get(&l.spec.cluster_queue))
+            .is_some_and(|c| none(c.spec.stop_policy()));
+        let mut probe = wl.clone();
+        let now = now_ms();
+        if !status::requeue_after_restart(&mut probe, lq_active, cq_active, now) {
+            return false;
+        }
+        self.write_workload_status(key, |w| {
+            Ok(status::requeue_after_restart(w, lq_active, cq_active, now))
+        })
+        .await
+        .is_some()
     }
 
     /// Sets DeactivationTarget (`reason`, `message`) and `spec.active=false`; the engine then evicts the workload
