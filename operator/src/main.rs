@@ -234,8 +234,11 @@ fn message(error: &anyhow::Error) -> String {
 
 fn operator(args: sluice_operator::controller::OperatorArgs) -> Result<(), Failure> {
     use sluice_operator::controller::ControllerError;
+    // 8 MiB per worker, as a main thread has: the engine task's job reconcilers are large futures, and a debug
+    // build keeps their poll frames whole on the stack (they came within a few hundred KiB of tokio's 2 MiB).
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(8 << 20)
         .build()?;
     runtime
         .block_on(sluice_operator::controller::run_operator_command(args))

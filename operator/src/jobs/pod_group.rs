@@ -695,7 +695,7 @@ fn count_i32(pod: &Pod, total: usize) -> Result<i32, JobError> {
 }
 
 /// Whether the pod belongs to a serving group (annotation `kueue.x-k8s.io/pod-group-serving: "true"`).
-fn is_serving(pod: &Pod) -> bool {
+pub fn is_serving(pod: &Pod) -> bool {
     pod.annotations()
         .get(labels::POD_GROUP_SERVING_ANNOTATION)
         .map(String::as_str)

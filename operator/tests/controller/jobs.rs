@@ -532,6 +532,63 @@ async fn a_queued_job_that_is_changed_gets_its_workload_updated_and_then_fits() 
     op.abort();
 }
 
+/// Kueue's `QueueNameChange` and `UpdateWorkloadPriority`: a queued Job's Workload follows the Job's queue-name
+/// label and its workload priority class.
+#[tokio::test]
+async fn a_queued_jobs_workload_follows_its_queue_name_and_priority_class() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    for (name, value) in [("low", 10), ("high", 1000)] {
+        fake.put(&yaml::<api::WorkloadPriorityClass>(&format!(
+            "metadata: {{name: {name}}}\nvalue: {value}"
+        )));
+    }
+    let mut j = job("moving", 1, 1, Some("low"));
+    j.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert("kueue.x-k8s.io/queue-name".into(), "nowhere".into());
+    fake.put(&j);
+    let op = start(&fake, "op", config());
+    wait_for(10, "workload in the missing queue", || {
+        workload_of(&fake, "moving").is_some_and(|w| w.spec.queue_name == "nowhere")
+    })
+    .await;
+    // The class changes while it waits: the Workload takes the new class and value.
+    let mut j = job_of(&fake, "moving");
+    j.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert("kueue.x-k8s.io/priority-class".into(), "high".into());
+    fake.put(&j);
+    wait_for(10, "priority followed", || {
+        workload_of(&fake, "moving").is_some_and(|w| {
+            w.spec.priority == Some(1000)
+                && w.spec
+                    .priority_class_ref
+                    .as_ref()
+                    .is_some_and(|r| r.name == "high")
+        })
+    })
+    .await;
+    // Then its queue: the Workload moves to the LocalQueue that exists, and is admitted there.
+    let mut j = job_of(&fake, "moving");
+    j.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert("kueue.x-k8s.io/queue-name".into(), "lq".into());
+    fake.put(&j);
+    wait_for(10, "started in its new queue", || {
+        !suspended(&fake, "moving")
+    })
+    .await;
+    assert_eq!(workload_of(&fake, "moving").unwrap().spec.queue_name, "lq");
+    op.abort();
+}
+
 /// Kueue's `ensureOneWorkload`: a running Job changed so that it no longer matches the Workload holding its quota
 /// (here scaled up) is stopped with its templates restored, its Workload deleted, and a new Workload, built from
 /// the Job as it is now, queues and is admitted: the change cannot run on the old admission's quota.

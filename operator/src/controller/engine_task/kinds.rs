@@ -135,9 +135,18 @@ impl EngineTask {
     async fn reconcile_dirty<I: Reconciled>(&mut self) -> bool {
         let mut did = false;
         for key in std::mem::take(&mut I::queues(&mut self.kinds).dirty) {
-            did |= self.reconcile::<I>(&key).await;
+            did |= self.reconcile_boxed::<I>(&key).await;
         }
         did
+    }
+
+    /// One job's reconcile, on the heap: inlined, every kind's reconcile future would sit in the engine task's, and
+    /// debug builds keep a poll frame's every slot on the stack (a test thread's 2 MiB was nearly spent).
+    fn reconcile_boxed<'a, I: Reconciled + 'a>(
+        &'a mut self,
+        key: &'a I::Key,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + 'a>> {
+        Box::pin(self.reconcile::<I>(key))
     }
 
     fn retry_unbuilt_of<I: Reconciled>(&mut self) {

@@ -94,6 +94,12 @@ impl Reconciled for PodGroups {
         config.pod_groups
     }
 
+    /// Kueue's `CustomQueueNameChange`: a serving group's queue name (a LeaderWorkerSet's groups among them) is its
+    /// owner's to change; a group with no pod left has no label to follow (Kueue does not reconcile it).
+    fn follows_queue_name(job: &PodGroup) -> bool {
+        job.pods.first().is_some_and(|p| !pod_group::is_serving(p))
+    }
+
     fn queues(kinds: &mut Kinds) -> &mut KindQueues<Self::Key> {
         &mut kinds.pod_groups
     }

@@ -130,6 +130,12 @@ pub(super) trait Reconciled: JobIntegration<Job: Clone + Send + Sync> + Sized {
     /// `updateWorkloadToMatchJob`, for every kind but the composable pod groups, which match their pods otherwise).
     const UPDATES_UNMATCHED_WORKLOAD: bool = false;
 
+    /// Whether the job's Workload follows a change of its queue-name label while suspended without admission
+    /// (Kueue's `QueueNameChange`; a serving pod group's is left to its owner).
+    fn follows_queue_name(_job: &Self::Job) -> bool {
+        true
+    }
+
     /// Whether the operator's configuration enables the kind.
     fn enabled(config: &OperatorConfig) -> bool;
     /// The kind's dirty and unbuilt sets.
@@ -283,6 +289,15 @@ impl EngineTask {
                 return false;
             }
         }
+        // Kueue's ensureOneWorkload: the Workload follows a change of the job's workload priority class.
+        // Decided without awaiting, written by a boxed future: a future built here grows every kind's reconcile
+        // poll frame, which debug builds keep whole on the stack (a RayJob's overflowed a test thread's).
+        if !prebuilt && let Some((class, priority)) = self.priority_change::<I>(&job, &wkey, &wl) {
+            let owner = I::event_owner(&job);
+            if self.write_priority(&wkey, class, priority, owner).await {
+                return true;
+            }
+        }
         // Kueue's step 1 (ensureOneWorkload): a job changed while its Workload holds quota is stopped, and the
         // Workload replaced by one built from the job as it is now.
         if I::UPDATES_UNMATCHED_WORKLOAD
@@ -328,6 +343,13 @@ impl EngineTask {
             && I::is_suspended(&job)
             && !cond_true(&wl, condition::QUOTA_RESERVED)
             && self.match_workload_to_job::<I>(&job, &wkey, &wl).await;
+        // Kueue's handleQueueNameChange: a suspended job's Workload without admission follows its queue-name label.
+        let moved = !updated
+            && I::is_suspended(&job)
+            && I::follows_queue_name(&job)
+            && self
+                .follow_queue_name(I::queue_name(&job), &wkey, &wl)
+                .await;
         // Running without an admission (created before Sluice saw it, or its Workload was recreated): stop it
         // until admitted.
         let stopped = !I::is_suspended(&job)
@@ -335,7 +357,125 @@ impl EngineTask {
                 .await
                 .wrote();
         // Without an admission nothing needs a deleted object to be kept for counting.
-        I::finalize(self, key, Release::Deleting).await || stopped || updated
+        I::finalize(self, key, Release::Deleting).await || stopped || updated || moved
+    }
+
+    /// Kueue's `QueueNameChange`: the Workload's `spec.queueName` set to the job's queue-name label when they
+    /// differ; resolves to whether it wrote. Boxed here, so that the callers' futures (and their poll frames,
+    /// which debug builds keep on the stack) hold a pointer, not this future.
+    fn follow_queue_name<'a>(
+        &'a mut self,
+        queue: Option<String>,
+        wkey: &'a WorkloadKey,
+        wl: &'a api::Workload,
+    ) -> std::pin::Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
+        Box::pin(async move {
+            let queue = queue.unwrap_or_default();
+            if queue == wl.spec.queue_name {
+                return false;
+            }
+            let written = self
+                .write_workload_main(wkey, |w| {
+                    if w.spec.queue_name == queue {
+                        return Ok(false);
+                    }
+                    w.spec.queue_name = queue.clone();
+                    Ok(true)
+                })
+                .await;
+            if written.is_some() {
+                self.sync_workload(wkey);
+                self.queues_dirty = true;
+            }
+            written.is_some()
+        })
+    }
+
+    /// Kueue's `UpdateWorkloadPriority`: a Workload whose priority comes from a WorkloadPriorityClass (or that has
+    /// none, and no quota yet) takes the priority class and value the job resolves to now, once the job's
+    /// `kueue.x-k8s.io/priority-class` names another class; a pod PriorityClass's Workload is left alone. Returns
+    /// the class and value to write, if any.
+    #[inline(never)]
+    fn priority_change<I: Reconciled>(
+        &self,
+        job: &I::Job,
+        wkey: &WorkloadKey,
+        wl: &api::Workload,
+    ) -> Option<(Option<api::PriorityClassRef>, Option<i32>)> {
+        let is_workload_class = |r: &api::PriorityClassRef| {
+            r.kind == Some(api::PriorityClassKind::WorkloadPriorityClass)
+                && r.group == Some(api::PriorityClassGroup::Kueue)
+        };
+        let current = wl.spec.priority_class_ref.as_ref();
+        match current {
+            // Once quota is reserved the API server refuses to add a class.
+            None if cond_true(wl, condition::QUOTA_RESERVED) || has_admission(wl) => return None,
+            Some(r) if !is_workload_class(r) => return None,
+            _ => {}
+        }
+        let fresh = match I::compose(job, &self.cache.priorities) {
+            Ok(fresh) => fresh?,
+            Err(e) => {
+                tracing::warn!(workload = %wkey, error = %e, "job's priority not resolved");
+                return None;
+            }
+        };
+        let wanted = fresh
+            .spec
+            .priority_class_ref
+            .as_ref()
+            .filter(|r| is_workload_class(r))
+            .map(|r| r.name.as_str())
+            .unwrap_or_default();
+        if wanted == current.map(|r| r.name.as_str()).unwrap_or_default()
+            || (fresh.spec.priority_class_ref == wl.spec.priority_class_ref
+                && fresh.spec.priority == wl.spec.priority)
+        {
+            return None;
+        }
+        Some((fresh.spec.priority_class_ref, fresh.spec.priority))
+    }
+
+    /// Writes the Workload's priority class and value ([`Self::priority_change`]), with Kueue's event on the job;
+    /// resolves to whether it wrote. Boxed as [`Self::follow_queue_name`] is.
+    fn write_priority<'a>(
+        &'a mut self,
+        wkey: &'a WorkloadKey,
+        class: Option<api::PriorityClassRef>,
+        priority: Option<i32>,
+        owner: Option<ObjectReference>,
+    ) -> std::pin::Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
+        Box::pin(self.write_priority_now(wkey, class, priority, owner))
+    }
+
+    async fn write_priority_now(
+        &mut self,
+        wkey: &WorkloadKey,
+        class: Option<api::PriorityClassRef>,
+        priority: Option<i32>,
+        owner: Option<ObjectReference>,
+    ) -> bool {
+        let written = self
+            .write_workload_main(wkey, |w| {
+                w.spec.priority_class_ref = class.clone();
+                w.spec.priority = priority;
+                Ok(true)
+            })
+            .await;
+        if written.is_some() {
+            self.sync_workload(wkey);
+            self.queues_dirty = true;
+            if let Some(owner) = owner {
+                self.event(
+                    owner,
+                    crate::telemetry::EventSeverity::Normal,
+                    "UpdatedWorkload",
+                    "UpdatedWorkload",
+                    format!("Updated workload priority class: {wkey}"),
+                );
+            }
+        }
+        written.is_some()
     }
 
     /// Writes the job's reclaimable pods into its Workload's status when they changed (each capped at its pod
