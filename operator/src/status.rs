@@ -592,6 +592,27 @@ pub fn requeue_after_restart(
     )
 }
 
+/// Kueue's workload controller on an active workload whose deactivation requeued it as `Deactivated`
+/// (Requeued=False): Requeued=True `Reactivated` "The workload was reactivated". Returns whether it changed.
+pub fn requeue_reactivated(wl: &mut api::Workload, now: engine::Time) -> bool {
+    let deactivated = wl
+        .status
+        .as_ref()
+        .and_then(|s| condition(&s.conditions, labels::condition::REQUEUED))
+        .is_some_and(|c| c.status == "False" && c.reason == labels::reason::DEACTIVATED);
+    if !wl.spec.is_active() || !deactivated {
+        return false;
+    }
+    set_condition(
+        &mut status_mut(wl).conditions,
+        labels::condition::REQUEUED,
+        true,
+        labels::reason::REACTIVATED,
+        "The workload was reactivated",
+        now,
+    )
+}
+
 /// Kueue's reason (QuotaReserved=False) of a Workload whose job is on hold.
 pub const ON_HOLD_REASON: &str = "OnHold";
 
@@ -1078,6 +1099,29 @@ mod tests {
         // Other reasons are not this rule's.
         let mut wl = stopped("PodsReadyTimeout");
         assert!(!requeue_after_restart(&mut wl, true, true, 2_000));
+    }
+
+    #[test]
+    fn a_reactivated_workload_is_requeued_as_reactivated() {
+        let mut wl = api::Workload::default();
+        set_condition(
+            &mut status_mut(&mut wl).conditions,
+            "Requeued",
+            false,
+            "Deactivated",
+            "The workload is deactivated",
+            1_000,
+        );
+        wl.spec.active = Some(false);
+        assert!(!requeue_reactivated(&mut wl, 2_000), "still inactive");
+        wl.spec.active = Some(true);
+        assert!(requeue_reactivated(&mut wl, 2_000));
+        let c = cond(&wl, "Requeued");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+            ("True", "Reactivated", "The workload was reactivated")
+        );
+        assert!(!requeue_reactivated(&mut wl, 3_000), "once");
     }
 
     #[test]

@@ -625,6 +625,10 @@ impl Engine {
                         format!("Can't admit new workloads: {}.", all.join(", ")),
                     )
                 }
+                ("Terminating", _) => (
+                    "Terminating",
+                    "Can't admit new workloads; clusterQueue is terminating".to_string(),
+                ),
                 (r, _) => (r, String::new()),
             };
             let active = reason.is_empty();

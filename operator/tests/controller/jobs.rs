@@ -690,3 +690,35 @@ async fn pods_that_finished_give_their_quota_to_a_waiting_job() {
     );
     op.abort();
 }
+
+/// Kueue's ClusterQueue finalizer: a ClusterQueue being deleted with nothing holding quota in it loses
+/// `kueue.x-k8s.io/resource-in-use`, so its deletion completes.
+#[tokio::test]
+async fn a_deleted_cluster_queue_with_nothing_admitted_loses_its_finalizer() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    let op = start(&fake, "op", config());
+    wait_for(10, "finalizer added", || {
+        fake.get::<api::ClusterQueue>(None, "cq").is_some_and(|c| {
+            c.metadata
+                .finalizers
+                .is_some_and(|f| f.iter().any(|f| f == "kueue.x-k8s.io/resource-in-use"))
+        })
+    })
+    .await;
+    let mut cq = fake.get::<api::ClusterQueue>(None, "cq").unwrap();
+    cq.metadata.deletion_timestamp = Some(sluice_operator::status::k8s_time(1_000));
+    fake.put(&cq);
+    // Gone, or still there without the finalizer.
+    wait_for(10, "finalizer removed", || {
+        fake.get::<api::ClusterQueue>(None, "cq").is_none_or(|c| {
+            !c.metadata
+                .finalizers
+                .unwrap_or_default()
+                .iter()
+                .any(|f| f == "kueue.x-k8s.io/resource-in-use")
+        })
+    })
+    .await;
+    op.abort();
+}

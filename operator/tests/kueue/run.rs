@@ -291,7 +291,9 @@ fn stale_note(step: usize, d: &Difference) -> String {
 /// scheduler has the head popped (`Manager.heads` takes it out of the LocalQueue for the cycle), and rewrites the
 /// count only on the next event for that queue: when a Workload's arrival wakes the scheduler as the LocalQueue
 /// reconciler counts, and the head goes back with its status unchanged, Kueue's count stays one short until
-/// something else touches the queue. Sluice is then compared with the count Kueue's Workloads give.
+/// something else touches the queue. Likewise a ClusterQueue's count once a LocalQueue of it is deleted (its
+/// workloads leave the ClusterQueue, its status is not rewritten). Sluice is then compared with the count Kueue's
+/// Workloads give.
 fn stale_pending(kueue: &[(String, Value)], d: &Difference) -> Option<usize> {
     if d.field != "status.pendingWorkloads" {
         return None;
@@ -323,7 +325,10 @@ fn stale_pending(kueue: &[(String, Value)], d: &Difference) -> Option<usize> {
         })
         .map(|(ns, lq, _)| (ns, lq))
         .collect();
-    if local_queues.is_empty() {
+    // A ClusterQueue none of whose LocalQueues exists any more has nothing pending (Kueue's DeleteLocalQueue takes
+    // a LocalQueue's workloads out of its ClusterQueue, and the status is rewritten only on the ClusterQueue's next
+    // event).
+    if local_queues.is_empty() && kind != "ClusterQueue" {
         return None;
     }
     let pending = kueue
@@ -365,8 +370,8 @@ fn dump(scenario: &str, n: usize, kueue: &[(String, Value)], sluice: &[(String, 
 /// The note for a count left out by `stale_pending`.
 fn stale_pending_note(step: usize, d: &Difference, pending: usize) -> String {
     format!(
-        "after step {step}: {} {}: Kueue's {} was counted while its scheduler held the head, and not recounted; \
-         its Workloads say {pending}, as Sluice's does",
+        "after step {step}: {} {}: Kueue's {} was not recounted (counted while its scheduler held the head, or \
+         before a LocalQueue was deleted); its Workloads say {pending}, as Sluice's does",
         d.object, d.field, d.kueue
     )
 }

@@ -192,6 +192,10 @@ fn deleted_cluster_queue_keeps_usage_until_its_last_workload_leaves() {
         .expect("a is terminating");
     assert!(!u.active);
     assert_eq!(u.inactive_reason, "Terminating");
+    assert_eq!(
+        u.inactive_message,
+        "Can't admit new workloads; clusterQueue is terminating"
+    );
     assert_eq!(u.reserving_workloads, 1);
 
     // a stays in the cohort: its unused 2 cpu can be borrowed, its 8 used cpu cannot.

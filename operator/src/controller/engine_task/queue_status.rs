@@ -25,8 +25,16 @@ impl EngineTask {
         let fair = engine.fair_sharing();
         let mut cq_writes = Vec::new();
         let mut cq_active = BTreeMap::new();
+        let mut released = Vec::new();
         for (name, cq) in &self.cache.cluster_queues {
             let Some(usage) = engine.cluster_queue_usage(name) else {
+                // Being deleted, and gone from the engine once nothing holds quota in it: as Kueue, its finalizer
+                // goes, so the deletion completes.
+                if cq.meta().deletion_timestamp.is_some()
+                    && has_finalizer(cq, labels::RESOURCE_IN_USE_FINALIZER)
+                {
+                    released.push(cq.clone());
+                }
                 continue;
             };
             let stopped = cq.spec.stop_policy() != api::StopPolicy::None;
@@ -125,6 +133,13 @@ impl EngineTask {
             if want {
                 flavor_writes.push((rf.clone(), rf.meta().deletion_timestamp.is_none()));
             }
+        }
+        for cq in released {
+            let api = self.apis.cluster_queues.clone();
+            self.write(&api, cq, Endpoint::Main, "cluster queue finalizer", |c| {
+                Ok(set_finalizer(c, labels::RESOURCE_IN_USE_FINALIZER, false))
+            })
+            .await;
         }
         for (cq, st, finalizer) in cq_writes {
             let name = cq.name_any();

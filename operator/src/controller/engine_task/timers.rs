@@ -47,6 +47,12 @@ impl EngineTask {
         if self.requeue_after_restart(key, &wl).await {
             return;
         }
+        if status::requeue_reactivated(&mut wl.clone(), 0) {
+            let now = now_ms();
+            self.write_workload_status(key, |w| Ok(status::requeue_reactivated(w, now)))
+                .await;
+            return;
+        }
         if self.reconcile_checks(key, &wl).await {
             return;
         }
