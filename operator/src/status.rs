@@ -1023,20 +1023,28 @@ mod tests {
         assert_eq!(past(&wl), Some(72));
     }
 
-    #[test]
-    fn a_deactivation_names_its_cause_and_keeps_its_target() {
+    /// A Workload admitted at 1 s with DeactivationTarget (`reason`, `message`) set at 2 s.
+    fn admitted_with_target(reason: &str, message: &str) -> api::Workload {
         let mut wl = api::Workload::default();
         admitted_at(&mut wl, 1_000);
-        let st = status_mut(&mut wl);
         set_condition(
-            &mut st.conditions,
+            &mut status_mut(&mut wl).conditions,
             labels::condition::DEACTIVATION_TARGET,
             true,
-            "MaximumExecutionTimeExceeded",
-            "exceeding the maximum execution time",
+            reason,
+            message,
             2_000,
         );
-        st.requeue_state = Some(Default::default());
+        wl
+    }
+
+    #[test]
+    fn a_deactivation_names_its_cause_and_keeps_its_target() {
+        let mut wl = admitted_with_target(
+            "MaximumExecutionTimeExceeded",
+            "exceeding the maximum execution time",
+        );
+        status_mut(&mut wl).requeue_state = Some(Default::default());
         evict(
             &mut wl,
             "Deactivated",
@@ -1126,16 +1134,9 @@ mod tests {
 
     #[test]
     fn a_deactivation_for_spent_requeues_drops_its_target() {
-        let mut wl = api::Workload::default();
-        admitted_at(&mut wl, 1_000);
-        let st = status_mut(&mut wl);
-        set_condition(
-            &mut st.conditions,
-            labels::condition::DEACTIVATION_TARGET,
-            true,
+        let mut wl = admitted_with_target(
             "RequeuingLimitExceeded",
             "exceeding the maximum number of re-queuing retries",
-            2_000,
         );
         evict(
             &mut wl,

@@ -543,26 +543,15 @@ async fn a_queued_jobs_workload_follows_its_queue_name_and_priority_class() {
             "metadata: {{name: {name}}}\nvalue: {value}"
         )));
     }
-    let mut j = job("moving", 1, 1, Some("low"));
-    j.metadata
-        .labels
-        .as_mut()
-        .unwrap()
-        .insert("kueue.x-k8s.io/queue-name".into(), "nowhere".into());
-    fake.put(&j);
+    fake.put(&job("moving", 1, 1, Some("low")));
+    relabel(&fake, "moving", "kueue.x-k8s.io/queue-name", "nowhere");
     let op = start(&fake, "op", config());
     wait_for(10, "workload in the missing queue", || {
         workload_of(&fake, "moving").is_some_and(|w| w.spec.queue_name == "nowhere")
     })
     .await;
     // The class changes while it waits: the Workload takes the new class and value.
-    let mut j = job_of(&fake, "moving");
-    j.metadata
-        .labels
-        .as_mut()
-        .unwrap()
-        .insert("kueue.x-k8s.io/priority-class".into(), "high".into());
-    fake.put(&j);
+    relabel(&fake, "moving", "kueue.x-k8s.io/priority-class", "high");
     wait_for(10, "priority followed", || {
         workload_of(&fake, "moving").is_some_and(|w| {
             w.spec.priority == Some(1000)
@@ -574,13 +563,7 @@ async fn a_queued_jobs_workload_follows_its_queue_name_and_priority_class() {
     })
     .await;
     // Then its queue: the Workload moves to the LocalQueue that exists, and is admitted there.
-    let mut j = job_of(&fake, "moving");
-    j.metadata
-        .labels
-        .as_mut()
-        .unwrap()
-        .insert("kueue.x-k8s.io/queue-name".into(), "lq".into());
-    fake.put(&j);
+    relabel(&fake, "moving", "kueue.x-k8s.io/queue-name", "lq");
     wait_for(10, "started in its new queue", || {
         !suspended(&fake, "moving")
     })
@@ -721,4 +704,14 @@ async fn a_deleted_cluster_queue_with_nothing_admitted_loses_its_finalizer() {
     })
     .await;
     op.abort();
+}
+
+/// Sets label `key` of Job `name` to `value`, as its owner would.
+fn relabel(fake: &FakeApi, name: &str, key: &str, value: &str) {
+    let mut j = job_of(fake, name);
+    j.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert(key.into(), value.into());
+    fake.put(&j);
 }

@@ -458,14 +458,7 @@ async fn a_pod_of_a_role_the_workload_lacks_is_left_out_of_the_group() {
         gated(&fake, "o-odd"),
         "the pod of another role is not started"
     );
-    let w = get_workload(&fake, "o").unwrap();
-    let owners: Vec<String> = w
-        .metadata
-        .owner_references
-        .unwrap_or_default()
-        .into_iter()
-        .map(|o| o.name)
-        .collect();
+    let owners = pod_owners(&fake, "o");
     assert_eq!(owners, ["o-0", "o-1"]);
     assert!(writes(&fake, "DELETE", "/pods/o-odd").is_empty());
     op.abort();
@@ -837,14 +830,7 @@ async fn a_failed_pod_is_waited_for_then_replaced_and_released() {
             "No pods need replacement".to_string()
         )
     );
-    let wl = get_workload(&fake, "g").unwrap();
-    let owners: Vec<String> = wl
-        .metadata
-        .owner_references
-        .unwrap_or_default()
-        .into_iter()
-        .map(|o| o.name)
-        .collect();
+    let owners = pod_owners(&fake, "g");
     assert_eq!(owners, ["g-a", "g-b", "g-c"]);
     assert!(has_managed_finalizer(&fake, "g-a") && has_managed_finalizer(&fake, "g-c"));
     assert_eq!(
@@ -852,4 +838,16 @@ async fn a_failed_pod_is_waited_for_then_replaced_and_released() {
         1
     );
     op.abort();
+}
+
+/// The names of the owners of Workload `name`.
+fn pod_owners(fake: &FakeApi, name: &str) -> Vec<String> {
+    get_workload(fake, name)
+        .unwrap()
+        .metadata
+        .owner_references
+        .unwrap_or_default()
+        .into_iter()
+        .map(|o| o.name)
+        .collect()
 }
