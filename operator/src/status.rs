@@ -555,62 +555,64 @@ pub fn requeue_after_eviction(wl: &mut api::Workload, now: engine::Time) {
     );
 }
 
-/// Kueue's workload controller once a stopped queue runs again: a workload its LocalQueue's (or ClusterQueue's)
-/// `HoldAndDrain` evicted, Requeued=False with that reason, gets Requeued=True `LocalQueueRestarted` "The LocalQueue
-/// was restarted after being stopped" (`ClusterQueueRestarted`, "The ClusterQueue ..."). `lq_active` / `cq_active`:
-/// its LocalQueue / that LocalQueue's ClusterQueue exists with no stop policy. Returns whether it changed.
-pub fn requeue_after_restart(
-    wl: &mut api::Workload,
-    lq_active: bool,
-    cq_active: bool,
-    now: engine::Time,
-) -> bool {
-    let stopped_by = wl
-        .status
+/// A Requeued=True condition Kueue's workload controller sets on a workload that may run again: its reason and message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Requeue {
+    /// The condition's reason.
+    pub reason: &'static str,
+    /// The condition's message.
+    pub message: &'static str,
+}
+
+impl Requeue {
+    /// Sets Requeued=True with this reason and message; returns whether it changed.
+    pub fn apply(self, wl: &mut api::Workload, now: engine::Time) -> bool {
+        set_condition(
+            &mut status_mut(wl).conditions,
+            labels::condition::REQUEUED,
+            true,
+            self.reason,
+            self.message,
+            now,
+        )
+    }
+}
+
+/// The reason of a workload's Requeued=False condition, if it has one.
+fn requeued_false_reason(wl: &api::Workload) -> Option<&str> {
+    wl.status
         .as_ref()
         .and_then(|s| condition(&s.conditions, labels::condition::REQUEUED))
         .filter(|c| c.status == "False")
-        .map(|c| c.reason.clone());
-    let (reason, message) = match stopped_by.as_deref() {
-        Some(labels::reason::LOCAL_QUEUE_STOPPED) if lq_active => (
-            labels::reason::LOCAL_QUEUE_RESTARTED,
-            "The LocalQueue was restarted after being stopped",
-        ),
-        Some(labels::reason::CLUSTER_QUEUE_STOPPED) if cq_active => (
-            labels::reason::CLUSTER_QUEUE_RESTARTED,
-            "The ClusterQueue was restarted after being stopped",
-        ),
-        _ => return false,
-    };
-    set_condition(
-        &mut status_mut(wl).conditions,
-        labels::condition::REQUEUED,
-        true,
-        reason,
-        message,
-        now,
-    )
+        .map(|c| c.reason.as_str())
+}
+
+/// Kueue's workload controller once a stopped queue runs again: a workload its LocalQueue's (or ClusterQueue's)
+/// `HoldAndDrain` evicted, Requeued=False with that reason, gets Requeued=True `LocalQueueRestarted` "The LocalQueue
+/// was restarted after being stopped" (`ClusterQueueRestarted`, "The ClusterQueue ..."). `lq_active` / `cq_active`:
+/// its LocalQueue / that LocalQueue's ClusterQueue exists with no stop policy.
+pub fn restart_requeue(wl: &api::Workload, lq_active: bool, cq_active: bool) -> Option<Requeue> {
+    match requeued_false_reason(wl)? {
+        labels::reason::LOCAL_QUEUE_STOPPED if lq_active => Some(Requeue {
+            reason: labels::reason::LOCAL_QUEUE_RESTARTED,
+            message: "The LocalQueue was restarted after being stopped",
+        }),
+        labels::reason::CLUSTER_QUEUE_STOPPED if cq_active => Some(Requeue {
+            reason: labels::reason::CLUSTER_QUEUE_RESTARTED,
+            message: "The ClusterQueue was restarted after being stopped",
+        }),
+        _ => None,
+    }
 }
 
 /// Kueue's workload controller on an active workload whose deactivation requeued it as `Deactivated`
-/// (Requeued=False): Requeued=True `Reactivated` "The workload was reactivated". Returns whether it changed.
-pub fn requeue_reactivated(wl: &mut api::Workload, now: engine::Time) -> bool {
-    let deactivated = wl
-        .status
-        .as_ref()
-        .and_then(|s| condition(&s.conditions, labels::condition::REQUEUED))
-        .is_some_and(|c| c.status == "False" && c.reason == labels::reason::DEACTIVATED);
-    if !wl.spec.is_active() || !deactivated {
-        return false;
-    }
-    set_condition(
-        &mut status_mut(wl).conditions,
-        labels::condition::REQUEUED,
-        true,
-        labels::reason::REACTIVATED,
-        "The workload was reactivated",
-        now,
-    )
+/// (Requeued=False): Requeued=True `Reactivated` "The workload was reactivated".
+pub fn reactivation_requeue(wl: &api::Workload) -> Option<Requeue> {
+    (wl.spec.is_active() && requeued_false_reason(wl) == Some(labels::reason::DEACTIVATED))
+        .then_some(Requeue {
+            reason: labels::reason::REACTIVATED,
+            message: "The workload was reactivated",
+        })
 }
 
 /// Kueue's reason (QuotaReserved=False) of a Workload whose job is on hold.
@@ -1086,10 +1088,14 @@ mod tests {
             );
             wl
         };
+        // The pure rule, then its write, as the operator and the simulator use them.
+        let restart = |wl: &mut api::Workload, lq: bool, cq: bool, now| {
+            restart_requeue(wl, lq, cq).is_some_and(|r| r.apply(wl, now))
+        };
         let mut wl = stopped("LocalQueueStopped");
         // Still stopped: nothing changes; the ClusterQueue running does not restart a LocalQueue's eviction.
-        assert!(!requeue_after_restart(&mut wl, false, true, 2_000));
-        assert!(requeue_after_restart(&mut wl, true, false, 2_000));
+        assert!(!restart(&mut wl, false, true, 2_000));
+        assert!(restart(&mut wl, true, false, 2_000));
         let c = cond(&wl, "Requeued");
         assert_eq!(
             (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
@@ -1099,18 +1105,21 @@ mod tests {
                 "The LocalQueue was restarted after being stopped"
             )
         );
-        assert!(!requeue_after_restart(&mut wl, true, true, 3_000), "once");
+        assert!(!restart(&mut wl, true, true, 3_000), "once");
         let mut wl = stopped("ClusterQueueStopped");
-        assert!(!requeue_after_restart(&mut wl, true, false, 2_000));
-        assert!(requeue_after_restart(&mut wl, false, true, 2_000));
+        assert!(!restart(&mut wl, true, false, 2_000));
+        assert!(restart(&mut wl, false, true, 2_000));
         assert_eq!(cond(&wl, "Requeued").reason, "ClusterQueueRestarted");
         // Other reasons are not this rule's.
         let mut wl = stopped("PodsReadyTimeout");
-        assert!(!requeue_after_restart(&mut wl, true, true, 2_000));
+        assert!(!restart(&mut wl, true, true, 2_000));
     }
 
     #[test]
     fn a_reactivated_workload_is_requeued_as_reactivated() {
+        let reactivate = |wl: &mut api::Workload, now| {
+            reactivation_requeue(wl).is_some_and(|r| r.apply(wl, now))
+        };
         let mut wl = api::Workload::default();
         set_condition(
             &mut status_mut(&mut wl).conditions,
@@ -1121,15 +1130,15 @@ mod tests {
             1_000,
         );
         wl.spec.active = Some(false);
-        assert!(!requeue_reactivated(&mut wl, 2_000), "still inactive");
+        assert!(!reactivate(&mut wl, 2_000), "still inactive");
         wl.spec.active = Some(true);
-        assert!(requeue_reactivated(&mut wl, 2_000));
+        assert!(reactivate(&mut wl, 2_000));
         let c = cond(&wl, "Requeued");
         assert_eq!(
             (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
             ("True", "Reactivated", "The workload was reactivated")
         );
-        assert!(!requeue_reactivated(&mut wl, 3_000), "once");
+        assert!(!reactivate(&mut wl, 3_000), "once");
     }
 
     #[test]

@@ -506,8 +506,11 @@ impl Simulation {
                 let cq_active = lq
                     .and_then(|l| sim.objects.cluster_queues.get(&l.cluster_queue))
                     .is_some_and(|c| none(c.object.spec.stop_policy()));
-                status::requeue_after_restart(&mut wl, lq_active, cq_active, default_created);
-                status::requeue_reactivated(&mut wl, default_created);
+                if let Some(requeue) = status::restart_requeue(&wl, lq_active, cq_active)
+                    .or_else(|| status::reactivation_requeue(&wl))
+                {
+                    requeue.apply(&mut wl, default_created);
+                }
                 let meta = wl.metadata.clone();
                 (wl, None, loaded.origin.clone(), meta)
             };

@@ -93,13 +93,7 @@ impl EngineTask {
                     let old = self.cache.local_queues.insert(key.clone(), obj.clone());
                     if old.is_some_and(|o| o.spec.stop_policy() != obj.spec.stop_policy()) {
                         // Those its stop evicted are requeued when it runs again (Kueue's workload controller).
-                        let keys = self
-                            .cache
-                            .workloads
-                            .iter()
-                            .filter(|(k, w)| k.namespace == key.0 && w.spec.queue_name == key.1)
-                            .map(|(k, _)| k.clone());
-                        self.dirty_workloads.extend(keys);
+                        self.mark_workloads_of_local_queue_dirty(&key.0, &key.1);
                     }
                     match ingest::local_queue(&obj) {
                         Ok(l) => {
@@ -422,6 +416,17 @@ impl EngineTask {
             Ok(f) => self.engine_apply(Event::UpsertFlavor(f)),
             Err(e) => tracing::warn!(error = %e, "resource flavor ignored"),
         }
+    }
+
+    /// Every workload queued through LocalQueue `namespace`/`name` is reconciled again.
+    fn mark_workloads_of_local_queue_dirty(&mut self, namespace: &str, name: &str) {
+        let keys = self
+            .cache
+            .workloads
+            .iter()
+            .filter(|(k, w)| k.namespace == namespace && w.spec.queue_name == name)
+            .map(|(k, _)| k.clone());
+        self.dirty_workloads.extend(keys);
     }
 
     /// Every workload queued through a LocalQueue of ClusterQueue `cq` is reconciled again.

@@ -44,12 +44,12 @@ impl EngineTask {
                 return;
             }
         }
-        if self.requeue_after_restart(key, &wl).await {
-            return;
-        }
-        if status::requeue_reactivated(&mut wl.clone(), 0) {
+        if let Some(requeue) = self
+            .restart_requeue(key, &wl)
+            .or_else(|| status::reactivation_requeue(&wl))
+        {
             let now = now_ms();
-            self.write_workload_status(key, |w| Ok(status::requeue_reactivated(w, now)))
+            self.write_workload_status(key, |w| Ok(requeue.apply(w, now)))
                 .await;
             return;
         }
@@ -254,9 +254,9 @@ impl EngineTask {
         );
     }
 
-    /// A workload a stopped LocalQueue or ClusterQueue evicted, once that queue runs again: Requeued=True
-    /// ([`status::requeue_after_restart`]). Returns whether it wrote.
-    async fn requeue_after_restart(&mut self, key: &WorkloadKey, wl: &api::Workload) -> bool {
+    /// A workload a stopped LocalQueue or ClusterQueue evicted, once that queue runs again: the Requeued=True
+    /// condition it gets ([`status::restart_requeue`]).
+    fn restart_requeue(&self, key: &WorkloadKey, wl: &api::Workload) -> Option<status::Requeue> {
         let lq = self
             .cache
             .local_queues
@@ -266,16 +266,7 @@ impl EngineTask {
         let cq_active = lq
             .and_then(|l| self.cache.cluster_queues.get(&l.spec.cluster_queue))
             .is_some_and(|c| none(c.spec.stop_policy()));
-        let mut probe = wl.clone();
-        let now = now_ms();
-        if !status::requeue_after_restart(&mut probe, lq_active, cq_active, now) {
-            return false;
-        }
-        self.write_workload_status(key, |w| {
-            Ok(status::requeue_after_restart(w, lq_active, cq_active, now))
-        })
-        .await
-        .is_some()
+        status::restart_requeue(wl, lq_active, cq_active)
     }
 
     /// Sets DeactivationTarget (`reason`, `message`) and `spec.active=false`; the engine then evicts the workload
