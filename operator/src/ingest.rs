@@ -576,6 +576,15 @@ fn node_selector_terms(
 pub fn workload(
     wl: &api::Workload,
 ) -> Result<(engine::Workload, Option<engine::Admission>), IngestError> {
+    workload_with(wl, &crate::resource_rules::NO_RULES)
+}
+
+/// A Workload as the engine sees it once Kueue's adjustments (`rules`: its namespace's LimitRanges, the
+/// RuntimeClasses) are made to its pod templates, with the admission it records.
+pub fn workload_with(
+    wl: &api::Workload,
+    rules: &crate::resource_rules::ResourceRules,
+) -> Result<(engine::Workload, Option<engine::Admission>), IngestError> {
     validation::validate_workload(wl)?;
     let name = name_of("Workload", &wl.metadata)?;
     let namespace = wl
@@ -593,6 +602,7 @@ pub fn workload(
     }
     // An empty queueName is accepted, as Kueue does: the Workload waits ("LocalQueue  doesn't exist").
     let mut pod_sets = Vec::with_capacity(wl.spec.pod_sets.len());
+    let mut adjusted = Vec::with_capacity(wl.spec.pod_sets.len());
     for (i, ps) in wl.spec.pod_sets.iter().enumerate() {
         let field = format!("spec.podSets[{i}]");
         if ps.count < 0 {
@@ -611,13 +621,17 @@ pub fn workload(
                 format!("must be between 1 and count ({})", ps.count),
             ));
         }
-        let pod = ps.template.spec.clone().unwrap_or_default();
+        let mut pod = ps.template.spec.clone().unwrap_or_default();
+        rules.adjust(&namespace, &mut pod);
         let tfield = format!("{field}.template.spec");
+        let requests = pod_requests(&object, &tfield, &pod)?;
+        let mut counted = requests.clone();
+        rules.counting.count(&mut counted);
         pod_sets.push(engine::PodSet {
             name: ps.name.clone(),
             count: ps.count,
             min_count: ps.min_count,
-            requests: pod_requests(&object, &tfield, &pod)?,
+            requests: counted,
             node_selector: pod.node_selector.clone().unwrap_or_default(),
             required_affinity: node_selector_terms(&object, &tfield, &pod)?,
             tolerations: pod
@@ -629,7 +643,10 @@ pub fn workload(
                 .collect::<Result<_, _>>()?,
             topology: pod_set_topology(&object, &field, ps)?,
         });
+        adjusted.push((pod, requests));
     }
+    let checked: Vec<_> = adjusted.iter().map(|(p, r)| (p, r)).collect();
+    let misconfigured = rules.admissibility(&namespace, &checked);
     let creation_time = wl
         .metadata
         .creation_timestamp
@@ -716,6 +733,7 @@ pub fn workload(
             })
             .unwrap_or_default(),
         scheduling_shape: scheduling_shape(wl),
+        misconfigured,
     };
     Ok((out, admission))
 }

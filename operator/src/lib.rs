@@ -16,6 +16,7 @@ pub mod leader;
 pub mod manifest;
 pub mod output;
 pub mod policy;
+pub mod resource_rules;
 pub mod sim;
 pub mod status;
 pub mod telemetry;

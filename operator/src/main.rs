@@ -403,9 +403,13 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         config.fair_sharing = Some(FairSharingConfig::default());
     }
     config.evict_on_degraded_gpus |= args.evict_on_degraded_gpus;
-    let mut simulation =
-        Simulation::from_documents_with_fairness(&docs, config, policies.fairness.clone())
-            .map_err(bad_input)?;
+    let mut simulation = Simulation::from_documents_counting(
+        &docs,
+        config,
+        policies.fairness.clone(),
+        sim_config.resource_counting.clone(),
+    )
+    .map_err(bad_input)?;
     simulation.set_detailed_pending_reasons(
         args.detailed_pending_reasons || sim_config.detailed_pending_reasons,
     );

@@ -959,8 +959,8 @@ fn simulate_config_refuses_what_it_cannot_honour() {
             &["typo.yaml", "unknown field `fairSharingg`"][..],
         ),
         (
-            "transformations.yaml",
-            &["transformations.yaml", "field `resources`", "not simulated"][..],
+            "dra.yaml",
+            &["dra.yaml", "resources.deviceClassMappings", "not supported"][..],
         ),
         (
             "gate.yaml",
@@ -984,6 +984,95 @@ fn simulate_config_refuses_what_it_cannot_honour() {
             assert!(err.contains(n), "{file}: {n:?} in {err}");
         }
     }
+}
+
+/// Kueue's resource transformations and a namespace's LimitRange decide what the simulator counts.
+#[test]
+fn simulate_counts_transformed_and_limit_range_defaulted_requests() {
+    let dir = std::env::temp_dir().join(format!("sluice-transform-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let manifests = dir.join("mig.yaml");
+    std::fs::write(
+        &manifests,
+        r#"
+apiVersion: v1
+kind: LimitRange
+metadata: {namespace: team, name: defaults}
+spec:
+  limits:
+  - type: Container
+    defaultRequest: {cpu: 250m}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: a100-mig}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: mig}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, example.com/accelerator-memory]
+    flavors:
+    - name: a100-mig
+      resources:
+      - {name: cpu, nominalQuota: 4}
+      - {name: example.com/accelerator-memory, nominalQuota: 20Gi}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {namespace: team, name: q}
+spec: {clusterQueue: mig}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  namespace: team
+  name: slices
+  labels: {kueue.x-k8s.io/queue-name: q}
+spec:
+  parallelism: 3
+  completions: 3
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: busybox
+        resources:
+          requests: {ephemeral-storage: 1Gi}
+          limits: {nvidia.com/mig-1g.5gb: 1}
+"#,
+    )
+    .unwrap();
+    let o = sluice(&[
+        "simulate",
+        "--config",
+        "tests/fixtures/config/transformations.yaml",
+        "-f",
+        manifests.to_str().unwrap(),
+        "-o",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let items = out["items"].as_array().expect("a List");
+    let wl = items
+        .iter()
+        .find(|i| i["kind"] == "Workload")
+        .expect("the Job's Workload");
+    assert_eq!(
+        wl["status"]["admission"]["podSetAssignments"][0]["resourceUsage"],
+        // Kueue writes a resource it does not know as bytes in plain units.
+        serde_json::json!({"cpu": "750m", "example.com/accelerator-memory": "16106127360"}),
+        "{wl}"
+    );
+    // Without the Configuration the scratch space and MIG slices count as themselves, which the ClusterQueue lacks.
+    let o = sluice(&["simulate", "-f", manifests.to_str().unwrap(), "-o", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("resource ephemeral-storage unavailable in ClusterQueue"));
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]

@@ -191,6 +191,7 @@ pub fn synthetic_cluster(args: &BenchShape) -> (Vec<Event>, Vec<Event>) {
                 pods_ready: false,
                 reclaimable: Vec::new(),
                 scheduling_shape: 0,
+                misconfigured: None,
                 quota_reserved_at: None,
                 checkpointed_at: None,
                 priority_boost: 0,

@@ -25,8 +25,10 @@ pub const WAITING_FOR_PODS_READY_MESSAGE: &str =
 enum Requeue {
     /// Back to the heap (retried next cycle).
     Immediate,
-    /// To the inadmissible list in BestEffortFIFO (heap in StrictFIFO).
+    /// To the inadmissible list in BestEffortFIFO (heap in StrictFIFO); its shape set aside for the cycle.
     NoFit,
+    /// As `NoFit`, for a reason other than quota (Kueue's generic requeue reason): no shape set aside.
+    Generic,
     /// Inadmissible regardless of strategy.
     Mismatch,
 }
@@ -278,6 +280,13 @@ impl Engine {
                 continue;
             }
             let Some(w) = self.wl(wl) else { continue };
+            if let Some(why) = &w.spec.misconfigured {
+                // Kueue's admissibility checks, after the namespace's: requeued as any inadmissible workload.
+                let why = why.clone();
+                self.set_pending(wl, "Misconfigured", &why);
+                requeues.push((wl, cq, Requeue::Generic));
+                continue;
+            }
             let cq_generation = self.cq(cq).map(|c| c.generation).unwrap_or(0);
             // Kueue keeps the scan progress for the next cycle, or while the ClusterQueue's
             // allocatable generation is unchanged.
@@ -421,7 +430,9 @@ impl Engine {
         let Some(c) = self.cq_mut(cq) else { return };
         let to_heap = match how {
             Requeue::Immediate => true,
-            Requeue::NoFit => c.spec.queueing_strategy == QueueingStrategy::StrictFIFO,
+            Requeue::NoFit | Requeue::Generic => {
+                c.spec.queueing_strategy == QueueingStrategy::StrictFIFO
+            }
             Requeue::Mismatch => false,
         };
         if to_heap {

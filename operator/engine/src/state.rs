@@ -18,6 +18,7 @@ const INADMISSIBLE: &str = "Inadmissible";
 fn same_scheduling_inputs(old: &Workload, new: &Workload) -> bool {
     old.pod_sets == new.pod_sets
         && old.scheduling_shape == new.scheduling_shape
+        && old.misconfigured == new.misconfigured
         && old.queue_name == new.queue_name
         && old.active == new.active
         && old.priority == new.priority

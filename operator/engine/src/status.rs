@@ -58,6 +58,8 @@ impl Engine {
                         borrowed,
                     });
                 }
+                // Kueue lists them by name (a stable order, whatever the covered order).
+                resources.sort_by(|a, b| a.name.cmp(&b.name));
                 out.push(FlavorUsage {
                     name: self.ids.flavor_name(f).to_string(),
                     resources,

@@ -663,6 +663,9 @@ pub struct Workload {
     /// A digest of what else of its pod templates Kueue's scheduling hash covers and the engine does not read
     /// (ports, runtime class, spread constraints, overhead, claims, pod priority); 0 when there is none.
     pub scheduling_shape: u64,
+    /// Why Kueue's admissibility checks refuse its pod templates (requests above limits, or outside its
+    /// namespace's LimitRanges), worded as Kueue's pending message; None when they pass.
+    pub misconfigured: Option<String>,
 }
 
 impl Workload {

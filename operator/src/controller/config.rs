@@ -274,6 +274,111 @@ pub struct ConfigFile {
     /// featureGates.
     #[serde(default)]
     pub feature_gates: std::collections::BTreeMap<String, bool>,
+    /// resources.
+    #[serde(default)]
+    pub resources: Option<ResourcesFile>,
+}
+
+/// Kueue's `resources`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResourcesFile {
+    /// Resources whose names start with one of these are not counted.
+    #[serde(default)]
+    pub exclude_resource_prefixes: Vec<String>,
+    /// How requested resources are counted as others.
+    #[serde(default)]
+    pub transformations: Vec<TransformationFile>,
+    /// Behind Kueue's alpha QuotaCheckStrategy gate: not supported.
+    #[serde(default)]
+    pub quota_check_strategy: Option<String>,
+    /// Dynamic Resource Allocation (KueueDRAIntegration, alpha): not supported.
+    #[serde(default)]
+    pub device_class_mappings: Vec<serde_json::Value>,
+}
+
+/// One of Kueue's `resources.transformations`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TransformationFile {
+    /// The requested resource transformed.
+    pub input: String,
+    /// Retain (default) or Replace.
+    #[serde(default)]
+    pub strategy: Option<String>,
+    /// A resource whose request multiplies the outputs.
+    #[serde(default)]
+    pub multiply_by: Option<String>,
+    /// Output resources per unit of input.
+    #[serde(default)]
+    pub outputs:
+        std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+}
+
+impl ResourcesFile {
+    /// The counting rules, validated as Kueue validates its Configuration.
+    pub fn counting(&self, origin: &str) -> Result<crate::resource_rules::Counting, ConfigError> {
+        let invalid = |field: String, message: String| ConfigError::Invalid {
+            path: origin.to_string(),
+            message: format!("resources.{field}: {message}"),
+        };
+        if self.quota_check_strategy.is_some() {
+            return Err(invalid(
+                "quotaCheckStrategy".into(),
+                "not supported (Kueue's alpha QuotaCheckStrategy gate)".into(),
+            ));
+        }
+        if !self.device_class_mappings.is_empty() {
+            return Err(invalid(
+                "deviceClassMappings".into(),
+                "Dynamic Resource Allocation is not supported (Kueue's alpha KueueDRAIntegration)"
+                    .into(),
+            ));
+        }
+        let mut out = crate::resource_rules::Counting {
+            exclude_prefixes: self.exclude_resource_prefixes.clone(),
+            ..Default::default()
+        };
+        for (i, t) in self.transformations.iter().enumerate() {
+            let replace = match t.strategy.as_deref() {
+                None | Some("Retain") => false,
+                Some("Replace") => true,
+                Some(other) => {
+                    return Err(invalid(
+                        format!("transformations[{i}].strategy"),
+                        format!(
+                            "Unsupported value: {other:?}: supported values: \"Retain\", \"Replace\""
+                        ),
+                    ));
+                }
+            };
+            if out.transformations.contains_key(&t.input) {
+                return Err(invalid(
+                    format!("transformations[{i}].input"),
+                    format!("Duplicate value: {:?}", t.input),
+                ));
+            }
+            let mut outputs = std::collections::BTreeMap::new();
+            for (name, q) in &t.outputs {
+                let v = sluice_sdk::quantity::nano_value(q).ok_or_else(|| {
+                    invalid(
+                        format!("transformations[{i}].outputs[{name}]"),
+                        format!("{:?} is not a quantity", q.0),
+                    )
+                })?;
+                outputs.insert(name.clone(), v);
+            }
+            out.transformations.insert(
+                t.input.clone(),
+                crate::resource_rules::Transformation {
+                    replace,
+                    multiply_by: t.multiply_by.clone().filter(|m| !m.is_empty()),
+                    outputs,
+                },
+            );
+        }
+        Ok(out)
+    }
 }
 
 /// Kueue's admissionFairSharing.
@@ -471,6 +576,8 @@ pub struct OperatorConfig {
     pub identity: String,
     /// WebAssembly host settings for PolicyModules (call deadline, memory cap, pool size).
     pub policy_host: sluice_sdk::host::HostConfig,
+    /// Kueue's `resources`: excluded prefixes and transformations of the requests counted.
+    pub resource_counting: crate::resource_rules::Counting,
     /// Failed calls in a row after which a PolicyModule is Degraded.
     pub policy_degrade_after: u32,
     /// Least time between two PolicyModule status writes that only change counters.
@@ -498,6 +605,7 @@ impl Default for OperatorConfig {
             writes_in_flight: 16,
             identity: "sluice-operator".to_string(),
             policy_host: sluice_sdk::host::HostConfig::default(),
+            resource_counting: Default::default(),
             policy_degrade_after: 5,
             policy_status_interval: Duration::from_secs(10),
         }
@@ -543,6 +651,9 @@ impl OperatorConfig {
             message,
         };
         let mut out = Self::default();
+        if let Some(r) = &file.resources {
+            out.resource_counting = r.counting(origin)?;
+        }
         let gates = FeatureGates::parse(origin, &file.feature_gates)?;
         out.engine.partial_admission = gates.partial_admission;
         out.engine.prioritize_preemptor_workloads = gates.prioritize_preemptor_workloads;

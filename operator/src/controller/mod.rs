@@ -21,7 +21,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{LimitRange, Namespace, Node, Pod};
+use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::runtime::watcher;
 use kube::{Api, Client};
@@ -157,6 +158,24 @@ impl Operator {
                 Input::Namespace,
                 Input::Synced,
                 "Namespace",
+                Remember::Whole,
+            ),
+            spawn_watcher(
+                Api::<LimitRange>::all(c.clone()),
+                cfg(),
+                tx.clone(),
+                Input::LimitRange,
+                Input::Synced,
+                "LimitRange",
+                Remember::Whole,
+            ),
+            spawn_watcher(
+                Api::<RuntimeClass>::all(c.clone()),
+                cfg(),
+                tx.clone(),
+                Input::RuntimeClass,
+                Input::Synced,
+                "RuntimeClass",
                 Remember::Whole,
             ),
             spawn_watcher(

@@ -155,6 +155,16 @@ pub const PERMISSIONS: &[Permission] = &[
     },
     Permission {
         group: "",
+        resource: "limitranges",
+        verbs: WATCH,
+    },
+    Permission {
+        group: "node.k8s.io",
+        resource: "runtimeclasses",
+        verbs: WATCH,
+    },
+    Permission {
+        group: "",
         resource: "nodes",
         verbs: WATCH,
     },

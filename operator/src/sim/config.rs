@@ -23,6 +23,7 @@ const SCHEDULING_FIELDS: &[&str] = &[
     "manageJobsWithoutQueueName",
     "featureGates",
     "integrations",
+    "resources",
 ];
 
 /// Kueue's fields that configure the manager process only: no effect on what a simulation admits.
@@ -46,10 +47,6 @@ const PROCESS_FIELDS: &[&str] = &[
 
 /// Kueue's fields of features the simulator does not model yet, with what is missing.
 const NOT_SIMULATED: &[(&str, &str)] = &[
-    (
-        "resources",
-        "resource transformations and excluded resource prefixes are not simulated yet",
-    ),
     ("multiKueue", "MultiKueue is not simulated"),
     (
         "managedJobsNamespaceSelector",
@@ -67,6 +64,8 @@ pub struct SimConfig {
     /// waitForPodsReady (None: off): timeouts and backoffs for pods that are slow to start
     /// (`sluice.dev/simulated-startup`).
     pub wait_for_pods_ready: Option<WaitForPodsReady>,
+    /// `resources`: excluded prefixes and transformations of the requests counted.
+    pub resource_counting: crate::resource_rules::Counting,
 }
 
 impl Default for SimConfig {
@@ -77,6 +76,7 @@ impl Default for SimConfig {
             engine: operator.engine,
             detailed_pending_reasons: operator.detailed_pending_reasons,
             wait_for_pods_ready: operator.wait_for_pods_ready,
+            resource_counting: operator.resource_counting,
         }
     }
 }
@@ -143,6 +143,7 @@ impl SimConfig {
             engine: operator.engine,
             detailed_pending_reasons: operator.detailed_pending_reasons,
             wait_for_pods_ready: operator.wait_for_pods_ready,
+            resource_counting: operator.resource_counting,
         })
     }
 }

@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::core::v1::{LimitRange, Namespace, Node};
+use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde::de::DeserializeOwned;
 use sluice_sdk::jobset::{self, JobSet};
@@ -86,6 +87,10 @@ pub struct ClusterObjects {
     pub namespaces: BTreeMap<String, Loaded<Namespace>>,
     /// Nodes by name.
     pub nodes: BTreeMap<String, Loaded<Node>>,
+    /// LimitRanges by namespace/name.
+    pub limit_ranges: BTreeMap<NsName, Loaded<LimitRange>>,
+    /// RuntimeClasses by name.
+    pub runtime_classes: BTreeMap<String, Loaded<RuntimeClass>>,
     /// Node agents' reports (sluice.dev NodeGpuTopology) by name.
     pub node_gpu_topologies: BTreeMap<String, Loaded<NodeGpuTopology>>,
     /// PriorityClasses by name.
@@ -239,6 +244,14 @@ impl ClusterObjects {
         match (api_version, doc.kind().unwrap_or_default()) {
             ("v1", "Namespace") => insert(&mut self.namespaces, name, o, what, typed(doc)?),
             ("v1", "Node") => insert(&mut self.nodes, name, o, what, typed(doc)?),
+            ("v1", "LimitRange") => {
+                let mut lr: LimitRange = typed(doc)?;
+                lr.metadata.namespace = Some(ns());
+                insert(&mut self.limit_ranges, (ns(), name), o, what, lr)
+            }
+            ("node.k8s.io/v1", "RuntimeClass") => {
+                insert(&mut self.runtime_classes, name, o, what, typed(doc)?)
+            }
             // What a job's manifest often carries beside it (its code, credentials, endpoints) decides nothing
             // about admission: skipped, as Kueue never reads it.
             ("v1", "ConfigMap" | "Secret" | "Service" | "ServiceAccount") => {
@@ -391,7 +404,7 @@ impl ClusterObjects {
                 what,
                 format!(
                     "unsupported kind {k:?} in {v:?}: the simulator reads Kueue's kinds (kueue.x-k8s.io/v1beta2 or \
-                     v1beta1), v1 Namespace and Node, scheduling.k8s.io/v1 PriorityClass, batch/v1 Job, jobset.x-k8s.io/v1alpha2 \
+                     v1beta1), v1 Namespace, Node and LimitRange, node.k8s.io/v1 RuntimeClass, scheduling.k8s.io/v1 PriorityClass, batch/v1 Job, jobset.x-k8s.io/v1alpha2 \
                      JobSet, kubeflow.org/v1 PyTorchJob, ray.io/v1 RayJob, RayCluster and RayService, trainer.kubeflow.org/v1alpha1 \
                      TrainJob, TrainingRuntime and ClusterTrainingRuntime, leaderworkerset.x-k8s.io/v1 LeaderWorkerSet, and sluice.dev/v1alpha1 NodeGpuTopology"
                 ),

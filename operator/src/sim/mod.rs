@@ -130,6 +130,8 @@ pub struct Simulation {
     pub jobs: BTreeMap<JobKey, SimJob>,
     /// The engine.
     pub engine: Engine,
+    /// The LimitRanges and RuntimeClasses read, which adjust the Workloads' requests as in Kueue.
+    rules: crate::resource_rules::ResourceRules,
     timed: bool,
     fair_sharing: bool,
     detailed_pending_reasons: bool,
@@ -222,6 +224,17 @@ impl Simulation {
         docs: &[Document],
         config: EngineConfig,
         fairness: Option<std::sync::Arc<dyn crate::engine::EngineFairness>>,
+    ) -> Result<Self, SimError> {
+        Self::from_documents_counting(docs, config, fairness, Default::default())
+    }
+
+    /// Builds a simulation as [`Self::from_documents_with_fairness`] whose Workloads' requests are counted by
+    /// `counting` (a Configuration's `resources`).
+    pub fn from_documents_counting(
+        docs: &[Document],
+        config: EngineConfig,
+        fairness: Option<std::sync::Arc<dyn crate::engine::EngineFairness>>,
+        counting: crate::resource_rules::Counting,
     ) -> Result<Self, SimError> {
         // Kueue's samples create Jobs with generateName (`kubectl create -f`): name them as the API server would.
         let docs = crate::manifest::with_generated_names(docs);
@@ -441,8 +454,16 @@ impl Simulation {
             priorities.upsert_pod_class(&p.object);
         }
 
+        let mut rules = crate::resource_rules::ResourceRules::with_counting(counting);
+        for lr in objects.limit_ranges.values() {
+            rules.upsert_limit_range(lr.object.clone());
+        }
+        for rc in objects.runtime_classes.values() {
+            rules.upsert_runtime_class(rc.object.clone());
+        }
         let mut sim = Simulation {
             objects,
+            rules,
             workloads: BTreeMap::new(),
             jobs: BTreeMap::new(),
             engine,
@@ -544,7 +565,7 @@ impl Simulation {
                 .map(|ps| PodSetInfo::from_template(&ps.name, ps.count, &ps.template))
                 .collect();
             // Validate now, so bad input fails before anything runs.
-            let ingested = ingest::workload(&wl).map_err(ingest_err(&origin))?;
+            let ingested = ingest::workload_with(&wl, &sim.rules).map_err(ingest_err(&origin))?;
             let requests = status::resource_requests(&ingested.0);
             timings.push((key_of(&wl), arrival_offset, created, default_created));
             sim.workloads.insert(
@@ -1194,7 +1215,7 @@ impl Simulation {
         let Some(sw) = self.workloads.get(key) else {
             return;
         };
-        let Ok((mut workload, _)) = ingest::workload(&sw.workload) else {
+        let Ok((mut workload, _)) = ingest::workload_with(&sw.workload, &self.rules) else {
             return;
         };
         if let Some(t) = sw.order_time {
@@ -1218,7 +1239,7 @@ impl Simulation {
             return Vec::new();
         }
         status::finish_backoff(&mut sw.workload, now);
-        let Ok((mut workload, _)) = ingest::workload(&sw.workload) else {
+        let Ok((mut workload, _)) = ingest::workload_with(&sw.workload, &self.rules) else {
             return Vec::new();
         };
         if let Some(t) = sw.order_time {
@@ -1378,7 +1399,7 @@ impl Simulation {
         status::set_deactivation_target(&mut sw.workload, reason, message, now);
         sw.workload.spec.active = Some(false);
         self.engine.advance_clock(now);
-        let decisions = ingest::workload(&sw.workload)
+        let decisions = ingest::workload_with(&sw.workload, &self.rules)
             .map_err(|e| e.to_string())
             .and_then(|(workload, _)| {
                 // The engine keeps its own admission; only `active` changed.

@@ -22,6 +22,8 @@ pub const TOPOLOGY_INPUTS: &[(&str, &str, &str, &str)] = &[
 /// The kinds exported from Kueue's cluster as the simulator's input (group/version, kind, plural).
 pub const INPUT_KINDS: &[(&str, &str, &str, &str)] = &[
     ("", "v1", "Namespace", "namespaces"),
+    ("", "v1", "LimitRange", "limitranges"),
+    ("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses"),
     (
         "scheduling.k8s.io",
         "v1",

@@ -135,6 +135,7 @@ pub fn wl(ns: &str, name: &str) -> WlB {
         pods_ready: false,
         reclaimable: Vec::new(),
         scheduling_shape: 0,
+        misconfigured: None,
     })
 }
 

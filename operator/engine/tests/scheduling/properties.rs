@@ -341,6 +341,7 @@ fn run(specs: Vec<CqSpec>, steps: Vec<Step>, fair: bool) -> Result<(), TestCaseE
                         pods_ready: false,
                         reclaimable: Vec::new(),
                         scheduling_shape: 0,
+                        misconfigured: None,
                     },
                     admission: None,
                 })

@@ -194,6 +194,35 @@ fn namespace_selector_nil_empty_and_matching() {
     env.assert_admitted("team-b/only-a");
 }
 
+#[test]
+fn a_misconfigured_workload_waits_and_blocks_only_a_strict_queue() {
+    let why = "resources didn't satisfy LimitRange constraints: spec.podSets[0].template.spec.containers[0]: \
+               Invalid value: [\"cpu\"]: requests must not be above the limitRange max";
+    for strict in [false, true] {
+        let mut env = busy_queue(EngineConfig::default(), strict);
+        let mut bad = wl("ns", "bad").ps("main", 1, &[("cpu", cpu(1))]);
+        bad.0.misconfigured = Some(why.into());
+        env.submit(bad);
+        env.submit(
+            wl("ns", "fine")
+                .created(1)
+                .ps("main", 1, &[("cpu", cpu(1))]),
+        );
+        env.schedule();
+        env.schedule();
+        assert_eq!(env.assert_pending("ns/bad", "Misconfigured"), why);
+        if strict {
+            // Kueue requeues it to the heap: the head stays, the next waits behind it.
+            assert!(matches!(
+                env.state("ns/fine"),
+                WorkloadState::Pending { .. }
+            ));
+        } else {
+            env.assert_admitted("ns/fine");
+        }
+    }
+}
+
 fn stop_env() -> Env {
     let mut env = Env::new();
     env.flavor("default").ns("ns", &[]);

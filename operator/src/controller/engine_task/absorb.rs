@@ -128,6 +128,30 @@ impl EngineTask {
                     }
                 }
             }
+            Input::LimitRange(c) => {
+                // As in Kueue, a Workload's requests are adjusted when it changes, not when a range does.
+                self.count_event("LimitRange");
+                let (obj, deleted) = split(c);
+                if deleted {
+                    let ns = obj.namespace().unwrap_or_default();
+                    self.cache
+                        .resource_rules
+                        .remove_limit_range(&ns, &obj.name_any());
+                } else {
+                    self.cache.resource_rules.upsert_limit_range(obj);
+                }
+            }
+            Input::RuntimeClass(c) => {
+                self.count_event("RuntimeClass");
+                let (obj, deleted) = split(c);
+                if deleted {
+                    self.cache
+                        .resource_rules
+                        .remove_runtime_class(&obj.name_any());
+                } else {
+                    self.cache.resource_rules.upsert_runtime_class(obj);
+                }
+            }
             Input::WorkloadPriorityClass(c) => {
                 self.count_event("WorkloadPriorityClass");
                 match c {
@@ -555,7 +579,7 @@ impl EngineTask {
             _ => false,
         };
         let eviction_time = cond_time(wl, condition::EVICTED);
-        match ingest::workload(wl) {
+        match ingest::workload_with(wl, &self.cache.resource_rules) {
             Ok((mut w, admission)) => {
                 if by_eviction_time && let Some(t) = eviction_time {
                     w.creation_time = t;

@@ -225,7 +225,7 @@ impl EngineTask {
         message: String,
     ) -> Option<StatusChange> {
         let wl = self.cache.workloads.get(key)?;
-        let requests = match ingest::workload(wl) {
+        let requests = match ingest::workload_with(wl, &self.cache.resource_rules) {
             Ok((w, _)) => status::resource_requests(&w),
             Err(_) => Vec::new(),
         };

@@ -19,7 +19,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, LimitRange, Namespace, Node, ObjectReference, Pod};
+use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::{Api, Client, Resource};
 use sluice_sdk::jobset::JobSet;
@@ -79,6 +80,10 @@ pub enum Input {
     LocalQueue(Change<api::LocalQueue>),
     /// A Namespace changed.
     Namespace(Change<Namespace>),
+    /// A LimitRange changed (its defaults and bounds apply to the Workloads of its namespace).
+    LimitRange(Change<LimitRange>),
+    /// A RuntimeClass changed (its overhead applies to pods that name it).
+    RuntimeClass(Change<RuntimeClass>),
     /// A Workload changed.
     Workload(Change<api::Workload>),
     /// A batch/v1 Job changed.
@@ -132,6 +137,8 @@ pub const WATCHED_KINDS: &[&str] = &[
     "Cohort",
     "LocalQueue",
     "Namespace",
+    "LimitRange",
+    "RuntimeClass",
     "Workload",
     "Job",
     "WorkloadPriorityClass",
@@ -152,6 +159,8 @@ struct Cache {
     cohorts: BTreeMap<String, api::Cohort>,
     local_queues: BTreeMap<(String, String), api::LocalQueue>,
     namespaces: BTreeMap<String, Namespace>,
+    /// LimitRanges and RuntimeClasses, which Kueue reads to adjust a Workload's requests.
+    resource_rules: crate::resource_rules::ResourceRules,
     workloads: BTreeMap<WorkloadKey, api::Workload>,
     jobs: BTreeMap<(String, String), Job>,
     jobsets: BTreeMap<(String, String), JobSet>,
@@ -280,6 +289,12 @@ impl EngineTask {
             config.policy_degrade_after,
             config.policy_status_interval,
         );
+        let cache = Cache {
+            resource_rules: crate::resource_rules::ResourceRules::with_counting(
+                config.resource_counting.clone(),
+            ),
+            ..Cache::default()
+        };
         Self {
             apis: Apis {
                 flavors: Api::all(client.clone()),
@@ -294,7 +309,7 @@ impl EngineTask {
             leadership,
             health,
             snapshot,
-            cache: Cache::default(),
+            cache,
             engine: None,
             synced: BTreeSet::new(),
             also_synced: Vec::new(),
