@@ -93,6 +93,9 @@ const OPERATOR_CLUSTER: &[(&str, &str, &[&str])] = &[
     ("", "pods/finalizers", &["update"]),
     ("", "nodes", READ),
     ("", "namespaces", READ),
+    // LimitRanges and RuntimeClasses adjust what a Workload's pods count, as in Kueue.
+    ("", "limitranges", READ),
+    ("node.k8s.io", "runtimeclasses", READ),
     ("", "events", &["create", "patch"]),
     ("events.k8s.io", "events", &["create", "patch"]),
     ("scheduling.k8s.io", "priorityclasses", READ),
