@@ -483,9 +483,9 @@ impl ClusterObjects {
         }
     }
 
-    /// Every reference must resolve: ClusterQueue -> ResourceFlavors, priority class labels -> classes. A missing
-    /// ClusterQueue of a LocalQueue, or LocalQueue of a workload, only warns (Kueue accepts both); Cohorts may be
-    /// implicit, as in Kueue.
+    /// Every reference must resolve: ClusterQueue -> AdmissionChecks, priority class labels -> classes. A missing
+    /// ResourceFlavor of a ClusterQueue, ClusterQueue of a LocalQueue, or LocalQueue of a workload, only warns
+    /// (Kueue accepts them and waits); Cohorts may be implicit, as in Kueue.
     fn check_references(&self) -> Result<(), LoadError> {
         use sluice_sdk::kueue::labels::{PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL};
         // Kueue accepts a LocalQueue whose ClusterQueue does not exist (Active=False, ClusterQueueDoesNotExist;
@@ -522,15 +522,15 @@ impl ClusterObjects {
             }
             for (g, rg) in cq.object.spec.resource_groups.iter().enumerate() {
                 for (f, fq) in rg.flavors.iter().enumerate() {
+                    // Kueue keeps such a ClusterQueue inactive (FlavorNotFound) until the flavor appears; the
+                    // simulator does the same and says so.
                     if !self.flavors.contains_key(&fq.name) {
-                        return Err(LoadError::new(
-                            &cq.origin,
-                            format!("ClusterQueue {name}"),
-                            format!(
-                                "field `spec.resourceGroups[{g}].flavors[{f}].name`: ResourceFlavor {:?} is not defined",
-                                fq.name
-                            ),
-                        ));
+                        tracing::warn!(
+                            "{}: ClusterQueue {name}: field `spec.resourceGroups[{g}].flavors[{f}].name`: \
+                             ResourceFlavor {:?} is not defined; the ClusterQueue stays inactive, as in Kueue",
+                            cq.origin,
+                            fq.name
+                        );
                     }
                 }
             }
