@@ -725,6 +725,22 @@ fn timed_run_restores_running_workloads_and_keeps_one_clock() {
 }
 
 #[test]
+fn a_cluster_queue_naming_a_missing_flavor_stays_inactive_as_in_kueue() {
+    let o = sluice(&["simulate", "-f", "tests/fixtures/flavor-missing.yaml"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("ResourceFlavor \"spot\" is not defined"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        stdout(&o).contains("ClusterQueue cluster-queue is inactive"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
 fn a_cluster_queue_naming_a_missing_admission_check_is_refused() {
     assert_bad_input(
         "tests/fixtures/admission-check-missing.yaml",
