@@ -277,6 +277,39 @@ pub struct ConfigFile {
     /// resources.
     #[serde(default)]
     pub resources: Option<ResourcesFile>,
+    /// objectRetentionPolicies.
+    #[serde(default)]
+    pub object_retention_policies: Option<ObjectRetentionPoliciesFile>,
+}
+
+/// Kueue's `objectRetentionPolicies`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObjectRetentionPoliciesFile {
+    /// workloads.
+    #[serde(default)]
+    pub workloads: Option<WorkloadRetentionFile>,
+}
+
+/// Kueue's `objectRetentionPolicies.workloads`: durations such as "10m" or "1h30m".
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkloadRetentionFile {
+    /// How long a finished Workload is kept before it is deleted.
+    #[serde(default)]
+    pub after_finished: Option<String>,
+    /// How long a job whose Workload Kueue deactivated is kept before the job is deleted.
+    #[serde(default)]
+    pub after_deactivated_by_kueue: Option<String>,
+}
+
+/// Kueue's Workload retention (ObjectRetentionPolicies, on by default): None keeps objects.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkloadRetention {
+    /// A finished Workload is deleted this long after it finished.
+    pub after_finished: Option<Duration>,
+    /// A job whose Workload Kueue deactivated is deleted this long after the eviction.
+    pub after_deactivated_by_kueue: Option<Duration>,
 }
 
 /// Kueue's `resources`.
@@ -578,6 +611,8 @@ pub struct OperatorConfig {
     pub policy_host: sluice_sdk::host::HostConfig,
     /// Kueue's `resources`: excluded prefixes and transformations of the requests counted.
     pub resource_counting: crate::resource_rules::Counting,
+    /// Kueue's `objectRetentionPolicies.workloads`.
+    pub workload_retention: WorkloadRetention,
     /// Failed calls in a row after which a PolicyModule is Degraded.
     pub policy_degrade_after: u32,
     /// Least time between two PolicyModule status writes that only change counters.
@@ -606,6 +641,7 @@ impl Default for OperatorConfig {
             identity: "sluice-operator".to_string(),
             policy_host: sluice_sdk::host::HostConfig::default(),
             resource_counting: Default::default(),
+            workload_retention: WorkloadRetention::default(),
             policy_degrade_after: 5,
             policy_status_interval: Duration::from_secs(10),
         }
@@ -653,6 +689,33 @@ impl OperatorConfig {
         let mut out = Self::default();
         if let Some(r) = &file.resources {
             out.resource_counting = r.counting(origin)?;
+        }
+        if let Some(w) = file
+            .object_retention_policies
+            .as_ref()
+            .and_then(|p| p.workloads.as_ref())
+        {
+            let duration = |field: &str,
+                            v: &Option<String>|
+             -> Result<Option<Duration>, ConfigError> {
+                let Some(text) = v else { return Ok(None) };
+                let ms = crate::duration::parse_duration(text).map_err(|e| {
+                    invalid(format!("objectRetentionPolicies.workloads.{field}: {e}"))
+                })?;
+                if ms < 0 {
+                    return Err(invalid(format!(
+                        "objectRetentionPolicies.workloads.{field}: {text:?}: must be greater than or equal to 0"
+                    )));
+                }
+                Ok(Some(Duration::from_millis(ms as u64)))
+            };
+            out.workload_retention = WorkloadRetention {
+                after_finished: duration("afterFinished", &w.after_finished)?,
+                after_deactivated_by_kueue: duration(
+                    "afterDeactivatedByKueue",
+                    &w.after_deactivated_by_kueue,
+                )?,
+            };
         }
         let gates = FeatureGates::parse(origin, &file.feature_gates)?;
         out.engine.partial_admission = gates.partial_admission;
@@ -941,5 +1004,37 @@ integrations: {frameworks: ["batch/job"]}
         assert!(OperatorConfig::default().wait_for_pods_ready.is_some());
         let c = OperatorConfig::from_yaml("cfg", "waitForPodsReady: {enable: false}").unwrap();
         assert!(c.wait_for_pods_ready.is_none());
+    }
+
+    #[test]
+    fn object_retention_policies_are_read_and_a_negative_one_refused() {
+        let c = OperatorConfig::from_yaml(
+            "cfg",
+            "objectRetentionPolicies: {workloads: {afterFinished: 1h30m, afterDeactivatedByKueue: 0s}}",
+        )
+        .unwrap();
+        assert_eq!(
+            c.workload_retention,
+            WorkloadRetention {
+                after_finished: Some(Duration::from_secs(5400)),
+                after_deactivated_by_kueue: Some(Duration::ZERO),
+            }
+        );
+        assert_eq!(
+            OperatorConfig::from_yaml("cfg", "{}")
+                .unwrap()
+                .workload_retention,
+            WorkloadRetention::default()
+        );
+        let e = OperatorConfig::from_yaml(
+            "cfg",
+            "objectRetentionPolicies: {workloads: {afterFinished: -1m}}",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("objectRetentionPolicies.workloads.afterFinished"),
+            "{e}"
+        );
     }
 }

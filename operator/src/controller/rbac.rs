@@ -15,6 +15,8 @@ pub struct Permission {
 const WATCH: &[&str] = &["get", "list", "watch"];
 const WATCH_UPDATE: &[&str] = &["get", "list", "watch", "update", "patch"];
 const STATUS: &[&str] = &["get", "update", "patch"];
+/// A job kind: watched and updated, and deleted once Kueue's deactivation retention (objectRetentionPolicies) ends.
+const JOB: &[&str] = &["get", "list", "watch", "update", "patch", "delete"];
 
 /// The operator's permissions.
 pub const PERMISSIONS: &[Permission] = &[
@@ -73,7 +75,7 @@ pub const PERMISSIONS: &[Permission] = &[
     Permission {
         group: "batch",
         resource: "jobs",
-        verbs: WATCH_UPDATE,
+        verbs: JOB,
     },
     Permission {
         group: "batch",
@@ -83,32 +85,32 @@ pub const PERMISSIONS: &[Permission] = &[
     Permission {
         group: "jobset.x-k8s.io",
         resource: "jobsets",
-        verbs: WATCH_UPDATE,
+        verbs: JOB,
     },
     Permission {
         group: "kubeflow.org",
         resource: "pytorchjobs",
-        verbs: WATCH_UPDATE,
+        verbs: JOB,
     },
     Permission {
         group: "ray.io",
         resource: "rayjobs",
-        verbs: WATCH_UPDATE,
+        verbs: JOB,
     },
     Permission {
         group: "ray.io",
         resource: "rayclusters",
-        verbs: WATCH_UPDATE,
+        verbs: JOB,
     },
     Permission {
         group: "ray.io",
         resource: "rayservices",
-        verbs: WATCH_UPDATE,
+        verbs: JOB,
     },
     Permission {
         group: "trainer.kubeflow.org",
         resource: "trainjobs",
-        verbs: WATCH_UPDATE,
+        verbs: JOB,
     },
     Permission {
         group: "trainer.kubeflow.org",
@@ -123,7 +125,7 @@ pub const PERMISSIONS: &[Permission] = &[
     Permission {
         group: "leaderworkerset.x-k8s.io",
         resource: "leaderworkersets",
-        verbs: WATCH,
+        verbs: &["get", "list", "watch", "delete"],
     },
     Permission {
         group: "apps",

@@ -41,7 +41,7 @@ const OPERATOR_CLUSTER: &[(&str, &str, &[&str])] = &[
     (
         "batch",
         "jobs",
-        &["get", "list", "watch", "update", "patch"],
+        &["get", "list", "watch", "update", "patch", "delete"],
     ),
     // Workloads are owned by their Job with blockOwnerDeletion, which needs this.
     ("batch", "jobs/finalizers", &["update"]),
@@ -49,43 +49,47 @@ const OPERATOR_CLUSTER: &[(&str, &str, &[&str])] = &[
     (
         "jobset.x-k8s.io",
         "jobsets",
-        &["get", "list", "watch", "update", "patch"],
+        &["get", "list", "watch", "update", "patch", "delete"],
     ),
     // Workloads are owned by their JobSet with blockOwnerDeletion.
     ("jobset.x-k8s.io", "jobsets/finalizers", &["update"]),
     (
         "kubeflow.org",
         "pytorchjobs",
-        &["get", "list", "watch", "update", "patch"],
+        &["get", "list", "watch", "update", "patch", "delete"],
     ),
     ("kubeflow.org", "pytorchjobs/finalizers", &["update"]),
     (
         "ray.io",
         "rayjobs",
-        &["get", "list", "watch", "update", "patch"],
+        &["get", "list", "watch", "update", "patch", "delete"],
     ),
     ("ray.io", "rayjobs/finalizers", &["update"]),
     (
         "ray.io",
         "rayclusters",
-        &["get", "list", "watch", "update", "patch"],
+        &["get", "list", "watch", "update", "patch", "delete"],
     ),
     ("ray.io", "rayclusters/finalizers", &["update"]),
     (
         "ray.io",
         "rayservices",
-        &["get", "list", "watch", "update", "patch"],
+        &["get", "list", "watch", "update", "patch", "delete"],
     ),
     ("ray.io", "rayservices/finalizers", &["update"]),
     (
         "trainer.kubeflow.org",
         "trainjobs",
-        &["get", "list", "watch", "update", "patch"],
+        &["get", "list", "watch", "update", "patch", "delete"],
     ),
     ("trainer.kubeflow.org", "trainjobs/finalizers", &["update"]),
     ("trainer.kubeflow.org", "trainingruntimes", READ),
     ("trainer.kubeflow.org", "clustertrainingruntimes", READ),
-    ("leaderworkerset.x-k8s.io", "leaderworkersets", READ),
+    (
+        "leaderworkerset.x-k8s.io",
+        "leaderworkersets",
+        &["get", "list", "watch", "delete"],
+    ),
     ("apps", "statefulsets", READ),
     ("", "pods", &["get", "list", "watch", "patch", "delete"]),
     ("", "pods/status", &["patch"]),

@@ -48,6 +48,7 @@ mod pod_groups;
 mod policy_sync;
 mod queue_status;
 mod reconciler;
+mod retention;
 mod timers;
 mod trainjobs;
 mod ungate;
@@ -250,6 +251,8 @@ pub struct EngineTask {
     ready_deadlines: BTreeMap<WorkloadKey, Time>,
     /// Admitted workloads deactivated then unless finished (maximumExecutionTimeSeconds).
     exec_deadlines: BTreeMap<WorkloadKey, Time>,
+    /// Finished or deactivated workloads whose retention (objectRetentionPolicies) ends then.
+    retention_deadlines: BTreeMap<WorkloadKey, Time>,
     /// Workloads in a requeue backoff, kept out of the engine until then (ms precision: status times are
     /// whole seconds).
     backoffs: BTreeMap<WorkloadKey, Time>,
@@ -325,6 +328,7 @@ impl EngineTask {
             queues_dirty: false,
             ready_deadlines: BTreeMap::new(),
             exec_deadlines: BTreeMap::new(),
+            retention_deadlines: BTreeMap::new(),
             backoffs: BTreeMap::new(),
             admitted_at: BTreeMap::new(),
             checkpoints: BTreeMap::new(),
@@ -416,11 +420,12 @@ impl EngineTask {
         let c = self.checkpoints.values().map(|c| c.deadline).min();
         let d = self.policy_deadline();
         let e = self.exec_deadlines.values().min().copied();
+        let g = self.retention_deadlines.values().min().copied();
         let f = self
             .engine
             .as_ref()
             .and_then(Engine::next_admission_usage_sample);
-        [a, b, c, d, e, f, self.gpu_use_due]
+        [a, b, c, d, e, f, g, self.gpu_use_due]
             .into_iter()
             .flatten()
             .min()

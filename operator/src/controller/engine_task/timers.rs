@@ -21,15 +21,20 @@ impl EngineTask {
             self.ready_deadlines.remove(key);
             self.backoffs.remove(key);
             self.exec_deadlines.remove(key);
+            self.retention_deadlines.remove(key);
             return;
         };
         if wl.meta().deletion_timestamp.is_some() {
             self.ready_deadlines.remove(key);
             self.backoffs.remove(key);
             self.exec_deadlines.remove(key);
+            self.retention_deadlines.remove(key);
             if has_finalizer(&wl, labels::RESOURCE_IN_USE_FINALIZER) {
                 self.release_workload_finalizer(key).await;
             }
+            return;
+        }
+        if self.apply_retention(key, &wl).await {
             return;
         }
         if self.checkpoints.contains_key(key) {
@@ -137,6 +142,11 @@ impl EngineTask {
         for key in take_due(&mut self.exec_deadlines, now) {
             did = true;
             self.execution_time_exceeded(&key).await;
+        }
+        for key in take_due(&mut self.retention_deadlines, now) {
+            if let Some(wl) = self.cache.workloads.get(&key).cloned() {
+                did |= self.apply_retention(&key, &wl).await;
+            }
         }
         for key in take_due(&mut self.backoffs, now) {
             did = true;
