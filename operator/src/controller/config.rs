@@ -197,6 +197,8 @@ pub struct FeatureGates {
     pub admission_fair_sharing: bool,
     /// SchedulingEquivalenceHashing: a failed scheduling shape sets its equals aside (beta, on by default).
     pub scheduling_equivalence_hashing: bool,
+    /// ObjectRetentionPolicies: `objectRetentionPolicies` takes effect (beta, on by default).
+    pub object_retention_policies: bool,
 }
 
 impl Default for FeatureGates {
@@ -208,6 +210,7 @@ impl Default for FeatureGates {
             priority_boost: false,
             admission_fair_sharing: true,
             scheduling_equivalence_hashing: true,
+            object_retention_policies: true,
         }
     }
 }
@@ -237,6 +240,7 @@ impl FeatureGates {
                 "PriorityBoost" => out.priority_boost = on,
                 "AdmissionFairSharing" => out.admission_fair_sharing = on,
                 "SchedulingEquivalenceHashing" => out.scheduling_equivalence_hashing = on,
+                "ObjectRetentionPolicies" => out.object_retention_policies = on,
                 _ if on == default => {}
                 _ => {
                     return Err(invalid(format!(
@@ -322,7 +326,7 @@ pub struct ResourcesFile {
     /// How requested resources are counted as others.
     #[serde(default)]
     pub transformations: Vec<TransformationFile>,
-    /// Behind Kueue's alpha QuotaCheckStrategy gate: not supported.
+    /// BlockUndeclared (Kueue's default) or IgnoreUndeclared (not supported).
     #[serde(default)]
     pub quota_check_strategy: Option<String>,
     /// Dynamic Resource Allocation (KueueDRAIntegration, alpha): not supported.
@@ -355,11 +359,23 @@ impl ResourcesFile {
             path: origin.to_string(),
             message: format!("resources.{field}: {message}"),
         };
-        if self.quota_check_strategy.is_some() {
-            return Err(invalid(
-                "quotaCheckStrategy".into(),
-                "not supported (Kueue's alpha QuotaCheckStrategy gate)".into(),
-            ));
+        match self.quota_check_strategy.as_deref() {
+            // Kueue's default: a resource the ClusterQueue does not cover keeps the workload out.
+            None | Some("BlockUndeclared") => {}
+            Some("IgnoreUndeclared") => {
+                return Err(invalid(
+                    "quotaCheckStrategy".into(),
+                    "IgnoreUndeclared is not supported: Sluice behaves as BlockUndeclared (Kueue's default)".into(),
+                ));
+            }
+            Some(other) => {
+                return Err(invalid(
+                    "quotaCheckStrategy".into(),
+                    format!(
+                        "Unsupported value: {other:?}: supported values: \"BlockUndeclared\", \"IgnoreUndeclared\""
+                    ),
+                ));
+            }
         }
         if !self.device_class_mappings.is_empty() {
             return Err(invalid(
@@ -690,10 +706,13 @@ impl OperatorConfig {
         if let Some(r) = &file.resources {
             out.resource_counting = r.counting(origin)?;
         }
+        let retention_gate =
+            FeatureGates::parse(origin, &file.feature_gates)?.object_retention_policies;
         if let Some(w) = file
             .object_retention_policies
             .as_ref()
             .and_then(|p| p.workloads.as_ref())
+            .filter(|_| retention_gate)
         {
             let duration = |field: &str,
                             v: &Option<String>|
@@ -1026,6 +1045,12 @@ integrations: {frameworks: ["batch/job"]}
                 .workload_retention,
             WorkloadRetention::default()
         );
+        let off = OperatorConfig::from_yaml(
+            "cfg",
+            "{objectRetentionPolicies: {workloads: {afterFinished: 1m}}, featureGates: {ObjectRetentionPolicies: false}}",
+        )
+        .unwrap();
+        assert_eq!(off.workload_retention, WorkloadRetention::default());
         let e = OperatorConfig::from_yaml(
             "cfg",
             "objectRetentionPolicies: {workloads: {afterFinished: -1m}}",
