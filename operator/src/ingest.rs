@@ -734,6 +734,7 @@ pub fn workload_with(
             .unwrap_or_default(),
         scheduling_shape: scheduling_shape(wl),
         misconfigured,
+        admission_gated_by: crate::jobs::admission_gates(&wl.metadata).map(str::to_string),
     };
     Ok((out, admission))
 }

@@ -474,12 +474,29 @@ pub fn pods_ready_condition(
 /// reasons only with its UnadmittedWorkloadsObservability gate (off by default), else "Pending"; the workload
 /// controller's queue blockers ("LocalQueue NAME doesn't exist", "... is inactive") say "Inadmissible" either way.
 pub fn written_pending_reason(reason: &str, detailed: bool) -> &str {
-    // blockAdmission's "Waiting" is written by Kueue's scheduler itself, whatever the gate.
-    if detailed || reason == "Inadmissible" || reason == engine::WAITING_FOR_PODS_READY {
+    // blockAdmission's "Waiting" is written by Kueue's scheduler itself, whatever the gate, and "AdmissionGated" by
+    // its workload controller.
+    if detailed
+        || reason == "Inadmissible"
+        || reason == engine::WAITING_FOR_PODS_READY
+        || reason == engine::ADMISSION_GATED
+    {
         reason
     } else {
         "Pending"
     }
+}
+
+/// Whether an engine pending reason is not written: without UnadmittedWorkloadsObservability Kueue words a gated
+/// workload's `AdmissionGated` condition once, when it has no QuotaReserved condition yet, and leaves it as it is
+/// when its gates change (its scheduler never sees the workload).
+pub fn pending_unwritten(wl: &api::Workload, reason: &str, detailed: bool) -> bool {
+    reason == engine::ADMISSION_GATED
+        && !detailed
+        && wl
+            .status
+            .as_ref()
+            .is_some_and(|s| condition(&s.conditions, labels::condition::QUOTA_RESERVED).is_some())
 }
 
 /// The evicted workload's pods are gone: its reservation is cleared and it is back in its queue. Requeued is True

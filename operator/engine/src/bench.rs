@@ -192,6 +192,7 @@ pub fn synthetic_cluster(args: &BenchShape) -> (Vec<Event>, Vec<Event>) {
                 reclaimable: Vec::new(),
                 scheduling_shape: 0,
                 misconfigured: None,
+                admission_gated_by: None,
                 quota_reserved_at: None,
                 checkpointed_at: None,
                 priority_boost: 0,

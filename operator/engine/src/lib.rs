@@ -51,6 +51,7 @@ pub use cycle::{WAITING_FOR_PODS_READY, WAITING_FOR_PODS_READY_MESSAGE};
 pub use error::EngineError;
 pub use fairness::{DrsPolicy, EngineFairness, OrderKey, ResourceBorrowing, Share, ShareInput};
 pub use preemption_cost::PreemptionCost;
+pub use state::ADMISSION_GATED;
 pub use topology::admit::{NODE_FAILURES, TOPOLOGY_PLACEMENT_FAILED};
 pub use types::*;
 

@@ -12,6 +12,8 @@ use super::{
 };
 
 const INADMISSIBLE: &str = "Inadmissible";
+/// Kueue's QuotaReserved=False reason of a workload held by admission gates.
+pub const ADMISSION_GATED: &str = "AdmissionGated";
 
 /// Whether two versions of a workload schedule identically: same pod sets and requests, same
 /// LocalQueue, activation and priority, and the same queue ordering key (creation time, UID).
@@ -19,6 +21,7 @@ fn same_scheduling_inputs(old: &Workload, new: &Workload) -> bool {
     old.pod_sets == new.pod_sets
         && old.scheduling_shape == new.scheduling_shape
         && old.misconfigured == new.misconfigured
+        && old.admission_gated_by == new.admission_gated_by
         && old.queue_name == new.queue_name
         && old.active == new.active
         && old.priority == new.priority
@@ -736,7 +739,16 @@ impl Engine {
             self.set_pending(i, "Deactivated", "The workload is deactivated");
             return;
         }
-        match self.route(w) {
+        let route = self.route(w);
+        if route.is_ok()
+            && let Some(gates) = w.spec.admission_gated_by.clone()
+        {
+            // Kueue's queue manager never holds a gated workload; its workload controller says why it waits.
+            let message = format!("Admission is gated by: {gates}");
+            self.set_pending(i, ADMISSION_GATED, message);
+            return;
+        }
+        match route {
             Ok(n) => {
                 let mut key = w.qkey(i);
                 key.afs = self.afs_order(i, n);

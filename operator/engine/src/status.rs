@@ -121,8 +121,11 @@ impl Engine {
             .workloads
             .iter()
             .filter(|&&i| {
-                self.wl(i)
-                    .is_some_and(|w| w.phase == Phase::Pending && w.spec.active)
+                self.wl(i).is_some_and(|w| {
+                    w.phase == Phase::Pending
+                        && w.spec.active
+                        && w.spec.admission_gated_by.is_none()
+                })
             })
             .count();
         let usage = self.sum_usage(holders.iter());

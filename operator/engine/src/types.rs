@@ -666,6 +666,9 @@ pub struct Workload {
     /// Why Kueue's admissibility checks refuse its pod templates (requests above limits, or outside its
     /// namespace's LimitRanges), worded as Kueue's pending message; None when they pass.
     pub misconfigured: Option<String>,
+    /// Kueue's `kueue.x-k8s.io/admission-gated-by` gates (AdmissionGatedBy): while set the workload is not
+    /// queued ("Admission is gated by: ...").
+    pub admission_gated_by: Option<String>,
 }
 
 impl Workload {

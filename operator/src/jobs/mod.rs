@@ -288,6 +288,13 @@ pub(crate) fn owned_workload(
         owner_references: Some(vec![reference]),
         finalizers: Some(vec![labels::RESOURCE_IN_USE_FINALIZER.to_string()]),
         creation_timestamp: meta.creation_timestamp.clone(),
+        // Kueue's AdmissionGatedBy (beta, on): the job's gates hold its Workload out of the queue.
+        annotations: admission_gates(meta).map(|g| {
+            std::collections::BTreeMap::from([(
+                labels::ADMISSION_GATED_BY_ANNOTATION.to_string(),
+                g.to_string(),
+            )])
+        }),
         ..Default::default()
     };
     Ok(Workload {
@@ -304,6 +311,15 @@ pub(crate) fn owned_workload(
         },
         status: None,
     })
+}
+
+/// An object's `kueue.x-k8s.io/admission-gated-by` gates, if it has any (an empty value is none, as in Kueue).
+pub fn admission_gates(meta: &ObjectMeta) -> Option<&str> {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(sluice_sdk::kueue::labels::ADMISSION_GATED_BY_ANNOTATION))
+        .map(String::as_str)
+        .filter(|g| !g.is_empty())
 }
 
 /// Pods the Workload's admission admitted (each pod set's assigned count, or its spec count).

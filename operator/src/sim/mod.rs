@@ -863,6 +863,11 @@ impl Simulation {
                     }
                     if let Some(sw) = self.workloads.get_mut(&key)
                         && !status::keeps_deactivation_message(&sw.workload, &reason)
+                        && !status::pending_unwritten(
+                            &sw.workload,
+                            &reason,
+                            self.detailed_pending_reasons,
+                        )
                     {
                         let written =
                             status::written_pending_reason(&reason, self.detailed_pending_reasons);

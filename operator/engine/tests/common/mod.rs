@@ -114,6 +114,7 @@ impl CqB {
 }
 
 /// Workload builder.
+#[derive(Clone)]
 pub struct WlB(pub Workload);
 
 /// Starts a workload `ns/name` in LocalQueue `main`, priority 0, created at 0.
@@ -136,6 +137,7 @@ pub fn wl(ns: &str, name: &str) -> WlB {
         reclaimable: Vec::new(),
         scheduling_shape: 0,
         misconfigured: None,
+        admission_gated_by: None,
     })
 }
 

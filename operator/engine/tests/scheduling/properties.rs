@@ -342,6 +342,7 @@ fn run(specs: Vec<CqSpec>, steps: Vec<Step>, fair: bool) -> Result<(), TestCaseE
                         reclaimable: Vec::new(),
                         scheduling_shape: 0,
                         misconfigured: None,
+                        admission_gated_by: None,
                     },
                     admission: None,
                 })

@@ -223,6 +223,24 @@ fn a_misconfigured_workload_waits_and_blocks_only_a_strict_queue() {
     }
 }
 
+#[test]
+fn a_gated_workload_waits_unqueued_until_its_gates_are_lifted() {
+    let mut env = busy_queue(EngineConfig::default(), false);
+    let mut gated = wl("ns", "gated").ps("main", 1, &[("cpu", cpu(1))]);
+    gated.0.admission_gated_by = Some("example.com/approval".into());
+    env.submit(gated.clone());
+    env.schedule();
+    assert_eq!(
+        env.assert_pending("ns/gated", "AdmissionGated"),
+        "Admission is gated by: example.com/approval"
+    );
+    assert!(env.engine.pending_workloads("cq").is_empty(), "not queued");
+    gated.0.admission_gated_by = None;
+    env.submit(gated);
+    env.schedule();
+    env.assert_admitted("ns/gated");
+}
+
 fn stop_env() -> Env {
     let mut env = Env::new();
     env.flavor("default").ns("ns", &[]);

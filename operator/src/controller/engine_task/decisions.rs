@@ -229,7 +229,9 @@ impl EngineTask {
             Ok((w, _)) => status::resource_requests(&w),
             Err(_) => Vec::new(),
         };
-        if status::keeps_deactivation_message(wl, reason) {
+        if status::keeps_deactivation_message(wl, reason)
+            || status::pending_unwritten(wl, reason, self.config.detailed_pending_reasons)
+        {
             return None;
         }
         let reason = status::written_pending_reason(reason, self.config.detailed_pending_reasons)

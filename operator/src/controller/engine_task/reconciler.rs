@@ -292,6 +292,13 @@ impl EngineTask {
         // Kueue's ensureOneWorkload: the Workload follows a change of the job's workload priority class.
         // Decided without awaiting, written by a boxed future: a future built here grows every kind's reconcile
         // poll frame, which debug builds keep whole on the stack (a RayJob's overflowed a test thread's).
+        // Kueue's ensureOneWorkload: the Workload follows the job's admission gates (AdmissionGatedBy) first.
+        if !prebuilt && let Some(gates) = self.gate_change::<I>(&job, &wkey, &wl) {
+            let owner = I::event_owner(&job);
+            if self.write_gates(&wkey, gates, owner).await {
+                return true;
+            }
+        }
         if !prebuilt && let Some((class, priority)) = self.priority_change::<I>(&job, &wkey, &wl) {
             let owner = I::event_owner(&job);
             if self.write_priority(&wkey, class, priority, owner).await {
@@ -434,6 +441,66 @@ impl EngineTask {
             return None;
         }
         Some((fresh.spec.priority_class_ref, fresh.spec.priority))
+    }
+
+    /// The job's `kueue.x-k8s.io/admission-gated-by` when its Workload carries other gates (Kueue's
+    /// `PropagateAdmissionGatedByAnnotation`): `Some(None)` removes them.
+    #[inline(never)]
+    fn gate_change<I: Reconciled>(
+        &self,
+        job: &I::Job,
+        wkey: &WorkloadKey,
+        wl: &api::Workload,
+    ) -> Option<Option<String>> {
+        let fresh = match I::compose(job, &self.cache.priorities) {
+            Ok(fresh) => fresh?,
+            Err(e) => {
+                tracing::warn!(workload = %wkey, error = %e, "job's admission gates not read");
+                return None;
+            }
+        };
+        let wanted = crate::jobs::admission_gates(&fresh.metadata);
+        (wanted != crate::jobs::admission_gates(&wl.metadata)).then(|| wanted.map(str::to_string))
+    }
+
+    /// Writes the Workload's admission gates ([`Self::gate_change`]), with Kueue's event on the job; resolves to
+    /// whether it wrote. Boxed as [`Self::follow_queue_name`] is.
+    fn write_gates<'a>(
+        &'a mut self,
+        wkey: &'a WorkloadKey,
+        gates: Option<String>,
+        owner: Option<ObjectReference>,
+    ) -> std::pin::Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
+        Box::pin(async move {
+            let key = sluice_sdk::kueue::labels::ADMISSION_GATED_BY_ANNOTATION;
+            let written = self
+                .write_workload_main(wkey, |w| {
+                    let annotations = w.metadata.annotations.get_or_insert_with(Default::default);
+                    match &gates {
+                        Some(g) => annotations.insert(key.to_string(), g.clone()),
+                        None => annotations.remove(key),
+                    };
+                    Ok(true)
+                })
+                .await;
+            if written.is_some() {
+                self.sync_workload(wkey);
+                self.queues_dirty = true;
+                if let Some(owner) = owner {
+                    self.event(
+                        owner,
+                        crate::telemetry::EventSeverity::Normal,
+                        "UpdatedWorkload",
+                        "UpdatedWorkload",
+                        format!(
+                            "Updated workload AdmissionGatedBy to {:?}",
+                            gates.unwrap_or_default()
+                        ),
+                    );
+                }
+            }
+            written.is_some()
+        })
     }
 
     /// Writes the Workload's priority class and value ([`Self::priority_change`]), with Kueue's event on the job;
