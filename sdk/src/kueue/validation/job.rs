@@ -272,6 +272,11 @@ pub(super) fn meta_create_rules(errs: &mut Errors, meta: &ObjectMeta) {
             Ok(_) => {}
         }
     }
+    // Kueue's AdmissionGatedBy (beta, on): the gates' format.
+    super::gates::format(
+        errs,
+        annotation(meta, l::ADMISSION_GATED_BY_ANNOTATION).unwrap_or_default(),
+    );
 }
 
 pub(super) fn meta_update_rules(
@@ -335,6 +340,12 @@ pub(super) fn meta_update_rules(
             IMMUTABLE,
         );
     }
+    // Kueue's AdmissionGatedBy: gates may only be removed after creation.
+    super::gates::update(
+        errs,
+        annotation(old, l::ADMISSION_GATED_BY_ANNOTATION),
+        annotation(new, l::ADMISSION_GATED_BY_ANNOTATION),
+    );
 }
 
 fn job_create_rules(errs: &mut Errors, job: &Job) {
@@ -834,6 +845,40 @@ mod tests {
             "{e}"
         );
         assert!(rules("not json", 4).is_err());
+    }
+
+    #[test]
+    fn admission_gates_are_checked_and_may_only_be_removed() {
+        let key = l::ADMISSION_GATED_BY_ANNOTATION;
+        let path = format!("metadata.annotations[{key}]");
+        let gated = |v: &str| job(json!({}), json!({key: v}), json!({"suspend": true}));
+        let e = validate_job(&gated("no-domain")).expect_err("format");
+        assert!(
+            e.to_string().contains("must be a domain-prefixed path"),
+            "{e}"
+        );
+        let two = gated("example.com/a,example.com/b");
+        assert!(validate_job(&two).is_ok());
+        assert!(validate_job_update(&two, &gated("example.com/b"), false).is_ok());
+        assert!(
+            validate_job_update(
+                &two,
+                &job(json!({}), json!({}), json!({"suspend": true})),
+                false
+            )
+            .is_ok()
+        );
+        let e = validate_job_update(&two, &gated("example.com/c"), false).expect_err("added");
+        assert!(
+            e.has(&path, "can only remove gates, not add new ones"),
+            "{e}"
+        );
+        let plain = job(json!({}), json!({}), json!({"suspend": true}));
+        let e = validate_job_update(&plain, &gated("example.com/a"), false).expect_err("late");
+        assert!(
+            e.has(&path, "cannot add admission gate after creation"),
+            "{e}"
+        );
     }
 
     #[test]
