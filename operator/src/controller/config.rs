@@ -329,7 +329,7 @@ pub struct ResourcesFile {
     /// BlockUndeclared (Kueue's default) or IgnoreUndeclared (not supported).
     #[serde(default)]
     pub quota_check_strategy: Option<String>,
-    /// Dynamic Resource Allocation (KueueDRAIntegration, alpha): not supported.
+    /// Dynamic Resource Allocation (KueueDRAIntegration): not supported.
     #[serde(default)]
     pub device_class_mappings: Vec<serde_json::Value>,
 }
@@ -380,8 +380,7 @@ impl ResourcesFile {
         if !self.device_class_mappings.is_empty() {
             return Err(invalid(
                 "deviceClassMappings".into(),
-                "Dynamic Resource Allocation is not supported (Kueue's alpha KueueDRAIntegration)"
-                    .into(),
+                "Dynamic Resource Allocation (Kueue's KueueDRAIntegration) is not supported".into(),
             ));
         }
         let mut out = crate::resource_rules::Counting {
