@@ -8,7 +8,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{LimitRange, LimitRangeItem, PodSpec, ResourceRequirements};
+use k8s_openapi::api::core::v1::{
+    Container, LimitRange, LimitRangeItem, PodSpec, ResourceRequirements,
+};
 use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use sluice_sdk::quantity::resource_value;
@@ -237,14 +239,7 @@ impl ResourceRules {
         let mut errors = Vec::new();
         for (i, (pod, _)) in pods.iter().enumerate() {
             let path = format!("spec.podSets[{i}].template.spec");
-            let containers = [
-                (
-                    "initContainers",
-                    pod.init_containers.as_deref().unwrap_or_default(),
-                ),
-                ("containers", &pod.containers[..]),
-            ];
-            for (field, list) in containers {
+            for (field, list) in containers(pod) {
                 for (c, ct) in list.iter().enumerate() {
                     let (requests, limits) = lists(ct.resources.as_ref());
                     let over = greater_keys(&values(requests), &values(limits));
@@ -283,14 +278,7 @@ impl ResourceRules {
         for (i, (pod, total)) in pods.iter().enumerate() {
             let path = format!("spec.podSets[{i}].template.spec");
             if let Some(range) = &container {
-                let containers = [
-                    (
-                        "initContainers",
-                        pod.init_containers.as_deref().unwrap_or_default(),
-                    ),
-                    ("containers", &pod.containers[..]),
-                ];
-                for (field, list) in containers {
+                for (field, list) in containers(pod) {
                     for (c, ct) in list.iter().enumerate() {
                         let at = format!("{path}.{field}[{c}]");
                         let (requests, limits) = lists(ct.resources.as_ref());
@@ -379,6 +367,17 @@ fn limits_as_missing_requests(res: &mut ResourceRequirements) {
     if let Some(limits) = res.limits.clone() {
         merge_keep_first(&mut res.requests, &limits);
     }
+}
+
+/// A pod's init containers and containers, each list with its field name.
+fn containers(pod: &PodSpec) -> [(&'static str, &[Container]); 2] {
+    [
+        (
+            "initContainers",
+            pod.init_containers.as_deref().unwrap_or_default(),
+        ),
+        ("containers", &pod.containers[..]),
+    ]
 }
 
 fn lists(res: Option<&ResourceRequirements>) -> (&List, &List) {

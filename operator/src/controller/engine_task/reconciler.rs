@@ -484,23 +484,35 @@ impl EngineTask {
                 })
                 .await;
             if written.is_some() {
-                self.sync_workload(wkey);
-                self.queues_dirty = true;
-                if let Some(owner) = owner {
-                    self.event(
-                        owner,
-                        crate::telemetry::EventSeverity::Normal,
-                        "UpdatedWorkload",
-                        "UpdatedWorkload",
-                        format!(
-                            "Updated workload AdmissionGatedBy to {:?}",
-                            gates.unwrap_or_default()
-                        ),
-                    );
-                }
+                let note = format!(
+                    "Updated workload AdmissionGatedBy to {:?}",
+                    gates.unwrap_or_default()
+                );
+                self.workload_updated(wkey, owner, note);
             }
             written.is_some()
         })
+    }
+
+    /// After a write of a Workload's spec or metadata the job asked for: the engine and the queues follow, and
+    /// Kueue's `UpdatedWorkload` event goes to the job.
+    fn workload_updated(
+        &mut self,
+        wkey: &WorkloadKey,
+        owner: Option<ObjectReference>,
+        note: String,
+    ) {
+        self.sync_workload(wkey);
+        self.queues_dirty = true;
+        if let Some(owner) = owner {
+            self.event(
+                owner,
+                crate::telemetry::EventSeverity::Normal,
+                "UpdatedWorkload",
+                "UpdatedWorkload",
+                note,
+            );
+        }
     }
 
     /// Writes the Workload's priority class and value ([`Self::priority_change`]), with Kueue's event on the job;
@@ -530,17 +542,8 @@ impl EngineTask {
             })
             .await;
         if written.is_some() {
-            self.sync_workload(wkey);
-            self.queues_dirty = true;
-            if let Some(owner) = owner {
-                self.event(
-                    owner,
-                    crate::telemetry::EventSeverity::Normal,
-                    "UpdatedWorkload",
-                    "UpdatedWorkload",
-                    format!("Updated workload priority class: {wkey}"),
-                );
-            }
+            let note = format!("Updated workload priority class: {wkey}");
+            self.workload_updated(wkey, owner, note);
         }
         written.is_some()
     }
