@@ -273,11 +273,14 @@ impl ResourceRules {
         if !self.limit_ranges.contains_key(namespace) {
             return None;
         }
-        let container = self.summary(namespace, "Container");
-        let pod_range = self.summary(namespace, "Pod");
+        let bounds = |kind| {
+            self.summary(namespace, kind)
+                .map(|s| (values(&s.max), values(&s.min)))
+        };
+        let (container, pod_range) = (bounds("Container"), bounds("Pod"));
         for (i, (pod, total)) in pods.iter().enumerate() {
             let path = format!("spec.podSets[{i}].template.spec");
-            if let Some(range) = &container {
+            if let Some((max, min)) = &container {
                 for (field, list) in containers(pod) {
                     for (c, ct) in list.iter().enumerate() {
                         let at = format!("{path}.{field}[{c}]");
@@ -285,23 +288,23 @@ impl ResourceRules {
                         let (requests, limits) = (values(requests), values(limits));
                         let c_min = merged(&requests, &limits, i64::min);
                         let c_max = merged(&requests, &limits, i64::max);
-                        let over = greater_keys(&c_max, &values(&range.max));
+                        let over = greater_keys(&c_max, max);
                         if !over.is_empty() {
                             errors.push(invalid(&at, &over, ABOVE_MAX));
                         }
-                        let under = greater_keys(&values(&range.min), &c_min);
+                        let under = greater_keys(min, &c_min);
                         if !under.is_empty() {
                             errors.push(invalid(&at, &under, BELOW_MIN));
                         }
                     }
                 }
             }
-            if let Some(range) = &pod_range {
-                let over = greater_keys(total, &values(&range.max));
+            if let Some((max, min)) = &pod_range {
+                let over = greater_keys(total, max);
                 if !over.is_empty() {
                     errors.push(invalid(&path, &over, ABOVE_MAX));
                 }
-                let under = greater_keys(&values(&range.min), total);
+                let under = greater_keys(min, total);
                 if !under.is_empty() {
                     errors.push(invalid(&path, &under, BELOW_MIN));
                 }
@@ -578,6 +581,11 @@ mod tests {
         );
     }
 
+    /// Amounts by resource name, as the counting works on them.
+    fn amounts(list: &[(&str, i64)]) -> BTreeMap<String, i64> {
+        list.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
     fn counting(yaml: &str) -> Counting {
         let file: crate::controller::config::ResourcesFile = serde_yaml::from_str(yaml).unwrap();
         file.counting("config.yaml").unwrap()
@@ -597,19 +605,19 @@ transformations:
   outputs: {example.com/accelerator-memory: 10Gi, example.com/accelerator-gpc: 2}
 "#,
         );
-        let mut r = BTreeMap::from([
-            ("cpu".to_string(), 1000),
-            ("ephemeral-storage".to_string(), 1 << 30),
-            ("nvidia.com/mig-1g.5gb".to_string(), 2),
-            ("nvidia.com/mig-2g.10gb".to_string(), 1),
+        let mut r = amounts(&[
+            ("cpu", 1000),
+            ("ephemeral-storage", 1 << 30),
+            ("nvidia.com/mig-1g.5gb", 2),
+            ("nvidia.com/mig-2g.10gb", 1),
         ]);
         c.count(&mut r);
         assert_eq!(
             r,
-            BTreeMap::from([
-                ("cpu".to_string(), 1000),
-                ("example.com/accelerator-gpc".to_string(), 4),
-                ("example.com/accelerator-memory".to_string(), 20 << 30),
+            amounts(&[
+                ("cpu", 1000),
+                ("example.com/accelerator-gpc", 4),
+                ("example.com/accelerator-memory", 20 << 30),
             ])
         );
     }
@@ -627,20 +635,16 @@ transformations:
 "#,
         );
         // 500m x 4 GPUs x 2 = 4 credits; the input is retained as asked, not multiplied.
-        let mut r = BTreeMap::from([
-            ("cpu".to_string(), 500),
-            ("nvidia.com/gpu".to_string(), 4),
-            ("memory".to_string(), 1 << 30),
-        ]);
+        let mut r = amounts(&[("cpu", 500), ("nvidia.com/gpu", 4), ("memory", 1 << 30)]);
         c.count(&mut r);
         // A negative generated total counts as zero and does not reduce the memory asked.
         assert_eq!(
             r,
-            BTreeMap::from([
-                ("cpu".to_string(), 500),
-                ("example.com/credits".to_string(), 4),
-                ("memory".to_string(), 1 << 30),
-                ("nvidia.com/gpu".to_string(), 4),
+            amounts(&[
+                ("cpu", 500),
+                ("example.com/credits", 4),
+                ("memory", 1 << 30),
+                ("nvidia.com/gpu", 4),
             ])
         );
     }

@@ -705,13 +705,12 @@ impl OperatorConfig {
         if let Some(r) = &file.resources {
             out.resource_counting = r.counting(origin)?;
         }
-        let retention_gate =
-            FeatureGates::parse(origin, &file.feature_gates)?.object_retention_policies;
+        let gates = FeatureGates::parse(origin, &file.feature_gates)?;
         if let Some(w) = file
             .object_retention_policies
             .as_ref()
             .and_then(|p| p.workloads.as_ref())
-            .filter(|_| retention_gate)
+            .filter(|_| gates.object_retention_policies)
         {
             let duration = |field: &str,
                             v: &Option<String>|
@@ -735,7 +734,6 @@ impl OperatorConfig {
                 )?,
             };
         }
-        let gates = FeatureGates::parse(origin, &file.feature_gates)?;
         out.engine.partial_admission = gates.partial_admission;
         out.engine.prioritize_preemptor_workloads = gates.prioritize_preemptor_workloads;
         out.engine.priority_boost = gates.priority_boost;

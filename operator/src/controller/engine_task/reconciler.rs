@@ -293,13 +293,18 @@ impl EngineTask {
         // Decided without awaiting, written by a boxed future: a future built here grows every kind's reconcile
         // poll frame, which debug builds keep whole on the stack (a RayJob's overflowed a test thread's).
         // Kueue's ensureOneWorkload: the Workload follows the job's admission gates (AdmissionGatedBy) first.
-        if !prebuilt && let Some(gates) = self.gate_change::<I>(&job, &wkey, &wl) {
+        let (gate_change, priority_change) = if prebuilt {
+            (None, None)
+        } else {
+            self.job_changes::<I>(&job, &wkey, &wl)
+        };
+        if let Some(gates) = gate_change {
             let owner = I::event_owner(&job);
             if self.write_gates(&wkey, gates, owner).await {
                 return true;
             }
         }
-        if !prebuilt && let Some((class, priority)) = self.priority_change::<I>(&job, &wkey, &wl) {
+        if let Some((class, priority)) = priority_change {
             let owner = I::event_owner(&job);
             if self.write_priority(&wkey, class, priority, owner).await {
                 return true;
@@ -398,15 +403,39 @@ impl EngineTask {
         })
     }
 
+    /// What the Workload must take from the job as it is now ([`Self::gate_change`], [`Self::priority_change`]),
+    /// from one Workload built from the job. Not async, so that the built Workload never sits in the reconcile's
+    /// poll frame.
+    #[inline(never)]
+    #[allow(clippy::type_complexity)]
+    fn job_changes<I: Reconciled>(
+        &self,
+        job: &I::Job,
+        wkey: &WorkloadKey,
+        wl: &api::Workload,
+    ) -> (
+        Option<Option<String>>,
+        Option<(Option<api::PriorityClassRef>, Option<i32>)>,
+    ) {
+        match I::compose(job, &self.cache.priorities) {
+            Ok(Some(fresh)) => (
+                Self::gate_change(&fresh, wl),
+                Self::priority_change(&fresh, wl),
+            ),
+            Ok(None) => (None, None),
+            Err(e) => {
+                tracing::warn!(workload = %wkey, error = %e, "job's admission gates and priority not read");
+                (None, None)
+            }
+        }
+    }
+
     /// Kueue's `UpdateWorkloadPriority`: a Workload whose priority comes from a WorkloadPriorityClass (or that has
     /// none, and no quota yet) takes the priority class and value the job resolves to now, once the job's
     /// `kueue.x-k8s.io/priority-class` names another class; a pod PriorityClass's Workload is left alone. Returns
     /// the class and value to write, if any.
-    #[inline(never)]
-    fn priority_change<I: Reconciled>(
-        &self,
-        job: &I::Job,
-        wkey: &WorkloadKey,
+    fn priority_change(
+        fresh: &api::Workload,
         wl: &api::Workload,
     ) -> Option<(Option<api::PriorityClassRef>, Option<i32>)> {
         let is_workload_class = |r: &api::PriorityClassRef| {
@@ -420,13 +449,6 @@ impl EngineTask {
             Some(r) if !is_workload_class(r) => return None,
             _ => {}
         }
-        let fresh = match I::compose(job, &self.cache.priorities) {
-            Ok(fresh) => fresh?,
-            Err(e) => {
-                tracing::warn!(workload = %wkey, error = %e, "job's priority not resolved");
-                return None;
-            }
-        };
         let wanted = fresh
             .spec
             .priority_class_ref
@@ -440,25 +462,12 @@ impl EngineTask {
         {
             return None;
         }
-        Some((fresh.spec.priority_class_ref, fresh.spec.priority))
+        Some((fresh.spec.priority_class_ref.clone(), fresh.spec.priority))
     }
 
     /// The job's `kueue.x-k8s.io/admission-gated-by` when its Workload carries other gates (Kueue's
     /// `PropagateAdmissionGatedByAnnotation`): `Some(None)` removes them.
-    #[inline(never)]
-    fn gate_change<I: Reconciled>(
-        &self,
-        job: &I::Job,
-        wkey: &WorkloadKey,
-        wl: &api::Workload,
-    ) -> Option<Option<String>> {
-        let fresh = match I::compose(job, &self.cache.priorities) {
-            Ok(fresh) => fresh?,
-            Err(e) => {
-                tracing::warn!(workload = %wkey, error = %e, "job's admission gates not read");
-                return None;
-            }
-        };
+    fn gate_change(fresh: &api::Workload, wl: &api::Workload) -> Option<Option<String>> {
         let wanted = crate::jobs::admission_gates(&fresh.metadata);
         (wanted != crate::jobs::admission_gates(&wl.metadata)).then(|| wanted.map(str::to_string))
     }
