@@ -263,6 +263,14 @@ impl Engine {
                 })
                 .map_or(ps.count, |p| p.count);
             for &(r, v) in reqs {
+                // Kueue's entry penalty under IgnoreUndeclared counts only the resources the queue covers.
+                if self.config.ignore_undeclared_resources
+                    && self
+                        .cq(n)
+                        .is_some_and(|c| !c.rg_of_resource.contains_key(&r))
+                {
+                    continue;
+                }
                 let name = self.ids.resource_name(r);
                 *requests.entry(name.to_string()).or_default() +=
                     base_units(name, v) * f64::from(count.max(0));

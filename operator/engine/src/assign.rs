@@ -515,7 +515,8 @@ impl Sim<'_> {
                     .cq(pre.cq)
                     .and_then(|c| c.rg_of_resource.get(&res).copied());
                 let Some(rg_idx) = rg_idx else {
-                    if qty == 0 {
+                    // A zero request needs no flavor; under IgnoreUndeclared neither does any undeclared one.
+                    if qty == 0 || self.ignore_undeclared {
                         continue;
                     }
                     psa.reasons = vec![FlavorReason::Text(format!(

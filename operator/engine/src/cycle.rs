@@ -95,6 +95,7 @@ impl Engine {
             with_history,
             fair: self.config.fair_sharing.as_ref(),
             pods_resource: self.pods_resource,
+            ignore_undeclared: self.config.ignore_undeclared_resources,
             now: self.now,
             topologies: self.topo.topologies.clone(),
             costs: &self.costs,

@@ -105,6 +105,10 @@ impl Interner {
         self.fr_ids.get(&(flavor, resource)).copied()
     }
 
+    pub(crate) fn find_resource(&self, name: &str) -> Option<u32> {
+        self.resource_ids.get(name).copied()
+    }
+
     pub(crate) fn find_flavor(&self, name: &str) -> Option<u32> {
         self.flavor_ids.get(name).copied()
     }

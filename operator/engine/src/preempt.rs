@@ -68,6 +68,8 @@ pub(crate) struct Sim<'a> {
     pub with_history: bool,
     pub fair: Option<&'a FairSharingConfig>,
     pub pods_resource: u32,
+    /// Resources no resource group covers are left out of the quota check (Kueue's IgnoreUndeclared).
+    pub ignore_undeclared: bool,
     pub now: Time,
     /// Kueue Topology levels by name (TAS flavor matching checks requested levels).
     /// Shared, not borrowed: a topology-aware probe borrows the rest of the topology state mutably.

@@ -284,7 +284,16 @@ impl Engine {
                         ));
                     }
                     for (r, q) in &ps.requests {
-                        if *q == 0 {
+                        // Under IgnoreUndeclared a resource the ClusterQueue does not cover has no flavor.
+                        let undeclared = || {
+                            self.config.ignore_undeclared_resources
+                                && self.cq(adm.cq).is_some_and(|c| {
+                                    self.ids
+                                        .find_resource(r)
+                                        .is_none_or(|id| !c.rg_of_resource.contains_key(&id))
+                                })
+                        };
+                        if *q == 0 || undeclared() {
                             continue;
                         }
                         let want = q.saturating_mul(i64::from(psa.count));

@@ -39,6 +39,10 @@ pub struct EngineConfig {
     /// with their checkpoint grace, so they move before it fails. Off: they stay, and only new placements
     /// avoid the GPU.
     pub evict_on_degraded_gpus: bool,
+    /// Kueue's `resources.quotaCheckStrategy: IgnoreUndeclared` (with its QuotaCheckStrategy gate on): a resource
+    /// that no resource group of the ClusterQueue covers is left out of the quota check instead of keeping the
+    /// workload out.
+    pub ignore_undeclared_resources: bool,
 }
 
 /// Kueue's `admissionFairSharing` settings.
@@ -82,6 +86,7 @@ impl Default for EngineConfig {
             block_admission: false,
             admission_fair_sharing: None,
             evict_on_degraded_gpus: false,
+            ignore_undeclared_resources: false,
         }
     }
 }

@@ -199,6 +199,8 @@ pub struct FeatureGates {
     pub scheduling_equivalence_hashing: bool,
     /// ObjectRetentionPolicies: `objectRetentionPolicies` takes effect (beta, on by default).
     pub object_retention_policies: bool,
+    /// QuotaCheckStrategy: `resources.quotaCheckStrategy` takes effect (beta, on by default).
+    pub quota_check_strategy: bool,
 }
 
 impl Default for FeatureGates {
@@ -211,6 +213,7 @@ impl Default for FeatureGates {
             admission_fair_sharing: true,
             scheduling_equivalence_hashing: true,
             object_retention_policies: true,
+            quota_check_strategy: true,
         }
     }
 }
@@ -241,6 +244,7 @@ impl FeatureGates {
                 "AdmissionFairSharing" => out.admission_fair_sharing = on,
                 "SchedulingEquivalenceHashing" => out.scheduling_equivalence_hashing = on,
                 "ObjectRetentionPolicies" => out.object_retention_policies = on,
+                "QuotaCheckStrategy" => out.quota_check_strategy = on,
                 _ if on == default => {}
                 _ => {
                     return Err(invalid(format!(
@@ -326,7 +330,7 @@ pub struct ResourcesFile {
     /// How requested resources are counted as others.
     #[serde(default)]
     pub transformations: Vec<TransformationFile>,
-    /// BlockUndeclared (Kueue's default) or IgnoreUndeclared (not supported).
+    /// BlockUndeclared (Kueue's default) or IgnoreUndeclared (read only with the QuotaCheckStrategy gate on).
     #[serde(default)]
     pub quota_check_strategy: Option<String>,
     /// Dynamic Resource Allocation (KueueDRAIntegration): not supported.
@@ -353,30 +357,32 @@ pub struct TransformationFile {
 }
 
 impl ResourcesFile {
+    /// Whether `quotaCheckStrategy` is IgnoreUndeclared, validated as Kueue validates it; with the gate off Kueue
+    /// neither reads nor checks the field.
+    pub fn ignore_undeclared(&self, origin: &str, gate: bool) -> Result<bool, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            path: origin.to_string(),
+            message: format!("resources.quotaCheckStrategy: {message}"),
+        };
+        match self.quota_check_strategy.as_deref().filter(|_| gate) {
+            // Kueue's default: a resource the ClusterQueue does not cover keeps the workload out.
+            None | Some("BlockUndeclared") => Ok(false),
+            Some("IgnoreUndeclared") if !self.exclude_resource_prefixes.is_empty() => Err(invalid(
+                "Invalid value: \"IgnoreUndeclared\": excludeResourcePrefixes is not allowed when quotaCheckStrategy is IgnoreUndeclared".into(),
+            )),
+            Some("IgnoreUndeclared") => Ok(true),
+            Some(other) => Err(invalid(format!(
+                "Unsupported value: {other:?}: supported values: \"IgnoreUndeclared\", \"BlockUndeclared\""
+            ))),
+        }
+    }
+
     /// The counting rules, validated as Kueue validates its Configuration.
     pub fn counting(&self, origin: &str) -> Result<crate::resource_rules::Counting, ConfigError> {
         let invalid = |field: String, message: String| ConfigError::Invalid {
             path: origin.to_string(),
             message: format!("resources.{field}: {message}"),
         };
-        match self.quota_check_strategy.as_deref() {
-            // Kueue's default: a resource the ClusterQueue does not cover keeps the workload out.
-            None | Some("BlockUndeclared") => {}
-            Some("IgnoreUndeclared") => {
-                return Err(invalid(
-                    "quotaCheckStrategy".into(),
-                    "IgnoreUndeclared is not supported: Sluice behaves as BlockUndeclared (Kueue's default)".into(),
-                ));
-            }
-            Some(other) => {
-                return Err(invalid(
-                    "quotaCheckStrategy".into(),
-                    format!(
-                        "Unsupported value: {other:?}: supported values: \"BlockUndeclared\", \"IgnoreUndeclared\""
-                    ),
-                ));
-            }
-        }
         if !self.device_class_mappings.is_empty() {
             return Err(invalid(
                 "deviceClassMappings".into(),
@@ -702,10 +708,12 @@ impl OperatorConfig {
             message,
         };
         let mut out = Self::default();
+        let gates = FeatureGates::parse(origin, &file.feature_gates)?;
         if let Some(r) = &file.resources {
             out.resource_counting = r.counting(origin)?;
+            out.engine.ignore_undeclared_resources =
+                r.ignore_undeclared(origin, gates.quota_check_strategy)?;
         }
-        let gates = FeatureGates::parse(origin, &file.feature_gates)?;
         if let Some(w) = file
             .object_retention_policies
             .as_ref()
@@ -1056,6 +1064,37 @@ integrations: {frameworks: ["batch/job"]}
         .to_string();
         assert!(
             e.contains("objectRetentionPolicies.workloads.afterFinished"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn quota_check_strategy_is_read_under_its_gate_and_checked_as_kueue_checks_it() {
+        let ignore = |yaml: &str| {
+            OperatorConfig::from_yaml("cfg", yaml).map(|c| c.engine.ignore_undeclared_resources)
+        };
+        assert!(ignore("resources: {quotaCheckStrategy: IgnoreUndeclared}").unwrap());
+        assert!(!ignore("resources: {quotaCheckStrategy: BlockUndeclared}").unwrap());
+        assert!(!ignore("{}").unwrap());
+        // With the gate off Kueue neither reads nor checks the field.
+        assert!(!ignore("{resources: {quotaCheckStrategy: Sometimes}, featureGates: {QuotaCheckStrategy: false}}")
+                .unwrap());
+        let e = ignore("resources: {quotaCheckStrategy: Sometimes}")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("resources.quotaCheckStrategy: Unsupported value: \"Sometimes\""),
+            "{e}"
+        );
+        let e = ignore(
+            "resources: {quotaCheckStrategy: IgnoreUndeclared, excludeResourcePrefixes: [example.com/]}",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains(
+                "excludeResourcePrefixes is not allowed when quotaCheckStrategy is IgnoreUndeclared"
+            ),
             "{e}"
         );
     }

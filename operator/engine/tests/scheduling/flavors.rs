@@ -137,6 +137,40 @@ fn resource_not_covered_is_no_matching_flavor() {
 }
 
 #[test]
+fn ignore_undeclared_leaves_uncovered_resources_out_of_the_quota_check() {
+    // Kueue's `resources.quotaCheckStrategy: IgnoreUndeclared`: the GPU no resource group covers is neither a
+    // reason to stay pending nor part of the admission, while the covered cpu is still checked.
+    let mut env = Env::with_config(EngineConfig {
+        ignore_undeclared_resources: true,
+        ..EngineConfig::default()
+    });
+    env.ns("ns", &[]).flavor("general");
+    env.cq_lq(
+        cq("cq").group(&["cpu"], vec![fq("general", vec![rq("cpu", cpu(10))])]),
+        "ns",
+    );
+    env.submit(wl("ns", "gpu").ps("main", 2, &[("cpu", cpu(3)), ("nvidia.com/gpu", 1)]));
+    env.schedule();
+    let a = env.assert_admitted("ns/gpu");
+    let ps = &a.pod_set_assignments[0];
+    assert_eq!(
+        ps.flavors,
+        BTreeMap::from([("cpu".to_string(), "general".to_string())])
+    );
+    assert_eq!(
+        ps.resource_usage,
+        BTreeMap::from([("cpu".to_string(), cpu(6))])
+    );
+    env.submit(wl("ns", "more").ps("main", 1, &[("cpu", cpu(5)), ("nvidia.com/gpu", 1)]));
+    env.schedule();
+    let msg = env.assert_pending("ns/more", "WaitingForQuota");
+    assert_eq!(
+        msg,
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor general, 1 more needed"
+    );
+}
+
+#[test]
 fn pods_resource_is_counted_when_covered() {
     let mut env = Env::new();
     env.flavor("default").ns("ns", &[]);
