@@ -647,6 +647,7 @@ pub fn workload_with(
     }
     let checked: Vec<_> = adjusted.iter().map(|(p, r)| (p, r)).collect();
     let misconfigured = rules.admissibility(&namespace, &checked);
+    let adjusted_resources = adjusted_digest(adjusted.iter().map(|(p, _)| p));
     let creation_time = wl
         .metadata
         .creation_timestamp
@@ -735,6 +736,7 @@ pub fn workload_with(
         scheduling_shape: scheduling_shape(wl),
         misconfigured,
         admission_gated_by: crate::jobs::admission_gates(&wl.metadata).map(str::to_string),
+        adjusted_resources,
     };
     Ok((out, admission))
 }
@@ -742,6 +744,25 @@ pub fn workload_with(
 /// A digest of the pod templates' shapes (Kueue's `SpecShape`, which its scheduling hash covers): of what it
 /// holds, the ports, runtime class, pod priority, spread constraints, overhead and claims are nowhere else in the
 /// engine's workload.
+/// A digest of what Kueue's adjustments change in the pod templates: every container's resources, the pod's
+/// resources and its overhead.
+fn adjusted_digest<'a>(pods: impl Iterator<Item = &'a core::PodSpec>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for pod in pods {
+        let containers = pod.init_containers.iter().flatten().chain(&pod.containers);
+        for c in containers {
+            serde_json::to_string(&c.resources)
+                .unwrap_or_default()
+                .hash(&mut h);
+        }
+        serde_json::to_string(&(&pod.resources, &pod.overhead))
+            .unwrap_or_default()
+            .hash(&mut h);
+    }
+    h.finish()
+}
+
 fn scheduling_shape(wl: &api::Workload) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();

@@ -141,7 +141,11 @@ impl ResourceRules {
     }
 
     /// Records a LimitRange (added or changed).
-    pub fn upsert_limit_range(&mut self, lr: LimitRange) {
+    pub fn upsert_limit_range(&mut self, mut lr: LimitRange) {
+        // A manifest read from a file has not been through the API server's defaulting; one that has is unchanged.
+        for item in lr.spec.iter_mut().flat_map(|s| &mut s.limits) {
+            default_limit_range_item(item);
+        }
         let ns = lr.metadata.namespace.clone().unwrap_or_default();
         let name = lr.metadata.name.clone().unwrap_or_default();
         self.limit_ranges.entry(ns).or_default().insert(name, lr);
@@ -322,6 +326,22 @@ impl ResourceRules {
 const REQUESTS_OVER_LIMITS: &str = "requests must not exceed its limits";
 const ABOVE_MAX: &str = "requests must not be above the limitRange max";
 const BELOW_MIN: &str = "requests must not be below the limitRange min";
+
+/// The API server's defaulting of a Container item: the default limit is the max where unset, and the default
+/// request the default limit, else the min, where unset.
+fn default_limit_range_item(item: &mut LimitRangeItem) {
+    if item.type_ != "Container" {
+        return;
+    }
+    let default = item.default.get_or_insert_with(Default::default);
+    for (k, v) in item.max.iter().flatten() {
+        default.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    let request = item.default_request.get_or_insert_with(Default::default);
+    for (k, v) in default.iter().chain(item.min.iter().flatten()) {
+        request.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+}
 
 fn add_to_summary(s: &mut Summary, item: &LimitRangeItem) {
     merge_with(&mut s.max, item.max.as_ref(), i64::min);
@@ -505,6 +525,43 @@ mod tests {
         rules.adjust("elsewhere", &mut other);
         assert!(requests_of(&other, 0).is_empty());
         assert_eq!(rules.admissibility("team", &[(&p, &BTreeMap::new())]), None);
+    }
+
+    #[test]
+    fn a_range_read_from_a_file_is_defaulted_as_the_api_server_defaults_it() {
+        // Only a max and a min: the default limit is the max, the default request the default limit (cpu) or the
+        // min (memory, which has no max).
+        let mut rules = ResourceRules::default();
+        rules.upsert_limit_range(limit_range(
+            "team",
+            "bounds",
+            serde_json::json!([{"type": "Container", "max": {"cpu": "500m"}, "min": {"memory": "1Mi"}}]),
+        ));
+        let mut p = pod(serde_json::json!({"containers": [
+            {"name": "bare"},
+            {"name": "asks", "resources": {"requests": {"cpu": "1"}}}
+        ]}));
+        rules.adjust("team", &mut p);
+        assert_eq!(
+            requests_of(&p, 0),
+            BTreeMap::from([
+                ("cpu".into(), "500m".into()),
+                ("memory".into(), "1Mi".into())
+            ])
+        );
+        let limits = p.containers[1]
+            .resources
+            .as_ref()
+            .and_then(|r| r.limits.clone());
+        assert_eq!(limits.unwrap()["cpu"].0, "500m");
+        let totals = amounts(&[("cpu", 1500), ("memory", 1 << 20)]);
+        let why = rules.admissibility("team", &[(&p, &totals)]).unwrap();
+        assert!(
+            why.starts_with(
+                "resources validation failed: spec.podSets[0].template.spec.containers[1]"
+            ),
+            "{why}"
+        );
     }
 
     #[test]

@@ -193,6 +193,7 @@ pub fn synthetic_cluster(args: &BenchShape) -> (Vec<Event>, Vec<Event>) {
                 scheduling_shape: 0,
                 misconfigured: None,
                 admission_gated_by: None,
+                adjusted_resources: 0,
                 quota_reserved_at: None,
                 checkpointed_at: None,
                 priority_boost: 0,

@@ -16,11 +16,13 @@ const INADMISSIBLE: &str = "Inadmissible";
 pub const ADMISSION_GATED: &str = "AdmissionGated";
 
 /// Whether two versions of a workload schedule identically: same pod sets and requests, same
-/// LocalQueue, activation and priority, and the same queue ordering key (creation time, UID).
+/// LocalQueue, activation and priority, and the same queue ordering key (creation time, UID). Its admissibility
+/// is not compared: as Kueue reads a LimitRange's bounds again at each nomination, a change of them alone leaves
+/// the workload where it waits.
 fn same_scheduling_inputs(old: &Workload, new: &Workload) -> bool {
     old.pod_sets == new.pod_sets
         && old.scheduling_shape == new.scheduling_shape
-        && old.misconfigured == new.misconfigured
+        && old.adjusted_resources == new.adjusted_resources
         && old.admission_gated_by == new.admission_gated_by
         && old.queue_name == new.queue_name
         && old.active == new.active

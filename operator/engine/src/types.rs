@@ -674,6 +674,10 @@ pub struct Workload {
     /// Kueue's `kueue.x-k8s.io/admission-gated-by` gates (AdmissionGatedBy): while set the workload is not
     /// queued ("Admission is gated by: ...").
     pub admission_gated_by: Option<String>,
+    /// A digest of its pod templates' resources as Kueue adjusted them (LimitRange defaults, RuntimeClass
+    /// overhead): Kueue re-queues a waiting Workload whose adjusted spec changed, and only updates one whose
+    /// admissibility alone changed (a LimitRange's bounds, read again at its next nomination).
+    pub adjusted_resources: u64,
 }
 
 impl Workload {

@@ -138,6 +138,7 @@ pub fn wl(ns: &str, name: &str) -> WlB {
         scheduling_shape: 0,
         misconfigured: None,
         admission_gated_by: None,
+        adjusted_resources: 0,
     })
 }
 

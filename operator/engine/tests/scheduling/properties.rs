@@ -343,6 +343,7 @@ fn run(specs: Vec<CqSpec>, steps: Vec<Step>, fair: bool) -> Result<(), TestCaseE
                         scheduling_shape: 0,
                         misconfigured: None,
                         admission_gated_by: None,
+                        adjusted_resources: 0,
                     },
                     admission: None,
                 })

@@ -224,6 +224,34 @@ fn a_misconfigured_workload_waits_and_blocks_only_a_strict_queue() {
 }
 
 #[test]
+fn a_limit_range_bound_alone_waits_for_the_next_nomination_and_a_new_default_requeues() {
+    // Kueue re-queues a waiting Workload when a LimitRange changes its adjusted spec, and otherwise only
+    // updates it where it waits: the bounds are read again when it is next nominated.
+    let why = "resources didn't satisfy LimitRange constraints: spec.podSets[0].template.spec.containers[0]: \
+               Invalid value: [\"cpu\"]: requests must not be above the limitRange max";
+    let mut env = busy_queue(EngineConfig::default(), false);
+    let waits = wl("ns", "waits").ps("main", 1, &[("cpu", cpu(4))]);
+    env.submit(waits.clone());
+    env.schedule();
+    let quota = env.assert_pending("ns/waits", "WaitingForQuota");
+    let mut bounded = waits.clone();
+    bounded.0.misconfigured = Some(why.into());
+    env.submit(bounded);
+    env.schedule();
+    assert_eq!(env.assert_pending("ns/waits", "WaitingForQuota"), quota);
+    // Quota freed: nominated again, and now refused by the bound.
+    env.apply(Event::FinishWorkload(key_of("ns/running")));
+    env.schedule();
+    assert_eq!(env.assert_pending("ns/waits", "Misconfigured"), why);
+    // A default that changes the adjusted spec (and lifts the refusal) re-queues it at once.
+    let mut defaulted = waits;
+    defaulted.0.adjusted_resources = 1;
+    env.submit(defaulted);
+    env.schedule();
+    env.assert_admitted("ns/waits");
+}
+
+#[test]
 fn a_gated_workload_waits_unqueued_until_its_gates_are_lifted() {
     let mut env = busy_queue(EngineConfig::default(), false);
     let mut gated = wl("ns", "gated").ps("main", 1, &[("cpu", cpu(1))]);

@@ -129,28 +129,36 @@ impl EngineTask {
                 }
             }
             Input::LimitRange(c) => {
-                // As in Kueue, a Workload's requests are adjusted when it changes, not when a range does.
                 self.count_event("LimitRange");
                 let (obj, deleted) = split(c);
+                let ns = obj.namespace().unwrap_or_default();
                 if deleted {
-                    let ns = obj.namespace().unwrap_or_default();
                     self.cache
                         .resource_rules
                         .remove_limit_range(&ns, &obj.name_any());
                 } else {
                     self.cache.resource_rules.upsert_limit_range(obj);
                 }
+                self.refresh_waiting(|k, _| k.namespace == ns);
             }
             Input::RuntimeClass(c) => {
                 self.count_event("RuntimeClass");
                 let (obj, deleted) = split(c);
+                let name = obj.name_any();
                 if deleted {
-                    self.cache
-                        .resource_rules
-                        .remove_runtime_class(&obj.name_any());
+                    self.cache.resource_rules.remove_runtime_class(&name);
                 } else {
                     self.cache.resource_rules.upsert_runtime_class(obj);
                 }
+                self.refresh_waiting(|_, wl| {
+                    wl.spec.pod_sets.iter().any(|ps| {
+                        ps.template
+                            .spec
+                            .as_ref()
+                            .and_then(|s| s.runtime_class_name.as_deref())
+                            == Some(name.as_str())
+                    })
+                });
             }
             Input::WorkloadPriorityClass(c) => {
                 self.count_event("WorkloadPriorityClass");
@@ -451,6 +459,24 @@ impl EngineTask {
             .filter(|(k, w)| k.namespace == namespace && w.spec.queue_name == name)
             .map(|(k, _)| k.clone());
         self.dirty_workloads.extend(keys);
+    }
+
+    /// Kueue's resourceUpdatesHandler: after a LimitRange or RuntimeClass change, the Workloads it applies to that
+    /// wait without QuotaReserved=True (Kueue's index counts a missing condition as False) are taken again with the adjustments as they are now (the engine re-queues
+    /// one whose adjusted requests changed, and only updates one whose admissibility alone changed).
+    fn refresh_waiting(&mut self, applies: impl Fn(&WorkloadKey, &api::Workload) -> bool) {
+        let keys: Vec<WorkloadKey> = self
+            .cache
+            .workloads
+            .iter()
+            .filter(|(k, wl)| {
+                !has_admission(wl) && !cond_true(wl, condition::QUOTA_RESERVED) && applies(k, wl)
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            self.sync_workload(&key);
+        }
     }
 
     /// Every workload queued through a LocalQueue of ClusterQueue `cq` is reconciled again.
