@@ -462,8 +462,9 @@ impl EngineTask {
     }
 
     /// Kueue's resourceUpdatesHandler: after a LimitRange or RuntimeClass change, the Workloads it applies to that
-    /// wait without QuotaReserved=True (Kueue's index counts a missing condition as False) are taken again with the adjustments as they are now (the engine re-queues
-    /// one whose adjusted requests changed, and only updates one whose admissibility alone changed).
+    /// wait without QuotaReserved=True (Kueue's index counts a missing condition as False) are taken again with
+    /// the adjustments as they are now (the engine re-queues one whose adjusted requests changed, and only updates
+    /// one whose admissibility alone changed).
     fn refresh_waiting(&mut self, applies: impl Fn(&WorkloadKey, &api::Workload) -> bool) {
         let keys: Vec<WorkloadKey> = self
             .cache
