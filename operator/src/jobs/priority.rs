@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use sluice_sdk::kueue::v1beta2::{PriorityClassRef, WorkloadPriorityClass};
+use sluice_sdk::kueue::v1beta2::{
+    PriorityClassGroup, PriorityClassKind, PriorityClassRef, Workload, WorkloadPriorityClass,
+};
 
 /// The priority classes a cluster has: Kueue's WorkloadPriorityClasses and Kubernetes' PriorityClasses.
 #[derive(Clone, Debug, Default)]
@@ -58,6 +60,26 @@ impl PriorityClasses {
     /// Value of a PriorityClass.
     pub fn pod_class(&self, name: &str) -> Option<i32> {
         self.pod.get(name).map(|(v, _)| *v)
+    }
+
+    /// The WorkloadPriorityClass a Workload's `spec.priorityClassRef` names (Kueue indexes only references with
+    /// that kind and group).
+    pub fn workload_class_of(wl: &Workload) -> Option<&str> {
+        wl.spec
+            .priority_class_ref
+            .as_ref()
+            .filter(|r| {
+                r.kind == Some(PriorityClassKind::WorkloadPriorityClass)
+                    && r.group == Some(PriorityClassGroup::Kueue)
+            })
+            .map(|r| r.name.as_str())
+    }
+
+    /// Kueue's WorkloadPriorityClass controller: the value a Workload's `spec.priority` takes from the
+    /// WorkloadPriorityClass it names, when the two differ (a class created or changed after the Workload).
+    pub fn class_priority_change(&self, wl: &Workload) -> Option<i32> {
+        let value = self.workload_class(Self::workload_class_of(wl)?)?;
+        (wl.spec.priority != Some(value)).then_some(value)
     }
 
     /// Resolves a priority from an optional WorkloadPriorityClass name and an optional pod PriorityClass name.
@@ -145,5 +167,26 @@ mod tests {
                 .contains("missing")
         );
         assert!(p.resolve(None, Some("nope")).is_err());
+    }
+
+    #[test]
+    fn a_workload_follows_the_value_of_the_workload_priority_class_it_names() {
+        let mut p = PriorityClasses::default();
+        let mut wpc = WorkloadPriorityClass::default();
+        wpc.metadata.name = Some("prod".into());
+        wpc.spec.value = 100;
+        p.upsert_workload_class(&wpc);
+        let mut wl = Workload::default();
+        wl.spec.priority_class_ref = Some(PriorityClassRef::workload_priority_class("prod"));
+        wl.spec.priority = Some(100);
+        assert_eq!(p.class_priority_change(&wl), None);
+        wpc.spec.value = 1000;
+        p.upsert_workload_class(&wpc);
+        assert_eq!(p.class_priority_change(&wl), Some(1000));
+        // A pod PriorityClass, or a class not known, changes nothing.
+        wl.spec.priority_class_ref = Some(PriorityClassRef::pod_priority_class("prod"));
+        assert_eq!(p.class_priority_change(&wl), None);
+        wl.spec.priority_class_ref = Some(PriorityClassRef::workload_priority_class("other"));
+        assert_eq!(p.class_priority_change(&wl), None);
     }
 }

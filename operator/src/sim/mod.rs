@@ -532,6 +532,10 @@ impl Simulation {
                 {
                     requeue.apply(&mut wl, default_created);
                 }
+                // Kueue's WorkloadPriorityClass controller: a Workload takes the value of the class it names.
+                if let Some(value) = priorities.class_priority_change(&wl) {
+                    wl.spec.priority = Some(value);
+                }
                 let meta = wl.metadata.clone();
                 (wl, None, loaded.origin.clone(), meta)
             };

@@ -13,6 +13,7 @@ use crate::controller::tas;
 use crate::controller::watch::Change;
 use crate::engine::{self, Engine, Event, WorkloadKey};
 use crate::ingest;
+use crate::jobs::PriorityClasses;
 use crate::jobs::{JobSetJob, PyTorchJobJob, RayClusterJob, RayJobJob, RayServiceJob};
 
 impl EngineTask {
@@ -164,7 +165,22 @@ impl EngineTask {
                 self.count_event("WorkloadPriorityClass");
                 match c {
                     Change::Apply(o) => {
+                        let name = o.name_any();
+                        let changed =
+                            self.cache.priorities.workload_class(&name) != Some(o.spec.value);
                         self.cache.priorities.upsert_workload_class(&o);
+                        if changed {
+                            // Kueue's WorkloadPriorityClass controller: the Workloads naming it take its value.
+                            let keys = self
+                                .cache
+                                .workloads
+                                .iter()
+                                .filter(|(_, w)| {
+                                    PriorityClasses::workload_class_of(w) == Some(name.as_str())
+                                })
+                                .map(|(k, _)| k.clone());
+                            self.dirty_workloads.extend(keys);
+                        }
                         self.retry_unbuilt();
                     }
                     Change::Delete(o) => self.cache.priorities.delete_workload_class(&o.name_any()),

@@ -37,6 +37,9 @@ impl EngineTask {
         if self.apply_retention(key, &wl).await {
             return;
         }
+        if let Some(value) = self.cache.priorities.class_priority_change(&wl) {
+            self.follow_class_priority(key, value).await;
+        }
         if self.checkpoints.contains_key(key) {
             let done = wl
                 .metadata

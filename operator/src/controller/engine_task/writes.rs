@@ -50,6 +50,35 @@ impl EngineTask {
         self.write_workload(key, Endpoint::Main, mutate).await
     }
 
+    /// Kueue's WorkloadPriorityClass controller: the Workload's `spec.priority` set to `value`, the value of the
+    /// WorkloadPriorityClass it names (as read from the cache when this was decided).
+    pub(super) async fn follow_class_priority(&mut self, key: &WorkloadKey, value: i32) {
+        let Some(class) = self
+            .cache
+            .workloads
+            .get(key)
+            .and_then(|w| crate::jobs::PriorityClasses::workload_class_of(w))
+            .map(str::to_string)
+        else {
+            return;
+        };
+        let written = self
+            .write_workload_main(key, |w| {
+                let names_it = crate::jobs::PriorityClasses::workload_class_of(w) == Some(&class);
+                if !names_it || w.spec.priority == Some(value) {
+                    return Ok(false);
+                }
+                w.spec.priority = Some(value);
+                Ok(true)
+            })
+            .await;
+        if written.is_some() {
+            tracing::info!(workload = %key, %class, priority = value, "priority follows its WorkloadPriorityClass");
+            self.sync_workload(key);
+            self.queues_dirty = true;
+        }
+    }
+
     /// Removes Kueue's `resource-in-use` finalizer from the Workload, so a deletion can complete.
     pub(super) async fn release_workload_finalizer(&mut self, key: &WorkloadKey) {
         self.write_workload_main(key, |w| {
