@@ -572,6 +572,43 @@ async fn a_queued_jobs_workload_follows_its_queue_name_and_priority_class() {
     op.abort();
 }
 
+/// Kueue's WorkloadPriorityClass controller: a class given another value gives it to the Workloads naming it,
+/// admitted ones too, by writing their `spec.priority`.
+#[tokio::test]
+async fn a_workload_priority_class_given_another_value_gives_it_to_its_workloads() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    let class = |value: i32| {
+        yaml::<api::WorkloadPriorityClass>(&format!("metadata: {{name: batch}}\nvalue: {value}"))
+    };
+    fake.put(&class(10));
+    fake.put(&job("steady", 1, 1, Some("batch")));
+    let op = start(&fake, "op", config());
+    wait_for(10, "started", || !suspended(&fake, "steady")).await;
+    let name = workload_of(&fake, "steady").unwrap().metadata.name.unwrap();
+    assert_eq!(
+        workload_of(&fake, "steady").unwrap().spec.priority,
+        Some(10)
+    );
+    fake.put(&class(500));
+    wait_for(10, "priority followed the class", || {
+        workload_of(&fake, "steady").is_some_and(|w| w.spec.priority == Some(500))
+    })
+    .await;
+    let wrote = fake.requests().into_iter().any(|r| {
+        r.status < 300
+            && r.method != "GET"
+            && r.path.ends_with(&format!("/workloads/{name}"))
+            && r.body
+                .as_ref()
+                .is_some_and(|b| b["spec"]["priority"] == 500)
+    });
+    assert!(wrote, "spec.priority written to the Workload");
+    // Still admitted, and the job still running: only the priority changed.
+    assert!(admitted(&fake, &name) && !suspended(&fake, "steady"));
+    op.abort();
+}
+
 /// Kueue's `ensureOneWorkload`: a running Job changed so that it no longer matches the Workload holding its quota
 /// (here scaled up) is stopped with its templates restored, its Workload deleted, and a new Workload, built from
 /// the Job as it is now, queues and is admitted: the change cannot run on the old admission's quota.
