@@ -251,6 +251,12 @@ impl Engine {
         let Some(w) = self.wl(i) else { return };
         let lq = (w.spec.namespace.clone(), w.spec.queue_name.clone());
         let mut requests = Resources::new();
+        // Kueue's entry penalty under IgnoreUndeclared counts only the resources the queue covers.
+        let covering = self
+            .config
+            .ignore_undeclared_resources
+            .then(|| self.cq(n))
+            .flatten();
         for (ps, reqs) in w.spec.pod_sets.iter().zip(&w.reqs) {
             let count = w
                 .adm
@@ -263,12 +269,7 @@ impl Engine {
                 })
                 .map_or(ps.count, |p| p.count);
             for &(r, v) in reqs {
-                // Kueue's entry penalty under IgnoreUndeclared counts only the resources the queue covers.
-                if self.config.ignore_undeclared_resources
-                    && self
-                        .cq(n)
-                        .is_some_and(|c| !c.rg_of_resource.contains_key(&r))
-                {
+                if covering.is_some_and(|c| !c.rg_of_resource.contains_key(&r)) {
                     continue;
                 }
                 let name = self.ids.resource_name(r);
