@@ -604,6 +604,23 @@ pub fn workload(
         };
         error(first, &field, m)
     })?;
+    let max_exec = match first.labels().get(labels::MAX_EXEC_TIME_SECONDS_LABEL) {
+        None => None,
+        Some(v) => Some(v.parse::<i32>().ok().filter(|n| *n > 0).ok_or_else(|| {
+            error(
+                first,
+                &format!("metadata.labels[{}]", labels::MAX_EXEC_TIME_SECONDS_LABEL),
+                format!("{v:?} is not a positive integer"),
+            )
+        })?),
+    };
+    // Kueue's AdmissionGatedBy (beta, on): the pods' gates hold their Workload out of the queue, as a job's do.
+    if let Some(gates) = super::admission_gates(&first.metadata) {
+        annotations.insert(
+            labels::ADMISSION_GATED_BY_ANNOTATION.to_string(),
+            gates.to_string(),
+        );
+    }
     Ok(Some(Workload {
         metadata: ObjectMeta {
             name: Some(name),
@@ -619,6 +636,7 @@ pub fn workload(
             queue_name: queue,
             priority_class_ref: priority.class_ref,
             priority: Some(priority.value),
+            maximum_execution_time_seconds: max_exec,
             ..Default::default()
         },
         status: None,
@@ -1072,6 +1090,38 @@ spec:
                 labels::PODSET_UNCONSTRAINED_TOPOLOGY_ANNOTATION
             )
         );
+    }
+
+    #[test]
+    fn the_workload_carries_the_maximum_execution_time_and_admission_gates_of_its_pods() {
+        for group in [None, Some(("g", 1))] {
+            let mut p = pod("a", group, 1);
+            p.labels_mut()
+                .insert(labels::MAX_EXEC_TIME_SECONDS_LABEL.into(), "30".into());
+            p.annotations_mut().insert(
+                labels::ADMISSION_GATED_BY_ANNOTATION.into(),
+                "example.com/gate".into(),
+            );
+            let key = PodGroupKey::of(&p).unwrap();
+            let wl = workload(&key, std::slice::from_ref(&p), &PriorityClasses::default())
+                .unwrap()
+                .unwrap();
+            assert_eq!(wl.spec.maximum_execution_time_seconds, Some(30));
+            assert_eq!(
+                wl.annotations()[labels::ADMISSION_GATED_BY_ANNOTATION],
+                "example.com/gate"
+            );
+            // A value Kueue's webhook refuses is an error naming the label.
+            p.labels_mut()
+                .insert(labels::MAX_EXEC_TIME_SECONDS_LABEL.into(), "0".into());
+            let err = workload(&key, std::slice::from_ref(&p), &PriorityClasses::default())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("Pod ns/a") && err.contains("max-exec-time-seconds"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -546,6 +546,52 @@ async fn pods_ready_timeout_ends_the_pods_before_requeueing() {
 }
 
 #[tokio::test]
+async fn a_group_kueue_deactivated_is_released_once_its_retention_has_passed() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    for name in ["duo-0", "duo-1"] {
+        let mut p = pod(name, Some(("duo", 2)), 1, 1, None);
+        p.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("kueue.x-k8s.io/max-exec-time-seconds".into(), "1".into());
+        fake.put(&p);
+    }
+    let mut cfg = config();
+    cfg.workload_retention.after_deactivated_by_kueue = Some(Duration::ZERO);
+    let op = start(&fake, "op", cfg);
+    wait_for(10, "pods started", || {
+        !gated(&fake, "duo-0") && !gated(&fake, "duo-1")
+    })
+    .await;
+    let creates = writes(&fake, "POST", "/namespaces/team-a/workloads");
+    assert_eq!(
+        creates[0].body.as_ref().unwrap()["spec"]["maximumExecutionTimeSeconds"],
+        1
+    );
+    // Past its maximum execution time the group is deactivated and its pods stopped; with no retention left,
+    // the first pod is deleted and both lose the finalizer (which a stopped group's pods otherwise keep).
+    wait_for(15, "pods released", || {
+        !has_managed_finalizer(&fake, "duo-0") && !has_managed_finalizer(&fake, "duo-1")
+    })
+    .await;
+    let wl = get_workload(&fake, "duo").expect("workload");
+    assert_eq!(wl.spec.active, Some(false));
+    let evicted = wl
+        .status
+        .iter()
+        .flat_map(|s| &s.conditions)
+        .find(|c| c.type_ == "Evicted")
+        .expect("Evicted");
+    assert_eq!(
+        evicted.reason,
+        "DeactivatedDueToMaximumExecutionTimeExceeded"
+    );
+    assert!(!writes(&fake, "DELETE", "/pods/duo-0").is_empty());
+    op.abort();
+}
+
+#[tokio::test]
 async fn a_deleted_workload_ends_its_pod_and_is_not_recreated_for_it() {
     let fake = FakeApi::new();
     seed_queues(&fake, 8);

@@ -556,7 +556,12 @@ impl System {
             // Garbage collection behind: a Workload still names an owner that is gone. kube-controller-manager
             // drops such a reference (or the Workload) only once it watches Workloads, up to ~30 s after their CRD
             // appeared, at a different moment on each control plane; not quiet until it has caught up.
-            let behind = dangling_owners(&objects);
+            let listed: Vec<&str> = KINDS
+                .iter()
+                .chain(&self.extra)
+                .map(|(_, _, kind, _)| *kind)
+                .collect();
+            let behind = dangling_owners(&objects, &listed);
             for (workload, owner) in &behind {
                 now.insert(format!("{workload} {owner} {GC_BEHIND}"), String::new());
             }
@@ -599,14 +604,13 @@ impl System {
 /// What marks a state entry of an owner the garbage collector has yet to drop.
 const GC_BEHIND: &str = "(garbage collection behind)";
 
-/// Each Workload's owner reference (as "Workload ns/name", "Kind name") to an object of a listed kind that is not
-/// listed: one the garbage collector has yet to drop.
-fn dangling_owners(objects: &[(String, Value)]) -> Vec<(String, String)> {
+/// Each Workload's owner reference (as "Workload ns/name", "Kind name") to an object of a listed kind (`kinds`,
+/// whether or not any object of it is left) that is not listed: one the garbage collector has yet to drop.
+fn dangling_owners(objects: &[(String, Value)], kinds: &[&str]) -> Vec<(String, String)> {
     let listed: std::collections::HashSet<&str> = objects
         .iter()
         .filter_map(|(_, o)| o["metadata"]["uid"].as_str())
         .collect();
-    let kinds: std::collections::HashSet<&str> = objects.iter().map(|(k, _)| k.as_str()).collect();
     let mut dangling = Vec::new();
     for (kind, o) in objects.iter().filter(|(k, _)| k == "Workload") {
         for r in o["metadata"]["ownerReferences"]
@@ -617,7 +621,7 @@ fn dangling_owners(objects: &[(String, Value)]) -> Vec<(String, String)> {
             let (Some(owner), Some(uid)) = (r["kind"].as_str(), r["uid"].as_str()) else {
                 continue;
             };
-            if kinds.contains(owner) && !listed.contains(uid) {
+            if kinds.contains(&owner) && !listed.contains(uid) {
                 dangling.push((
                     format!(
                         "{kind} {}/{}",
@@ -702,10 +706,13 @@ mod tests {
         let pod = json!({"metadata": {"namespace": "team-a", "name": "trio-0", "uid": "p0"}});
         let objects = vec![("Workload".to_string(), workload), ("Pod".to_string(), pod)];
         // trio-1 is gone; LeaderWorkerSets are not listed, so theirs is not judged.
+        let kinds = ["Workload", "Pod"];
         assert_eq!(
-            dangling_owners(&objects),
+            dangling_owners(&objects, &kinds),
             vec![("Workload team-a/trio".to_string(), "Pod trio-1".to_string())]
         );
-        assert!(dangling_owners(&objects[..1]).is_empty());
+        // With every pod gone, both are.
+        assert_eq!(dangling_owners(&objects[..1], &kinds).len(), 2);
+        assert!(dangling_owners(&objects[..1], &["Workload"]).is_empty());
     }
 }

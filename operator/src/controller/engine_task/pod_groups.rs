@@ -575,6 +575,38 @@ impl EngineTask {
         wrote
     }
 
+    /// Kueue's `afterDeactivatedByKueue` for a single pod or a pod group (which has no single owner to delete):
+    /// the first pod is deleted (event `Deleted` on it) and every pod of the group loses the
+    /// `kueue.x-k8s.io/managed` finalizer, running or not (Kueue's `Finalize`), so the pods go and the Workload
+    /// follows them by garbage collection. Returns whether it wrote.
+    pub(super) async fn delete_deactivated_group(&mut self, key: &PodGroupKey) -> bool {
+        let pods = self.group_pods(key);
+        let Some(first) = pods.first() else {
+            return false;
+        };
+        let mut wrote = self
+            .delete_pod(
+                first,
+                "Deleted",
+                "Deleted",
+                "Deleted job: deactivation retention period expired".to_string(),
+            )
+            .await;
+        for pod in pods
+            .iter()
+            .filter(|p| has_finalizer(*p, labels::MANAGED_FINALIZER))
+        {
+            let pkey = (pod.namespace().unwrap_or_default(), pod.name_any());
+            wrote |= self
+                .write_pod(&pkey, Endpoint::Main, |p| {
+                    Ok(set_finalizer(p, labels::MANAGED_FINALIZER, false))
+                })
+                .await
+                .is_some();
+        }
+        wrote
+    }
+
     /// Removes the `kueue.x-k8s.io/managed` finalizer from the pods `which` selects that are done with: terminated
     /// or being deleted (or all of them when the Workload is finished, as `which` then says).
     async fn release_pods(&mut self, pods: &[Pod], which: impl Fn(&Pod) -> bool) -> bool {

@@ -9,6 +9,7 @@ use sluice_sdk::kueue::v1beta2 as api;
 use super::{EngineTask, now_ms};
 use crate::controller::objects::*;
 use crate::engine::{Time, WorkloadKey};
+use crate::jobs::pod_group::PodGroupKey;
 use crate::telemetry::EventSeverity;
 
 /// What retention asks of a Workload now.
@@ -101,6 +102,10 @@ impl EngineTask {
     /// Deletes the job controlling a Workload Kueue deactivated, in the background as Kueue does (its pods and
     /// the Workload follow by garbage collection).
     async fn delete_deactivated_owner(&mut self, key: &WorkloadKey, wl: &api::Workload) -> bool {
+        // Pods are Kueue's one kind with its own finalizer to release (and a group has no single owner).
+        if let Some(group) = PodGroupKey::of_workload(wl) {
+            return self.delete_deactivated_group(&group).await;
+        }
         let Some(owner) = wl
             .metadata
             .owner_references
