@@ -87,6 +87,9 @@ pub struct IntegrationsFile {
     /// Enabled frameworks, e.g. "batch/job".
     #[serde(default)]
     pub frameworks: Vec<String>,
+    /// Label keys copied from a job to its Workload when the Workload is created.
+    #[serde(default)]
+    pub label_keys_to_copy: Vec<String>,
 }
 
 /// Kueue v0.19 feature gates and their defaults (pkg/features), to tell a known gate from a typo.
@@ -634,6 +637,8 @@ pub struct OperatorConfig {
     pub resource_counting: crate::resource_rules::Counting,
     /// Kueue's `objectRetentionPolicies.workloads`.
     pub workload_retention: WorkloadRetention,
+    /// Kueue's `integrations.labelKeysToCopy`: labels a new Workload takes from its job.
+    pub label_keys_to_copy: Vec<String>,
     /// Failed calls in a row after which a PolicyModule is Degraded.
     pub policy_degrade_after: u32,
     /// Least time between two PolicyModule status writes that only change counters.
@@ -663,6 +668,7 @@ impl Default for OperatorConfig {
             policy_host: sluice_sdk::host::HostConfig::default(),
             resource_counting: Default::default(),
             workload_retention: WorkloadRetention::default(),
+            label_keys_to_copy: Vec::new(),
             policy_degrade_after: 5,
             policy_status_interval: Duration::from_secs(10),
         }
@@ -858,6 +864,7 @@ impl OperatorConfig {
             out.trainjobs = i.frameworks.iter().any(|f| f == TRAINJOB_FRAMEWORK);
             out.leaderworkersets = i.frameworks.iter().any(|f| f == LWS_FRAMEWORK);
             out.pod_groups = out.leaderworkersets || i.frameworks.iter().any(|f| f == "pod");
+            out.label_keys_to_copy = i.label_keys_to_copy;
         }
         Ok(out)
     }

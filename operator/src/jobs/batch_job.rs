@@ -182,6 +182,13 @@ impl JobIntegration for BatchJob {
         Self::workload(job, priorities).map(Some)
     }
 
+    fn copied_labels(
+        job: &Job,
+        keys: &[String],
+    ) -> Result<std::collections::BTreeMap<String, String>, JobError> {
+        Ok(super::copy_labels(&job.metadata, keys))
+    }
+
     fn is_suspended(job: &Job) -> bool {
         job.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false)
     }

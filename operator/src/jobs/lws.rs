@@ -380,6 +380,14 @@ impl super::JobIntegration for LwsGroupJob {
         Self::workload(g, priorities).map(Some)
     }
 
+    /// From the LeaderWorkerSet, as Kueue builds a group's Workload from the set.
+    fn copied_labels(
+        g: &LwsGroup,
+        keys: &[String],
+    ) -> Result<std::collections::BTreeMap<String, String>, JobError> {
+        Ok(super::copy_labels(&g.set.metadata, keys))
+    }
+
     fn is_suspended(g: &LwsGroup) -> bool {
         !g.running
     }

@@ -37,6 +37,13 @@ macro_rules! object_job_identity {
         fn compose(job: &$job, priorities: &PriorityClasses) -> Result<Option<Workload>, JobError> {
             Self::workload(job, priorities).map(Some)
         }
+
+        fn copied_labels(
+            job: &$job,
+            keys: &[String],
+        ) -> Result<std::collections::BTreeMap<String, String>, JobError> {
+            Ok($crate::jobs::copy_labels(kube::Resource::meta(job), keys))
+        }
     };
 }
 
@@ -111,6 +118,13 @@ pub trait JobIntegration {
     /// not ready to be queued (a pod group below its total count).
     fn compose(job: &Self::Job, priorities: &PriorityClasses)
     -> Result<Option<Workload>, JobError>;
+
+    /// The job's labels whose keys Kueue's `integrations.labelKeysToCopy` lists, which its new Workload carries
+    /// (copied once, at creation; the pods of a group must agree on each).
+    fn copied_labels(
+        job: &Self::Job,
+        keys: &[String],
+    ) -> Result<std::collections::BTreeMap<String, String>, JobError>;
 
     /// Whether the job is not running: suspended, or (pods) gated or terminated.
     fn is_suspended(job: &Self::Job) -> bool;
@@ -311,6 +325,19 @@ pub(crate) fn owned_workload(
         },
         status: None,
     })
+}
+
+/// The labels of `meta` whose keys `keys` lists (Kueue's `integrations.labelKeysToCopy`).
+pub fn copy_labels(
+    meta: &ObjectMeta,
+    keys: &[String],
+) -> std::collections::BTreeMap<String, String> {
+    let Some(labels) = meta.labels.as_ref() else {
+        return Default::default();
+    };
+    keys.iter()
+        .filter_map(|k| Some((k.clone(), labels.get(k)?.clone())))
+        .collect()
 }
 
 /// An object's `kueue.x-k8s.io/admission-gated-by` gates, if it has any (an empty value is none, as in Kueue).

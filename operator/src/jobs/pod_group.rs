@@ -643,6 +643,36 @@ pub fn workload(
     }))
 }
 
+/// The labels `keys` lists from the group's pods (Kueue's `integrations.labelKeysToCopy`): a pod without one
+/// leaves it to the others, and two pods with different values are an error naming the later pod and the label.
+pub fn copied_labels(pods: &[Pod], keys: &[String]) -> Result<BTreeMap<String, String>, JobError> {
+    let mut copied: BTreeMap<String, String> = BTreeMap::new();
+    for pod in pods {
+        for key in keys {
+            let Some(value) = pod.labels().get(key) else {
+                continue;
+            };
+            match copied.get(key) {
+                Some(seen) if seen != value => {
+                    return Err(error(
+                        pod,
+                        &format!("metadata.labels[{key}]"),
+                        format!(
+                            "{value:?} differs from {seen:?} on another pod of the group; integrations.labelKeysToCopy \
+                             needs the pods of a group to agree"
+                        ),
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    copied.insert(key.clone(), value.clone());
+                }
+            }
+        }
+    }
+    Ok(copied)
+}
+
 /// `Some((success, message))` once the group is done: a single pod when it terminated; a group when all its
 /// `total-count` pods succeeded, or, for a group with a pod annotated `kueue.x-k8s.io/retriable-in-group:
 /// "false"`, when no pod runs any more (Kueue reports that case as a success too, with the count). A serving group
@@ -840,6 +870,13 @@ impl JobIntegration for PodGroups {
 
     fn compose(job: &PodGroup, priorities: &PriorityClasses) -> Result<Option<Workload>, JobError> {
         workload(&job.key, &job.pods, priorities)
+    }
+
+    fn copied_labels(
+        job: &PodGroup,
+        keys: &[String],
+    ) -> Result<BTreeMap<String, String>, JobError> {
+        copied_labels(&job.pods, keys)
     }
 
     /// A group is not running when it has no pods or any pod is gated or terminated; a single pod when it is

@@ -351,6 +351,13 @@ impl<T: ClusterObject> JobIntegration for ClusterJob<T> {
         Self::workload(obj, priorities).map(Some)
     }
 
+    fn copied_labels(
+        obj: &T,
+        keys: &[String],
+    ) -> Result<std::collections::BTreeMap<String, String>, JobError> {
+        Ok(super::copy_labels(obj.meta(), keys))
+    }
+
     fn is_suspended(obj: &T) -> bool {
         obj.cluster().and_then(|c| c.suspend).unwrap_or(false)
     }

@@ -179,6 +179,9 @@ fn put(fields: &mut BTreeMap<String, String>, path: &str, v: &Value) {
     }
 }
 
+/// The label Kueue puts on a job's Workload with the job's uid.
+const JOB_UID_LABEL: &str = "kueue.x-k8s.io/job-uid";
+
 /// A quantity in canonical form (milli-units for cpu, base units otherwise), so `1000m` equals `1`.
 fn quantity(resource: &str, v: &Value) -> String {
     match v {
@@ -279,6 +282,21 @@ fn workload(
             "metadata.ownerReferences[controller].kind",
             &owner["kind"],
         );
+    }
+    // Its labels (those `integrations.labelKeysToCopy` copies among them); the job-uid label holds the owner's
+    // uid, which differs between control planes: compared as whether it names the controller owner.
+    for (k, v) in o["metadata"]["labels"].as_object().into_iter().flatten() {
+        if k == JOB_UID_LABEL {
+            let names_owner = owner.is_some_and(|r| r["uid"] == *v);
+            let shown = if names_owner {
+                "the owner's uid"
+            } else {
+                "another uid"
+            };
+            fields.insert(format!("metadata.labels.{k}"), shown.to_string());
+        } else {
+            put(fields, &format!("metadata.labels.{k}"), v);
+        }
     }
     let spec = &o["spec"];
     for f in ["queueName", "priority", "priorityClassName", "active"] {

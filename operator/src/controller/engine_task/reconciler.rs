@@ -857,7 +857,21 @@ impl EngineTask {
         let Some(source) = source else {
             return wrote;
         };
-        match I::compose(&source, &self.cache.priorities) {
+        let built = I::compose(&source, &self.cache.priorities).and_then(|wl| {
+            let Some(mut wl) = wl else {
+                return Ok(None);
+            };
+            // Kueue's labelKeysToCopy, once, at creation; the job-uid label Kueue sets stays its own.
+            let copied = I::copied_labels(&source, &self.config.label_keys_to_copy)?;
+            if !copied.is_empty() {
+                let labels = wl.metadata.labels.get_or_insert_with(Default::default);
+                for (k, v) in copied {
+                    labels.entry(k).or_insert(v);
+                }
+            }
+            Ok(Some(wl))
+        });
+        match built {
             Ok(Some(wl)) => {
                 // Created with the round's other new Workloads, at the end of the round.
                 self.creates.push((I::event_owner(&source), wl));
