@@ -939,10 +939,12 @@ waitForPodsReady:
   timeout: 2m
   requeuingStrategy: {backoffBaseSeconds: 10, backoffLimitCount: 3, backoffMaxSeconds: 100}
 manageJobsWithoutQueueName: true
-integrations: {frameworks: ["batch/job"]}
+integrations: {frameworks: ["batch/job"], labelKeysToCopy: [example.com/team]}
 "#,
         )
         .unwrap();
+        assert_eq!(c.label_keys_to_copy, ["example.com/team"]);
+        assert!(OperatorConfig::default().label_keys_to_copy.is_empty());
         assert!(c.engine.fair_sharing.is_some());
         let w = c.wait_for_pods_ready.unwrap();
         assert_eq!(w.timeout, Duration::from_secs(120));

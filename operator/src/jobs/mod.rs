@@ -340,6 +340,18 @@ pub fn copy_labels(
         .collect()
 }
 
+/// Puts labels `copied` by `labelKeysToCopy` on a new Workload; a label the Workload has already (Kueue's job-uid)
+/// stays, as Kueue sets its own after copying.
+pub fn add_copied_labels(wl: &mut Workload, copied: std::collections::BTreeMap<String, String>) {
+    if copied.is_empty() {
+        return;
+    }
+    let labels = wl.metadata.labels.get_or_insert_with(Default::default);
+    for (k, v) in copied {
+        labels.entry(k).or_insert(v);
+    }
+}
+
 /// An object's `kueue.x-k8s.io/admission-gated-by` gates, if it has any (an empty value is none, as in Kueue).
 pub fn admission_gates(meta: &ObjectMeta) -> Option<&str> {
     meta.annotations

@@ -1162,6 +1162,34 @@ spec:
     }
 
     #[test]
+    fn a_group_copies_the_listed_labels_its_pods_agree_on() {
+        let keys = ["team".to_string(), "cost".to_string()];
+        let mut a = pod("a", Some(("g", 2)), 1);
+        let mut b = pod("b", Some(("g", 2)), 1);
+        a.labels_mut().insert("team".into(), "nlp".into());
+        a.labels_mut().insert("unlisted".into(), "x".into());
+        b.labels_mut().insert("cost".into(), "42".into());
+        let pods = vec![a, b];
+        // A label one pod lacks comes from the other; an unlisted label stays behind.
+        let copied = copied_labels(&pods, &keys).unwrap();
+        assert_eq!(
+            copied,
+            BTreeMap::from([
+                ("cost".to_string(), "42".to_string()),
+                ("team".to_string(), "nlp".to_string())
+            ])
+        );
+        assert!(copied_labels(&pods, &[]).unwrap().is_empty());
+        let mut pods = pods;
+        pods[1].labels_mut().insert("team".into(), "vision".into());
+        let err = copied_labels(&pods, &keys).unwrap_err().to_string();
+        assert!(
+            err.contains("Pod ns/b") && err.contains("metadata.labels[team]"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn bad_group_metadata_is_an_error_naming_the_pod() {
         let pods = vec![pod("a", Some(("g", 2)), 1), pod("b", Some(("g", 3)), 1)];
         let key = PodGroupKey::of(&pods[0]).unwrap();

@@ -155,6 +155,40 @@ async fn queued_job_gets_a_workload_is_admitted_and_started_with_its_flavor() {
 }
 
 #[tokio::test]
+async fn a_new_workload_takes_the_labels_label_keys_to_copy_lists_from_its_job() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    let mut j = job("train", 1, 1, None);
+    let labels = j.metadata.labels.get_or_insert_with(Default::default);
+    labels.insert("example.com/team".into(), "vision".into());
+    labels.insert("example.com/unlisted".into(), "x".into());
+    // A listed key that would shadow Kueue's own label leaves it as Kueue sets it.
+    labels.insert("kueue.x-k8s.io/job-uid".into(), "forged".into());
+    fake.put(&j);
+    let mut cfg = config();
+    cfg.label_keys_to_copy = vec![
+        "example.com/team".into(),
+        "example.com/absent".into(),
+        "kueue.x-k8s.io/job-uid".into(),
+    ];
+    let op = start(&fake, "op", cfg);
+    wait_for(10, "job started", || !suspended(&fake, "train")).await;
+    let creates = writes(&fake, "POST", "/namespaces/team-a/workloads");
+    assert_eq!(creates.len(), 1);
+    let labels = &creates[0].body.as_ref().unwrap()["metadata"]["labels"];
+    let uid = fake
+        .get::<k8s_openapi::api::batch::v1::Job>(Some("team-a"), "train")
+        .and_then(|j| j.metadata.uid)
+        .expect("uid");
+    assert_eq!(
+        labels,
+        &json!({"example.com/team": "vision", "kueue.x-k8s.io/job-uid": uid}),
+        "{labels}"
+    );
+    op.abort();
+}
+
+#[tokio::test]
 async fn conflicts_and_server_errors_are_retried_without_duplicating_the_admission() {
     let fake = FakeApi::new();
     seed_queues(&fake, 8);

@@ -220,7 +220,11 @@ impl EngineTask {
         let mut wrote = false;
         for (index, _) in &plan.create {
             match lws::group_workload(set, *index, &self.cache.priorities) {
-                Ok(wl) => {
+                Ok(mut wl) => {
+                    // Kueue's labelKeysToCopy, from the set, as Kueue's LeaderWorkerSet reconciler builds it.
+                    let copied =
+                        crate::jobs::copy_labels(&set.metadata, &self.config.label_keys_to_copy);
+                    crate::jobs::add_copied_labels(&mut wl, copied);
                     self.creates.push((Some(reference(set)), wl));
                     wrote = true;
                 }

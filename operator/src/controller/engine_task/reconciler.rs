@@ -861,14 +861,9 @@ impl EngineTask {
             let Some(mut wl) = wl else {
                 return Ok(None);
             };
-            // Kueue's labelKeysToCopy, once, at creation; the job-uid label Kueue sets stays its own.
+            // Kueue's labelKeysToCopy, once, at creation.
             let copied = I::copied_labels(&source, &self.config.label_keys_to_copy)?;
-            if !copied.is_empty() {
-                let labels = wl.metadata.labels.get_or_insert_with(Default::default);
-                for (k, v) in copied {
-                    labels.entry(k).or_insert(v);
-                }
-            }
+            crate::jobs::add_copied_labels(&mut wl, copied);
             Ok(Some(wl))
         });
         match built {
