@@ -432,6 +432,28 @@ spec:
             (ps.name.as_str(), ps.count, ps.min_count),
             ("main", 4, None)
         );
+        assert!(wl.metadata.annotations.is_none());
+        // Of the job's annotations, its ProvisioningRequest ones and admission gates reach the Workload.
+        let wl = BatchJob::workload(
+            &job("provreq.kueue.x-k8s.io/max-run-duration-seconds: \"60\", \
+                  kueue.x-k8s.io/admission-gated-by: example.com/gate, other: x"),
+            &priorities(),
+        )
+        .unwrap();
+        let ann = wl.metadata.annotations.unwrap();
+        assert_eq!(
+            ann.into_iter().collect::<Vec<_>>(),
+            [
+                (
+                    "kueue.x-k8s.io/admission-gated-by".to_string(),
+                    "example.com/gate".to_string()
+                ),
+                (
+                    "provreq.kueue.x-k8s.io/max-run-duration-seconds".to_string(),
+                    "60".to_string()
+                )
+            ]
+        );
     }
 
     #[test]

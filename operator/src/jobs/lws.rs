@@ -179,13 +179,9 @@ pub fn group_workload(
     let mut wl = owned_workload(owner, sets, priorities)?;
     let name = group_workload_name(lws, &index.to_string())
         .ok_or_else(|| error(lws, "metadata.uid", "required"))?;
-    // Kueue copies the LeaderWorkerSet's ProvisioningRequest annotations, as for every job.
-    let mut annotations: BTreeMap<String, String> = lws
-        .annotations()
-        .iter()
-        .filter(|(k, _)| k.starts_with("provreq.kueue.x-k8s.io/"))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    // Kueue copies the LeaderWorkerSet's ProvisioningRequest annotations and admission gates, as for every job.
+    let mut annotations: BTreeMap<String, String> =
+        wl.metadata.annotations.take().unwrap_or_default();
     annotations.insert(IS_GROUP_WORKLOAD_ANNOTATION.to_string(), "true".to_string());
     annotations.insert(
         labels::JOB_OWNER_GVK_ANNOTATION.to_string(),
@@ -442,7 +438,8 @@ mod tests {
             "apiVersion": lws::API_VERSION, "kind": lws::KIND,
             "metadata": {"name": "infer", "namespace": "ml", "uid": "u-1",
                 "labels": {labels::QUEUE_NAME_LABEL: "serving"},
-                "annotations": {"provreq.kueue.x-k8s.io/max-run-duration-seconds": "60", "other": "x"}},
+                "annotations": {"provreq.kueue.x-k8s.io/max-run-duration-seconds": "60", "other": "x",
+                    labels::ADMISSION_GATED_BY_ANNOTATION: "example.com/gate"}},
             "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 4,
                 "workerTemplate": {
                     "metadata": {"labels": {"leaderworkerset.sigs.k8s.io/name": "infer",
@@ -519,6 +516,10 @@ mod tests {
         assert_eq!(ann[labels::JOB_OWNER_NAME_ANNOTATION], "infer");
         assert_eq!(ann[labels::COMPONENT_WORKLOAD_INDEX_ANNOTATION], "1");
         assert_eq!(ann["provreq.kueue.x-k8s.io/max-run-duration-seconds"], "60");
+        assert_eq!(
+            ann[labels::ADMISSION_GATED_BY_ANNOTATION],
+            "example.com/gate"
+        );
         assert!(!ann.contains_key("other"));
         assert_eq!(wl.labels()[labels::JOB_UID_LABEL], "u-1");
         let owners = wl.metadata.owner_references.as_ref().unwrap();

@@ -302,13 +302,7 @@ pub(crate) fn owned_workload(
         owner_references: Some(vec![reference]),
         finalizers: Some(vec![labels::RESOURCE_IN_USE_FINALIZER.to_string()]),
         creation_timestamp: meta.creation_timestamp.clone(),
-        // Kueue's AdmissionGatedBy (beta, on): the job's gates hold its Workload out of the queue.
-        annotations: admission_gates(meta).map(|g| {
-            std::collections::BTreeMap::from([(
-                labels::ADMISSION_GATED_BY_ANNOTATION.to_string(),
-                g.to_string(),
-            )])
-        }),
+        annotations: Some(copied_annotations(meta)).filter(|a| !a.is_empty()),
         ..Default::default()
     };
     Ok(Workload {
@@ -350,6 +344,26 @@ pub fn add_copied_labels(wl: &mut Workload, copied: std::collections::BTreeMap<S
     for (k, v) in copied {
         labels.entry(k).or_insert(v);
     }
+}
+
+/// The annotations Kueue's `NewWorkload` gives a job's Workload from the job: its ProvisioningRequest annotations
+/// (`provreq.kueue.x-k8s.io/...`) and, under AdmissionGatedBy (beta, on), its `kueue.x-k8s.io/admission-gated-by`
+/// gates, which hold the Workload out of the queue.
+pub fn copied_annotations(meta: &ObjectMeta) -> std::collections::BTreeMap<String, String> {
+    let mut out: std::collections::BTreeMap<String, String> = meta
+        .annotations
+        .iter()
+        .flatten()
+        .filter(|(k, _)| k.starts_with(sluice_sdk::kueue::labels::PROVREQ_ANNOTATION_PREFIX))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if let Some(gates) = admission_gates(meta) {
+        out.insert(
+            sluice_sdk::kueue::labels::ADMISSION_GATED_BY_ANNOTATION.to_string(),
+            gates.to_string(),
+        );
+    }
+    out
 }
 
 /// An object's `kueue.x-k8s.io/admission-gated-by` gates, if it has any (an empty value is none, as in Kueue).

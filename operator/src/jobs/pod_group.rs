@@ -614,13 +614,8 @@ pub fn workload(
             )
         })?),
     };
-    // Kueue's AdmissionGatedBy (beta, on): the pods' gates hold their Workload out of the queue, as a job's do.
-    if let Some(gates) = super::admission_gates(&first.metadata) {
-        annotations.insert(
-            labels::ADMISSION_GATED_BY_ANNOTATION.to_string(),
-            gates.to_string(),
-        );
-    }
+    // From the first pod as from a job: ProvisioningRequest annotations and admission gates.
+    annotations.extend(super::copied_annotations(&first.metadata));
     Ok(Some(Workload {
         metadata: ObjectMeta {
             name: Some(name),
@@ -1130,7 +1125,7 @@ spec:
     }
 
     #[test]
-    fn the_workload_carries_the_maximum_execution_time_and_admission_gates_of_its_pods() {
+    fn the_workload_carries_the_maximum_execution_time_and_copied_annotations_of_its_pods() {
         for group in [None, Some(("g", 1))] {
             let mut p = pod("a", group, 1);
             p.labels_mut()
@@ -1139,6 +1134,11 @@ spec:
                 labels::ADMISSION_GATED_BY_ANNOTATION.into(),
                 "example.com/gate".into(),
             );
+            p.annotations_mut().insert(
+                "provreq.kueue.x-k8s.io/max-run-duration-seconds".into(),
+                "60".into(),
+            );
+            p.annotations_mut().insert("other".into(), "x".into());
             let key = PodGroupKey::of(&p).unwrap();
             let wl = workload(&key, std::slice::from_ref(&p), &PriorityClasses::default())
                 .unwrap()
@@ -1148,6 +1148,11 @@ spec:
                 wl.annotations()[labels::ADMISSION_GATED_BY_ANNOTATION],
                 "example.com/gate"
             );
+            assert_eq!(
+                wl.annotations()["provreq.kueue.x-k8s.io/max-run-duration-seconds"],
+                "60"
+            );
+            assert!(!wl.annotations().contains_key("other"));
             // A value Kueue's webhook refuses is an error naming the label.
             p.labels_mut()
                 .insert(labels::MAX_EXEC_TIME_SECONDS_LABEL.into(), "0".into());
