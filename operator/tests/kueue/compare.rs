@@ -298,6 +298,14 @@ fn workload(
             put(fields, &format!("metadata.labels.{k}"), v);
         }
     }
+    // Its annotations (those copied from its job: ProvisioningRequest settings, admission gates).
+    for (k, v) in o["metadata"]["annotations"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        put(fields, &format!("metadata.annotations.{k}"), v);
+    }
     let spec = &o["spec"];
     for f in ["queueName", "priority", "priorityClassName", "active"] {
         put(fields, &format!("spec.{f}"), &spec[f]);
