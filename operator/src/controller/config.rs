@@ -90,6 +90,92 @@ pub struct IntegrationsFile {
     /// Label keys copied from a job to its Workload when the Workload is created.
     #[serde(default)]
     pub label_keys_to_copy: Vec<String>,
+    /// Kinds whose Workloads another controller makes (`Kind.version.group`); checked as Kueue checks them.
+    #[serde(default)]
+    pub external_frameworks: Vec<String>,
+}
+
+/// The framework names Kueue v0.19 registers (`integrations.frameworks` takes no others).
+pub const KUEUE_FRAMEWORKS: &[&str] = &[
+    "batch/job",
+    "deployment",
+    "jobset.x-k8s.io/jobset",
+    "kubeflow.org/jaxjob",
+    "kubeflow.org/mpijob",
+    "kubeflow.org/paddlejob",
+    "kubeflow.org/pytorchjob",
+    "kubeflow.org/tfjob",
+    "kubeflow.org/xgboostjob",
+    "leaderworkerset.x-k8s.io/leaderworkerset",
+    "pod",
+    "ray.io/raycluster",
+    "ray.io/rayjob",
+    "ray.io/rayservice",
+    "sparkoperator.k8s.io/sparkapplication",
+    "statefulset",
+    "trainer.kubeflow.org/trainjob",
+    "workload.codeflare.dev/appwrapper",
+];
+
+/// The frameworks of [`KUEUE_FRAMEWORKS`] that Sluice integrates.
+pub const SLUICE_FRAMEWORKS: &[&str] = &[
+    "batch/job",
+    JOBSET_FRAMEWORK,
+    PYTORCHJOB_FRAMEWORK,
+    RAYJOB_FRAMEWORK,
+    RAYCLUSTER_FRAMEWORK,
+    RAYSERVICE_FRAMEWORK,
+    TRAINJOB_FRAMEWORK,
+    LWS_FRAMEWORK,
+    "pod",
+];
+
+impl IntegrationsFile {
+    /// Kueue's checks of `integrations`: every framework one Kueue registers, none twice, and external frameworks
+    /// as `Kind.version.group`, none twice. A framework Kueue has and Sluice does not is logged, not refused, so
+    /// that Kueue's own Configuration loads.
+    pub fn check(&self, origin: &str) -> Result<(), ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            path: origin.to_string(),
+            message,
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, f) in self.frameworks.iter().enumerate() {
+            if !KUEUE_FRAMEWORKS.contains(&f.as_str()) {
+                return Err(invalid(format!(
+                    "integrations.frameworks[{i}]: Unsupported value: {f:?}: supported values: {}",
+                    KUEUE_FRAMEWORKS.join(", ")
+                )));
+            }
+            if !seen.insert(f.as_str()) {
+                return Err(invalid(format!(
+                    "integrations.frameworks[{i}]: Duplicate value: {f:?}"
+                )));
+            }
+            if !SLUICE_FRAMEWORKS.contains(&f.as_str()) {
+                tracing::warn!(
+                    framework = %f,
+                    "integrations.frameworks names a Kueue integration Sluice does not have: its jobs are not queued"
+                );
+            }
+        }
+        let mut external = std::collections::BTreeSet::new();
+        for (i, f) in self.external_frameworks.iter().enumerate() {
+            // Kubernetes' ParseKindArg: Kind, version and group, the group itself dotted or not.
+            let parts: Vec<&str> = f.splitn(3, '.').collect();
+            if parts.len() < 3 {
+                return Err(invalid(format!(
+                    "integrations.externalFrameworks[{i}]: Invalid value: {f:?}: must be format, 'Kind.version.group.com'"
+                )));
+            }
+            if !external.insert(f.as_str()) {
+                return Err(invalid(format!(
+                    "integrations.externalFrameworks[{i}]: Duplicate value: {f:?}"
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Kueue v0.19 feature gates and their defaults (pkg/features), to tell a known gate from a typo.
@@ -855,6 +941,7 @@ impl OperatorConfig {
         }
         out.manage_jobs_without_queue_name = file.manage_jobs_without_queue_name.unwrap_or(false);
         if let Some(i) = file.integrations {
+            i.check(origin)?;
             out.batch_jobs = i.frameworks.iter().any(|f| f == "batch/job");
             out.jobsets = i.frameworks.iter().any(|f| f == JOBSET_FRAMEWORK);
             out.pytorchjobs = i.frameworks.iter().any(|f| f == PYTORCHJOB_FRAMEWORK);
@@ -944,6 +1031,37 @@ integrations: {frameworks: ["batch/job"], labelKeysToCopy: [example.com/team]}
         )
         .unwrap();
         assert_eq!(c.label_keys_to_copy, ["example.com/team"]);
+        // Kueue's checks of the lists: a name Kueue has no integration for, a name twice, an external framework
+        // that is not Kind.version.group.
+        for (yaml, field) in [
+            (
+                "integrations: {frameworks: [batch/jobs]}",
+                "integrations.frameworks[0]: Unsupported value: \"batch/jobs\"",
+            ),
+            (
+                "integrations: {frameworks: [pod, pod]}",
+                "integrations.frameworks[1]: Duplicate value",
+            ),
+            (
+                "integrations: {frameworks: [pod], externalFrameworks: [AppWrapper]}",
+                "integrations.externalFrameworks[0]: Invalid value",
+            ),
+            (
+                "integrations: {frameworks: [pod], externalFrameworks: [A.v1.example.com, A.v1.example.com]}",
+                "integrations.externalFrameworks[1]: Duplicate value",
+            ),
+        ] {
+            let e = OperatorConfig::from_yaml("cfg", yaml)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(field), "{yaml}: {e}");
+        }
+        // Kueue's own list loads: the integrations Sluice lacks are logged, not refused.
+        let kueue = format!(
+            "integrations: {{frameworks: [{}]}}",
+            KUEUE_FRAMEWORKS.join(", ")
+        );
+        assert!(OperatorConfig::from_yaml("cfg", &kueue).is_ok());
         assert!(OperatorConfig::default().label_keys_to_copy.is_empty());
         assert!(c.engine.fair_sharing.is_some());
         let w = c.wait_for_pods_ready.unwrap();
