@@ -162,8 +162,7 @@ impl IntegrationsFile {
         let mut external = std::collections::BTreeSet::new();
         for (i, f) in self.external_frameworks.iter().enumerate() {
             // Kubernetes' ParseKindArg: Kind, version and group, the group itself dotted or not.
-            let parts: Vec<&str> = f.splitn(3, '.').collect();
-            if parts.len() < 3 {
+            if f.matches('.').count() < 2 {
                 return Err(invalid(format!(
                     "integrations.externalFrameworks[{i}]: Invalid value: {f:?}: must be format, 'Kind.version.group.com'"
                 )));

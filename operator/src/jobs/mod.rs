@@ -275,15 +275,7 @@ pub(crate) fn owned_workload(
         };
         error(&field, m)
     })?;
-    let max_exec = match label(labels::MAX_EXEC_TIME_SECONDS_LABEL) {
-        None => None,
-        Some(v) => Some(v.parse::<i32>().ok().filter(|n| *n > 0).ok_or_else(|| {
-            error(
-                &format!("metadata.labels[{}]", labels::MAX_EXEC_TIME_SECONDS_LABEL),
-                format!("{v:?} is not a positive integer"),
-            )
-        })?),
-    };
+    let max_exec = max_exec_seconds(meta).map_err(|(f, m)| error(&f, m))?;
     let reference = OwnerReference {
         api_version: owner.api_version.to_string(),
         kind: owner.kind.to_string(),
@@ -319,6 +311,26 @@ pub(crate) fn owned_workload(
         },
         status: None,
     })
+}
+
+/// The job's `kueue.x-k8s.io/max-exec-time-seconds` (Workload `maximumExecutionTimeSeconds`); a value that is not
+/// a positive integer is the (field, message) of the error.
+pub fn max_exec_seconds(meta: &ObjectMeta) -> Result<Option<i32>, (String, String)> {
+    use sluice_sdk::kueue::labels::MAX_EXEC_TIME_SECONDS_LABEL;
+    let Some(v) = meta
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(MAX_EXEC_TIME_SECONDS_LABEL))
+    else {
+        return Ok(None);
+    };
+    match v.parse::<i32>() {
+        Ok(n) if n > 0 => Ok(Some(n)),
+        _ => Err((
+            format!("metadata.labels[{MAX_EXEC_TIME_SECONDS_LABEL}]"),
+            format!("{v:?} is not a positive integer"),
+        )),
+    }
 }
 
 /// The labels of `meta` whose keys `keys` lists (Kueue's `integrations.labelKeysToCopy`).

@@ -604,16 +604,8 @@ pub fn workload(
         };
         error(first, &field, m)
     })?;
-    let max_exec = match first.labels().get(labels::MAX_EXEC_TIME_SECONDS_LABEL) {
-        None => None,
-        Some(v) => Some(v.parse::<i32>().ok().filter(|n| *n > 0).ok_or_else(|| {
-            error(
-                first,
-                &format!("metadata.labels[{}]", labels::MAX_EXEC_TIME_SECONDS_LABEL),
-                format!("{v:?} is not a positive integer"),
-            )
-        })?),
-    };
+    let max_exec =
+        super::max_exec_seconds(&first.metadata).map_err(|(f, m)| error(first, &f, m))?;
     // From the first pod as from a job: ProvisioningRequest annotations and admission gates.
     annotations.extend(super::copied_annotations(&first.metadata));
     Ok(Some(Workload {

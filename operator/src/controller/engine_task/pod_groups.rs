@@ -492,14 +492,8 @@ impl EngineTask {
     async fn delete_excess_pods(&mut self, excess: &[Pod]) -> bool {
         let mut wrote = false;
         for pod in excess {
-            let pkey = (pod.namespace().unwrap_or_default(), pod.name_any());
             if has_finalizer(pod, labels::MANAGED_FINALIZER) {
-                wrote |= self
-                    .write_pod(&pkey, Endpoint::Main, |p| {
-                        Ok(set_finalizer(p, labels::MANAGED_FINALIZER, false))
-                    })
-                    .await
-                    .is_some();
+                wrote |= self.unfinalize_pod(pod).await;
             }
             if pod.metadata.deletion_timestamp.is_some() {
                 continue;
@@ -596,15 +590,19 @@ impl EngineTask {
             .iter()
             .filter(|p| has_finalizer(*p, labels::MANAGED_FINALIZER))
         {
-            let pkey = (pod.namespace().unwrap_or_default(), pod.name_any());
-            wrote |= self
-                .write_pod(&pkey, Endpoint::Main, |p| {
-                    Ok(set_finalizer(p, labels::MANAGED_FINALIZER, false))
-                })
-                .await
-                .is_some();
+            wrote |= self.unfinalize_pod(pod).await;
         }
         wrote
+    }
+
+    /// Removes the pod's `kueue.x-k8s.io/managed` finalizer; returns whether it wrote.
+    async fn unfinalize_pod(&mut self, pod: &Pod) -> bool {
+        let pkey = (pod.namespace().unwrap_or_default(), pod.name_any());
+        self.write_pod(&pkey, Endpoint::Main, |p| {
+            Ok(set_finalizer(p, labels::MANAGED_FINALIZER, false))
+        })
+        .await
+        .is_some()
     }
 
     /// Removes the `kueue.x-k8s.io/managed` finalizer from the pods `which` selects that are done with: terminated
@@ -621,13 +619,7 @@ impl EngineTask {
             if !done {
                 continue;
             }
-            let pkey = (pod.namespace().unwrap_or_default(), pod.name_any());
-            let written = self
-                .write_pod(&pkey, Endpoint::Main, |p| {
-                    Ok(set_finalizer(p, labels::MANAGED_FINALIZER, false))
-                })
-                .await;
-            wrote |= written.is_some();
+            wrote |= self.unfinalize_pod(pod).await;
         }
         wrote
     }
