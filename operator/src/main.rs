@@ -125,6 +125,10 @@ struct WebhookArgs {
     command: Option<WebhookCommand>,
     #[command(flatten)]
     serve: Option<sluice_webhook::ServeArgs>,
+    /// Kueue Configuration file, the operator's: `integrations` (the hooks of frameworks not on let everything
+    /// through, as Kueue's do), `manageJobsWithoutQueueName` and `featureGates.PartialAdmission`.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -307,12 +311,33 @@ fn webhook(args: WebhookArgs) -> Result<(), Failure> {
             );
             Ok(())
         }
-        (None, Some(serve)) => policy_module_validator()
-            .and_then(|v| sluice_webhook::serve(serve, Some(v)).map_err(Failure::from)),
+        (None, Some(serve)) => {
+            let config = hook_config(args.config.as_deref())?;
+            policy_module_validator()
+                .and_then(|v| sluice_webhook::serve(serve, config, Some(v)).map_err(Failure::from))
+        }
         (None, None) => Err(bad_input(anyhow::anyhow!(
             "sluice webhook needs --tls-cert and --tls-key (or the subcommand `configurations`)"
         ))),
     }
+}
+
+/// What the webhook takes from the operator's Kueue Configuration (Sluice's defaults without one, so that the
+/// webhook and the operator agree on which kinds are managed).
+fn hook_config(path: Option<&std::path::Path>) -> Result<sluice_webhook::HookConfig, Failure> {
+    let config = match path {
+        Some(p) => sluice_operator::controller::OperatorConfig::from_file(p).map_err(bad_input)?,
+        None => sluice_operator::controller::OperatorConfig::default(),
+    };
+    Ok(sluice_webhook::HookConfig {
+        manage_jobs_without_queue_name: config.manage_jobs_without_queue_name,
+        gates: sluice_sdk::kueue::defaults::Gates {
+            partial_admission: config.engine.partial_admission,
+            ..Default::default()
+        },
+        integrations: config.integrations,
+        ..Default::default()
+    })
 }
 
 /// The webhook's PolicyModule check: decode the object, then compile the module and check its world and config
@@ -393,6 +418,7 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
             )));
         }
     };
+    let docs = sim_config.managed_documents(docs);
     let mut policy_flags = args.policies.clone();
     sluice_operator::cli::policy::apply_policy_configs(&mut policy_flags, &args.policy_configs)
         .map_err(|e| bad_input(anyhow::anyhow!(e)))?;

@@ -1242,3 +1242,35 @@ fn bench_topology_refuses_bad_values_naming_the_flag() {
         assert!(stderr(&o).contains(flag), "{args:?}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn the_webhook_refuses_a_configuration_the_operator_would_refuse_naming_the_field() {
+    let dir =
+        std::env::temp_dir().join(format!("sluice-cli-webhook-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("config.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nintegrations:\n  frameworks: [batch/job, jobset]\n",
+    )
+    .unwrap();
+    let missing = dir.join("absent.pem");
+    let o = sluice(&[
+        "webhook",
+        "--tls-cert",
+        missing.to_str().unwrap(),
+        "--tls-key",
+        missing.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("config.yaml")
+            && err.contains("integrations.frameworks[1]")
+            && err.contains("jobset"),
+        "{err}"
+    );
+}

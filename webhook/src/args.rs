@@ -37,7 +37,8 @@ pub struct ServeArgs {
     /// excludes kube-system and kueue-system); comma-separated.
     #[arg(long, value_name = "NS,...", value_delimiter = ',', default_values_t = DEFAULT_UNMANAGED_NAMESPACES.iter().map(|s| (*s).to_owned()))]
     pub unmanaged_namespaces: Vec<String>,
-    /// Suspend jobs without a queue name too (Kueue's manageJobsWithoutQueueName).
+    /// Suspend jobs without a queue name too (Kueue's manageJobsWithoutQueueName; also on when the Configuration
+    /// sets it).
     #[arg(long)]
     pub manage_jobs_without_queue_name: bool,
     /// Do not watch LocalQueues on the API server (for running without a cluster): the `default` LocalQueue rule
@@ -47,21 +48,25 @@ pub struct ServeArgs {
 }
 
 /// Serves the webhook on a new multi-threaded Tokio runtime until SIGTERM or Ctrl-C (the entry point of
-/// `sluice webhook`); `policy` checks PolicyModules when given.
+/// `sluice webhook`): `config` is what the Kueue Configuration says, the flags apply over it; `policy` checks
+/// PolicyModules when given.
 pub fn serve(
     args: ServeArgs,
+    config: HookConfig,
     policy: Option<Arc<dyn PolicyModuleValidator>>,
 ) -> Result<(), ServeError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(ServeError::Runtime)?;
-    runtime.block_on(run(args, policy))
+    runtime.block_on(run(args, config, policy))
 }
 
-/// Serves the webhook with these flags until SIGTERM or Ctrl-C; `policy` checks PolicyModules when given.
+/// Serves the webhook with these flags over `config` until SIGTERM or Ctrl-C; `policy` checks PolicyModules when
+/// given.
 pub async fn run(
     args: ServeArgs,
+    config: HookConfig,
     policy: Option<Arc<dyn PolicyModuleValidator>>,
 ) -> Result<(), ServeError> {
     let cert = ReloadingCert::load(&args.tls_cert, &args.tls_key).map_err(ServeError::Cert)?;
@@ -86,8 +91,9 @@ pub async fn run(
         policy,
         config: HookConfig {
             unmanaged_namespaces: args.unmanaged_namespaces.clone(),
-            manage_jobs_without_queue_name: args.manage_jobs_without_queue_name,
-            ..HookConfig::default()
+            manage_jobs_without_queue_name: args.manage_jobs_without_queue_name
+                || config.manage_jobs_without_queue_name,
+            ..config
         },
     };
     let options = ServerOptions {

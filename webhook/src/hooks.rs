@@ -10,6 +10,7 @@ use sluice_sdk::jobset::JobSet;
 use sluice_sdk::kubeflow::PyTorchJob;
 use sluice_sdk::kueue::decode::decode;
 use sluice_sdk::kueue::defaults::{self, Gates, JobContext};
+use sluice_sdk::kueue::integrations::Integrations;
 use sluice_sdk::kueue::labels as l;
 use sluice_sdk::kueue::validation::job::{
     validate_job, validate_job_metadata_update, validate_job_update, validate_pod_metadata,
@@ -77,6 +78,28 @@ pub enum Hook {
     ValidateKueue(&'static str),
     /// Sluice's PolicyModule check.
     ValidatePolicyModule,
+}
+
+impl Hook {
+    /// The Kueue framework (`integrations.frameworks`) whose webhook this is; None for Kueue's and Sluice's kinds.
+    pub fn framework(self) -> Option<&'static str> {
+        Some(match self {
+            Hook::MutateJob | Hook::ValidateJob => "batch/job",
+            Hook::MutateJobSet | Hook::ValidateJobSet => "jobset.x-k8s.io/jobset",
+            Hook::MutatePyTorchJob | Hook::ValidatePyTorchJob => "kubeflow.org/pytorchjob",
+            Hook::MutateRayJob | Hook::ValidateRayJob => "ray.io/rayjob",
+            Hook::MutateRayCluster | Hook::ValidateRayCluster => "ray.io/raycluster",
+            Hook::MutateRayService | Hook::ValidateRayService => "ray.io/rayservice",
+            Hook::MutateTrainJob | Hook::ValidateTrainJob => "trainer.kubeflow.org/trainjob",
+            Hook::MutateLeaderWorkerSet | Hook::ValidateLeaderWorkerSet => {
+                sluice_sdk::lws::FRAMEWORK_NAME
+            }
+            Hook::MutatePod | Hook::ValidatePod => "pod",
+            Hook::MutateKueue(_) | Hook::ValidateKueue(_) | Hook::ValidatePolicyModule => {
+                return None;
+            }
+        })
+    }
 }
 
 /// The path of the CRD conversion webhook.
@@ -187,6 +210,9 @@ pub struct HookConfig {
     pub manage_jobs_without_queue_name: bool,
     /// Kueue's feature gates that change defaulting.
     pub gates: Gates,
+    /// The job integrations on (`integrations`): the hooks of the others let everything through unchanged, as
+    /// Kueue's no-op webhooks for disabled frameworks do.
+    pub integrations: Integrations,
 }
 
 impl Default for HookConfig {
@@ -198,6 +224,7 @@ impl Default for HookConfig {
                 .collect(),
             manage_jobs_without_queue_name: false,
             gates: Gates::default(),
+            integrations: Integrations::default(),
         }
     }
 }
@@ -252,6 +279,12 @@ impl Hooks {
 
     /// Reviews one request.
     pub fn review(&self, hook: Hook, req: &AdmissionRequest) -> Verdict {
+        if hook
+            .framework()
+            .is_some_and(|f| !self.config.integrations.enabled(f))
+        {
+            return Verdict::allow();
+        }
         match hook {
             Hook::MutateJob => self.mutate_job(req),
             Hook::ValidateJob => self.validate_job(req),
@@ -338,7 +371,7 @@ impl Hooks {
         }
     }
 
-    fn job_context(&self, namespace: &str) -> JobContext {
+    fn job_context(&self, namespace: &str) -> JobContext<'_> {
         JobContext {
             default_local_queue_exists: self.queues.exists(namespace, l::DEFAULT_LOCAL_QUEUE_NAME),
             namespace_managed: !self
@@ -347,6 +380,7 @@ impl Hooks {
                 .iter()
                 .any(|n| n == namespace),
             manage_jobs_without_queue_name: self.config.manage_jobs_without_queue_name,
+            integrations: &self.config.integrations,
         }
     }
 
@@ -419,7 +453,7 @@ impl Hooks {
         &self,
         req: &AdmissionRequest,
         kind: &str,
-        default: impl Fn(&mut Value, JobContext),
+        default: impl Fn(&mut Value, JobContext<'_>),
     ) -> Verdict {
         if req.operation != Operation::Create {
             return Verdict::allow();

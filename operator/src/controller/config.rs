@@ -117,6 +117,19 @@ pub const KUEUE_FRAMEWORKS: &[&str] = &[
     "workload.codeflare.dev/appwrapper",
 ];
 
+/// The frameworks on without an `integrations` section: Kueue's shipped list less what it took out in v0.19 (the
+/// Kubeflow v1 kinds) and what Sluice lacks.
+pub const DEFAULT_FRAMEWORKS: &[&str] = &[
+    "batch/job",
+    JOBSET_FRAMEWORK,
+    RAYJOB_FRAMEWORK,
+    RAYCLUSTER_FRAMEWORK,
+    RAYSERVICE_FRAMEWORK,
+    TRAINJOB_FRAMEWORK,
+    LWS_FRAMEWORK,
+    "pod",
+];
+
 /// The frameworks of [`KUEUE_FRAMEWORKS`] that Sluice integrates.
 pub const SLUICE_FRAMEWORKS: &[&str] = &[
     "batch/job",
@@ -724,6 +737,9 @@ pub struct OperatorConfig {
     pub workload_retention: WorkloadRetention,
     /// Kueue's `integrations.labelKeysToCopy`: labels a new Workload takes from its job.
     pub label_keys_to_copy: Vec<String>,
+    /// The integrations on, as Kueue counts them (the frameworks above, Kueue's that Sluice lacks, external
+    /// frameworks): whose children are left to their owner, and which webhooks act.
+    pub integrations: sluice_sdk::kueue::integrations::Integrations,
     /// Failed calls in a row after which a PolicyModule is Degraded.
     pub policy_degrade_after: u32,
     /// Least time between two PolicyModule status writes that only change counters.
@@ -754,6 +770,10 @@ impl Default for OperatorConfig {
             resource_counting: Default::default(),
             workload_retention: WorkloadRetention::default(),
             label_keys_to_copy: Vec::new(),
+            integrations: sluice_sdk::kueue::integrations::Integrations::new(
+                DEFAULT_FRAMEWORKS.iter().copied(),
+                [],
+            ),
             policy_degrade_after: 5,
             policy_status_interval: Duration::from_secs(10),
         }
@@ -951,6 +971,10 @@ impl OperatorConfig {
             out.leaderworkersets = i.frameworks.iter().any(|f| f == LWS_FRAMEWORK);
             out.pod_groups = out.leaderworkersets || i.frameworks.iter().any(|f| f == "pod");
             out.label_keys_to_copy = i.label_keys_to_copy;
+            out.integrations = sluice_sdk::kueue::integrations::Integrations::new(
+                i.frameworks.iter().map(String::as_str),
+                i.external_frameworks.iter().map(String::as_str),
+            );
         }
         Ok(out)
     }
@@ -1090,6 +1114,43 @@ integrations: {frameworks: ["batch/job"], labelKeysToCopy: [example.com/team]}
         assert!(!default.pytorchjobs);
         // Kueue's shipped Configuration lists the three Ray kinds.
         assert!(default.rayjobs && default.rayclusters && default.rayservices);
+    }
+
+    #[test]
+    fn the_integrations_agree_with_the_framework_switches() {
+        let check = |c: &OperatorConfig| {
+            let i = &c.integrations;
+            assert_eq!(i.enabled("batch/job"), c.batch_jobs);
+            assert_eq!(i.enabled(JOBSET_FRAMEWORK), c.jobsets);
+            assert_eq!(i.enabled(PYTORCHJOB_FRAMEWORK), c.pytorchjobs);
+            assert_eq!(i.enabled(RAYJOB_FRAMEWORK), c.rayjobs);
+            assert_eq!(i.enabled(RAYCLUSTER_FRAMEWORK), c.rayclusters);
+            assert_eq!(i.enabled(RAYSERVICE_FRAMEWORK), c.rayservices);
+            assert_eq!(i.enabled(TRAINJOB_FRAMEWORK), c.trainjobs);
+            assert_eq!(i.enabled(LWS_FRAMEWORK), c.leaderworkersets);
+            assert_eq!(i.enabled("pod"), c.pod_groups);
+        };
+        check(&OperatorConfig::default());
+        let lws = OperatorConfig::from_yaml(
+            "cfg",
+            "integrations: {frameworks: [batch/job, leaderworkerset.x-k8s.io/leaderworkerset, kubeflow.org/mpijob], \
+             externalFrameworks: [AppWrapper.v1beta2.workload.codeflare.dev]}",
+        )
+        .unwrap();
+        check(&lws);
+        // A framework Sluice lacks, and an external one, still make their kinds' children theirs.
+        assert!(
+            lws.integrations
+                .manages_owner("kubeflow.org/v2beta1", "MPIJob")
+        );
+        assert!(
+            lws.integrations
+                .manages_owner("workload.codeflare.dev/v1beta2", "AppWrapper")
+        );
+        assert!(
+            !lws.integrations
+                .manages_owner("jobset.x-k8s.io/v1alpha2", "JobSet")
+        );
     }
 
     #[test]

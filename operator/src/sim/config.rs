@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::controller::config::{ConfigError, ConfigFile, OperatorConfig, WaitForPodsReady};
 use crate::engine::EngineConfig;
 use crate::manifest::Document;
+use sluice_sdk::kueue::integrations::{FRAMEWORKS, Integrations};
 
 /// API group and version prefix of Kueue's Configuration.
 const CONFIG_GROUP: &str = "config.kueue.x-k8s.io/";
@@ -66,6 +67,9 @@ pub struct SimConfig {
     pub wait_for_pods_ready: Option<WaitForPodsReady>,
     /// `resources`: excluded prefixes and transformations of the requests counted.
     pub resource_counting: crate::resource_rules::Counting,
+    /// `integrations`: jobs of a kind whose framework is off are not Kueue's, so not simulated (without a
+    /// Configuration every kind is).
+    pub integrations: Integrations,
 }
 
 impl Default for SimConfig {
@@ -77,6 +81,7 @@ impl Default for SimConfig {
             detailed_pending_reasons: operator.detailed_pending_reasons,
             wait_for_pods_ready: operator.wait_for_pods_ready,
             resource_counting: operator.resource_counting,
+            integrations: Integrations::every().clone(),
         }
     }
 }
@@ -144,7 +149,32 @@ impl SimConfig {
             detailed_pending_reasons: operator.detailed_pending_reasons,
             wait_for_pods_ready: operator.wait_for_pods_ready,
             resource_counting: operator.resource_counting,
+            integrations: operator.integrations,
         })
+    }
+
+    /// The documents a simulation under this Configuration reads: a job of a kind whose integration is off is
+    /// left out (logged), as Kueue leaves it alone.
+    pub fn managed_documents(&self, docs: Vec<Document>) -> Vec<Document> {
+        docs.into_iter()
+            .filter(|doc| {
+                let (api_version, kind) = (
+                    doc.api_version().unwrap_or_default(),
+                    doc.kind().unwrap_or_default(),
+                );
+                let off = FRAMEWORKS
+                    .iter()
+                    .find(|f| f.1 == api_version && f.2 == kind)
+                    .is_some_and(|f| !self.integrations.enabled(f.0));
+                if off {
+                    tracing::info!(
+                        object = %doc.describe(),
+                        "skipped: its integration is not in the Configuration's integrations.frameworks"
+                    );
+                }
+                !off
+            })
+            .collect()
     }
 }
 

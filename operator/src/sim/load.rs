@@ -340,7 +340,7 @@ impl ClusterObjects {
                     sluice_sdk::kueue::defaults::JobContext {
                         default_local_queue_exists: false,
                         namespace_managed: true,
-                        manage_jobs_without_queue_name: false,
+                        ..Default::default()
                     },
                     sluice_sdk::kueue::defaults::Gates::default(),
                 );
@@ -388,7 +388,7 @@ impl ClusterObjects {
                     sluice_sdk::kueue::defaults::JobContext {
                         default_local_queue_exists: false,
                         namespace_managed: true,
-                        manage_jobs_without_queue_name: false,
+                        ..Default::default()
                     },
                 );
                 let mut job: TrainJob =

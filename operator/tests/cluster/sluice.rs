@@ -159,11 +159,16 @@ impl Webhook {
 
     /// Starts `sluice webhook` with this KUBECONFIG.
     pub fn start_with(plane: &ControlPlane, kubeconfig: &Path) -> Webhook {
+        Self::start_with_flags(plane, kubeconfig, &[])
+    }
+
+    /// Starts `sluice webhook` with this KUBECONFIG and these extra flags (`--config FILE`).
+    pub fn start_with_flags(plane: &ControlPlane, kubeconfig: &Path, flags: &[String]) -> Webhook {
         // As for the operator: a free port taken before the webhook bound it is tried again with new ones.
         for attempt in 1.. {
             let port = free_port();
             let metrics = free_port();
-            let args: Vec<String> = vec![
+            let mut args: Vec<String> = vec![
                 "webhook".into(),
                 "--tls-cert".into(),
                 plane.file("webhook.crt").display().to_string(),
@@ -174,6 +179,7 @@ impl Webhook {
                 "--metrics-listen".into(),
                 format!("127.0.0.1:{metrics}"),
             ];
+            args.extend_from_slice(flags);
             let mut process = Process::start_with(plane, "webhook", &args, &[], kubeconfig);
             match process.try_wait_listening(([127, 0, 0, 1], port).into()) {
                 Ok(()) => {

@@ -150,20 +150,24 @@ pub fn wait_established(plane: &ControlPlane, count: usize) {
     }
 }
 
-/// Installs everything with the operator's `--config` written from `config` (a Kueue Configuration, or none).
+/// Installs everything with the operator's and the webhook's `--config` written from `config` (a Kueue
+/// Configuration, or none), as the chart gives both the same file.
 pub async fn install(
     plane: &ControlPlane,
     config: Option<&str>,
     nodes: Vec<FakeNode>,
 ) -> Installed {
-    let webhook = install_webhook(plane).await;
-    let mut flags = vec!["--leader-elect=false".to_string()];
+    let mut config_flags = Vec::new();
     if let Some(c) = config {
         let path = plane.file("operator-config.yaml");
         std::fs::write(&path, c).expect("config");
-        flags.push("--config".into());
-        flags.push(path.display().to_string());
+        config_flags.push("--config".to_string());
+        config_flags.push(path.display().to_string());
     }
+    let webhook = Webhook::start_with_flags(plane, &plane.kubeconfig(), &config_flags);
+    register_webhook(plane, &webhook);
+    let mut flags = vec!["--leader-elect=false".to_string()];
+    flags.extend(config_flags);
     let operator = Operator::start(plane, "operator", &flags);
     let client = plane.client().await;
     let kubelet = FakeKubelet::start(client.clone(), nodes).await;

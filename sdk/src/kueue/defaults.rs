@@ -12,6 +12,7 @@
 
 use serde_json::{Map, Value};
 
+use super::integrations::Integrations;
 use super::labels as l;
 
 /// Kueue feature gates that change defaulting.
@@ -37,37 +38,29 @@ impl Default for Gates {
 }
 
 /// What defaulting a job-like object needs to know about its surroundings.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct JobContext {
+#[derive(Clone, Copy, Debug)]
+pub struct JobContext<'a> {
     /// A LocalQueue named `default` exists in the object's namespace.
     pub default_local_queue_exists: bool,
     /// The namespace matches Kueue's `managedJobsNamespaceSelector`.
     pub namespace_managed: bool,
     /// Kueue's `manageJobsWithoutQueueName`.
     pub manage_jobs_without_queue_name: bool,
+    /// The integrations on: an object whose controller is of a kind one of them manages is left to that
+    /// integration.
+    pub integrations: &'a Integrations,
 }
 
-/// Owner kinds (`apiVersion`, `kind`) that Kueue integrates; a job-like object controlled by one is left to the
-/// owner's integration.
-const INTEGRATED_OWNERS: &[(&str, &str)] = &[
-    ("batch/v1", "Job"),
-    ("jobset.x-k8s.io/v1alpha2", "JobSet"),
-    ("kubeflow.org/v1", "TFJob"),
-    ("kubeflow.org/v1", "PyTorchJob"),
-    ("kubeflow.org/v1", "PaddleJob"),
-    ("kubeflow.org/v1", "XGBoostJob"),
-    ("kubeflow.org/v1", "JAXJob"),
-    ("kubeflow.org/v2beta1", "MPIJob"),
-    ("trainer.kubeflow.org/v1alpha1", "TrainJob"),
-    ("ray.io/v1", "RayJob"),
-    ("ray.io/v1", "RayCluster"),
-    ("ray.io/v1", "RayService"),
-    ("workload.codeflare.dev/v1beta2", "AppWrapper"),
-    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
-    ("apps/v1", "Deployment"),
-    ("apps/v1", "StatefulSet"),
-    ("sparkoperator.k8s.io/v1beta2", "SparkApplication"),
-];
+impl Default for JobContext<'static> {
+    fn default() -> Self {
+        Self {
+            default_local_queue_exists: false,
+            namespace_managed: false,
+            manage_jobs_without_queue_name: false,
+            integrations: Integrations::every(),
+        }
+    }
+}
 
 /// The annotation a parent integration puts on pods it suspends itself.
 pub const POD_SUSPENDING_PARENT_ANNOTATION: &str = "kueue.x-k8s.io/pod-suspending-parent";
@@ -164,7 +157,7 @@ pub fn default_kubeflow_job(job: &mut Value, ctx: JobContext) {
 /// group as serving, and with topology-aware scheduling and a leader the workers' pod-index offset of 1 (the leader
 /// holds index 0) unless the worker template is in a pod-set group. There is no suspend field: the pods are gated.
 pub fn default_lws(lws: &mut Value, ctx: JobContext, gates: Gates) {
-    if owner_integrated(lws) {
+    if ctx.integrations.manages_owner_of(lws) {
         return;
     }
     default_queue(lws, ctx);
@@ -243,7 +236,7 @@ fn default_queue_and_suspend(job: &mut Value, ctx: JobContext) {
 /// [`default_queue_and_suspend`] for a kind whose `suspend` field sits in the object at `path` (created if absent
 /// below `spec`, as the kinds' own defaulting would).
 fn default_queue_and_suspend_at(job: &mut Value, ctx: JobContext, path: &[&str]) {
-    if owner_integrated(job) {
+    if ctx.integrations.manages_owner_of(job) {
         return;
     }
     default_queue(job, ctx);
@@ -275,7 +268,7 @@ pub fn default_pod(pod: &mut Value, ctx: JobContext, gates: Gates) {
         .is_some();
     let mut suspend = by_parent;
     if !by_parent {
-        if !ctx.namespace_managed || owner_integrated(pod) {
+        if !ctx.namespace_managed || ctx.integrations.manages_owner_of(pod) {
             return;
         }
         if queue_name(pod).is_empty() && ctx.default_local_queue_exists {
@@ -318,20 +311,6 @@ pub fn queue_name(obj: &Value) -> &str {
         .and_then(|m| m.get(l::QUEUE_NAME_LABEL))
         .and_then(Value::as_str)
         .unwrap_or_default()
-}
-
-/// Whether the document's controller owner is a kind Kueue integrates.
-pub fn owner_integrated(obj: &Value) -> bool {
-    let owners = obj
-        .pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array);
-    owners.into_iter().flatten().any(|o| {
-        o.get("controller").and_then(Value::as_bool) == Some(true)
-            && INTEGRATED_OWNERS.iter().any(|(api, kind)| {
-                o.get("apiVersion").and_then(Value::as_str) == Some(api)
-                    && o.get("kind").and_then(Value::as_str) == Some(kind)
-            })
-    })
 }
 
 /// The object at `key` of `parent`, created when absent or null; None when something else sits there (the
@@ -414,7 +393,7 @@ mod tests {
         let ctx = JobContext {
             default_local_queue_exists: true,
             namespace_managed: true,
-            manage_jobs_without_queue_name: false,
+            ..JobContext::default()
         };
         default_lws(&mut lws, ctx, Gates::default());
         assert_eq!(lws["metadata"]["labels"][l::QUEUE_NAME_LABEL], "default");
@@ -449,11 +428,11 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn managed_ns(default_lq: bool) -> JobContext {
+    fn managed_ns(default_lq: bool) -> JobContext<'static> {
         JobContext {
             default_local_queue_exists: default_lq,
             namespace_managed: true,
-            manage_jobs_without_queue_name: false,
+            ..JobContext::default()
         }
     }
 
@@ -600,6 +579,14 @@ mod tests {
             "spec": {}});
         default_job(&mut job, managed_ns(false), Gates::default());
         assert!(job["spec"].get("suspend").is_none());
+        // With the JobSet integration off, Kueue's Job webhook treats it as any Job with a queue name.
+        let jobs_only = Integrations::new(["batch/job"], []);
+        let ctx = JobContext {
+            integrations: &jobs_only,
+            ..managed_ns(false)
+        };
+        default_job(&mut job, ctx, Gates::default());
+        assert_eq!(job["spec"]["suspend"], true);
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod conversion;
 pub mod crds;
 pub mod decode;
 pub mod defaults;
+pub mod integrations;
 pub mod labels;
 mod schema;
 pub mod v1beta1;

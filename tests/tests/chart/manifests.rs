@@ -373,6 +373,38 @@ fn rendered_operator_configuration_is_read_by_the_operator() {
             .unwrap_or_else(|| panic!("{variant}: no operator config"));
         let cfg = sluice_operator::controller::config::OperatorConfig::from_yaml(variant, text)
             .unwrap_or_else(|e| panic!("{variant}: {e}\n{text}"));
+        // The operator and the webhook read the same file, so they agree on the integrations.
+        let name = cms
+            .iter()
+            .find(|c| {
+                c.data
+                    .as_ref()
+                    .is_some_and(|d| d.contains_key("config.yaml"))
+            })
+            .and_then(|c| c.metadata.name.clone())
+            .expect("the config's ConfigMap has a name");
+        let deployments: Vec<Deployment> = of_kind(&objects);
+        for component in ["operator", "webhook"] {
+            let d = deployments
+                .iter()
+                .find(|d| {
+                    d.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| n.ends_with(&format!("-{component}")))
+                })
+                .unwrap_or_else(|| panic!("{variant}: no {component} Deployment"));
+            let pod = d
+                .spec
+                .as_ref()
+                .and_then(|s| s.template.spec.as_ref())
+                .expect("pod spec");
+            assert_eq!(
+                config_map_behind_config_flag(pod).as_deref(),
+                Some(name.as_str()),
+                "{variant}: the {component}'s --config is not the operator's config.yaml"
+            );
+        }
         let afs = cfg.engine.admission_fair_sharing;
         if variant == "cert-manager" {
             let afs = afs.expect("admission fair sharing on");
@@ -382,6 +414,32 @@ fn rendered_operator_configuration_is_read_by_the_operator() {
             assert!(afs.is_none(), "{variant}: off by default");
         }
     }
+}
+
+/// The ConfigMap whose `config.yaml` the first container's `--config=PATH` reads (through a volume mount).
+fn config_map_behind_config_flag(pod: &PodSpec) -> Option<String> {
+    let c = pod.containers.first()?;
+    let path = c
+        .args
+        .iter()
+        .flatten()
+        .find_map(|a| a.strip_prefix("--config="))?;
+    let (dir, file) = path.rsplit_once('/')?;
+    if file != "config.yaml" {
+        return None;
+    }
+    let mount = c
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| m.mount_path.trim_end_matches('/') == dir)?;
+    pod.volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == mount.name)?
+        .config_map
+        .as_ref()
+        .map(|cm| cm.name.clone())
 }
 
 /// The node agent as each variant renders it: its metrics port, its pod-resources mount (read-only, only when

@@ -36,7 +36,8 @@ pub(super) trait CrdKind: SuspendableJob<Job: Cached + Clone + Send + Sync> {
     fn queues(kinds: &mut Kinds) -> &mut KindQueues<(String, String)>;
     /// Its cached objects.
     fn cache(cache: &Cache) -> &BTreeMap<(String, String), Self::Job>;
-    /// Whether Kueue leaves this object to someone else (beside deletion and a missing queue name).
+    /// Whether Kueue leaves this object to someone else (beside deletion, a missing queue name and a controller
+    /// of a kind an enabled integration manages).
     fn not_kueues(_config: &OperatorConfig, _job: &Self::Job) -> bool {
         false
     }
@@ -58,15 +59,6 @@ impl CrdKind for JobSetJob {
     }
     fn cache(cache: &Cache) -> &BTreeMap<(String, String), JobSet> {
         &cache.jobsets
-    }
-    /// The JobSet a managed TrainJob became: the TrainJob's Workload holds its quota.
-    fn not_kueues(config: &OperatorConfig, js: &JobSet) -> bool {
-        config.trainjobs
-            && js.metadata.owner_references.iter().flatten().any(|o| {
-                o.controller == Some(true)
-                    && o.api_version == sluice_sdk::trainer::API_VERSION
-                    && o.kind == sluice_sdk::trainer::TRAIN_JOB_KIND
-            })
     }
 }
 
@@ -107,16 +99,6 @@ impl CrdKind for RayClusterJob {
     }
     fn cache(cache: &Cache) -> &BTreeMap<(String, String), RayCluster> {
         &cache.rayclusters
-    }
-    /// The cluster a managed RayJob or RayService created: the owner's Workload holds its quota (Kueue skips a job
-    /// whose owner it manages).
-    fn not_kueues(config: &OperatorConfig, cluster: &RayCluster) -> bool {
-        cluster.metadata.owner_references.iter().flatten().any(|o| {
-            o.controller == Some(true)
-                && o.api_version == sluice_sdk::ray::API_VERSION
-                && ((config.rayjobs && o.kind == sluice_sdk::ray::RAY_JOB_KIND)
-                    || (config.rayservices && o.kind == sluice_sdk::ray::RAY_SERVICE_KIND))
-        })
     }
 }
 
@@ -170,6 +152,7 @@ impl<T: CrdKind> Reconciled for T {
         job.meta().deletion_timestamp.is_some()
             || (T::queue_name(job).is_none() && !task.config.manage_jobs_without_queue_name)
             || T::not_kueues(&task.config, job)
+            || super::jobs::controlled_by_managed_kind(&task.config, job.meta())
     }
 
     fn namespace(key: &Self::Key) -> String {

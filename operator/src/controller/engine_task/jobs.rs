@@ -39,15 +39,16 @@ pub(super) struct JobStart {
 /// Kueue's Finished reason when a job cannot be started and retrying cannot help.
 pub(super) const FAILED_TO_START: &str = "FailedToStart";
 
-/// Whether the Job is a JobSet's child while JobSets are managed: its JobSet's Workload holds the quota, so the
-/// Job gets none of its own (Kueue skips a job whose ancestor it manages).
-fn controlled_by_managed_kind(task: &EngineTask, job: &Job) -> bool {
-    task.config.jobsets
-        && job.metadata.owner_references.iter().flatten().any(|o| {
-            o.controller == Some(true)
-                && o.api_version == sluice_sdk::jobset::API_VERSION
-                && o.kind == sluice_sdk::jobset::KIND
-        })
+/// Whether the object's controller is a kind an enabled integration manages (a JobSet's Jobs, a TrainJob's JobSet,
+/// a RayJob's cluster and submitter, an external framework's children): Kueue leaves such an object to its owner's
+/// integration, whose Workload holds the quota.
+pub(super) fn controlled_by_managed_kind(
+    config: &OperatorConfig,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> bool {
+    meta.owner_references.iter().flatten().any(|o| {
+        o.controller == Some(true) && config.integrations.manages_owner(&o.api_version, &o.kind)
+    })
 }
 
 /// Batch Jobs wait suspended, start unsuspended with their admission, and stop in three writes.
@@ -75,7 +76,7 @@ impl Reconciled for BatchJob {
         // the namespace's `default` LocalQueue when there is one (LocalQueueDefaulting).
         job.meta().deletion_timestamp.is_some()
             || (Self::queue_name(job).is_none() && !task.config.manage_jobs_without_queue_name)
-            || controlled_by_managed_kind(task, job)
+            || controlled_by_managed_kind(&task.config, &job.metadata)
     }
 
     fn namespace(key: &Self::Key) -> String {

@@ -1,0 +1,92 @@
+//! The hooks follow `integrations`: a framework that is off gets Kueue's no-op webhook (everything through
+//! unchanged), and only the owners of frameworks that are on make an object someone else's to manage.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{admission_review, apply_patch, job};
+use serde_json::{Value, json};
+use sluice_sdk::kueue::integrations::Integrations;
+use sluice_webhook::{Hook, HookConfig, Hooks, InMemoryLocalQueues};
+
+fn hooks(frameworks: &[&str]) -> Hooks {
+    let mut hooks = Hooks::new(Arc::new(InMemoryLocalQueues::new([("team", "q")])));
+    hooks.config = HookConfig {
+        integrations: Integrations::new(frameworks.iter().copied(), []),
+        ..HookConfig::default()
+    };
+    hooks
+}
+
+/// The AdmissionReview response of `hook` for `object` created.
+fn create(hooks: &Hooks, hook: Hook, object: &Value) -> Value {
+    let body = serde_json::to_vec(&admission_review("CREATE", object, None)).expect("json");
+    let answer = hooks.answer(hook, &body).expect("a request to answer");
+    answer.review["response"].clone()
+}
+
+fn jobset() -> Value {
+    json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "train", "namespace": "team", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+        "spec": {"replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": {"template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "w", "image": "busybox"}]}}}}}]}
+    })
+}
+
+fn pod() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "team", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}
+    })
+}
+
+#[test]
+fn the_hooks_of_a_framework_that_is_off_let_everything_through_unchanged() {
+    let jobs_only = hooks(&["batch/job"]);
+    for (hook, object) in [(Hook::MutateJobSet, jobset()), (Hook::MutatePod, pod())] {
+        let resp = create(&jobs_only, hook, &object);
+        assert_eq!(resp["allowed"], true, "{hook:?}");
+        assert!(resp.get("patch").is_none(), "{hook:?} patched: {resp}");
+    }
+    // A JobSet Kueue's validation would refuse (a bad topology annotation) is not looked at either.
+    let mut bad = jobset();
+    bad["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"] = json!({"annotations": {
+        "kueue.x-k8s.io/podset-required-topology": "rack",
+        "kueue.x-k8s.io/podset-preferred-topology": "block"}});
+    assert_eq!(
+        create(&jobs_only, Hook::ValidateJobSet, &bad)["allowed"],
+        true
+    );
+    // With the framework on, the same objects are defaulted and checked.
+    let both = hooks(&["batch/job", "jobset.x-k8s.io/jobset", "pod"]);
+    let resp = create(&both, Hook::MutateJobSet, &jobset());
+    assert_eq!(apply_patch(&jobset(), &resp)["spec"]["suspend"], true);
+    let resp = create(&both, Hook::MutatePod, &pod());
+    assert!(apply_patch(&pod(), &resp)["spec"]["schedulingGates"].is_array());
+    assert_eq!(create(&both, Hook::ValidateJobSet, &bad)["allowed"], false);
+}
+
+#[test]
+fn a_job_is_its_owners_only_while_the_owners_framework_is_on() {
+    let mut child = job(
+        "team",
+        json!({"kueue.x-k8s.io/queue-name": "q"}),
+        json!({}),
+        json!({}),
+    );
+    child["metadata"]["ownerReferences"] = json!([{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "name": "train", "uid": "0f6f2a1e-7d55-4a51-9a43-3c2b8e0d5a10", "controller": true}]);
+    let with_jobsets = hooks(&["batch/job", "jobset.x-k8s.io/jobset"]);
+    let resp = create(&with_jobsets, Hook::MutateJob, &child);
+    assert!(
+        resp.get("patch").is_none(),
+        "a JobSet's Job was defaulted: {resp}"
+    );
+    // JobSets off: Kueue's Job webhook suspends the Job like any other with a queue name.
+    let jobs_only = hooks(&["batch/job"]);
+    let resp = create(&jobs_only, Hook::MutateJob, &child);
+    assert_eq!(apply_patch(&child, &resp)["spec"]["suspend"], true);
+}
