@@ -1274,3 +1274,41 @@ fn the_webhook_refuses_a_configuration_the_operator_would_refuse_naming_the_fiel
         "{err}"
     );
 }
+
+#[test]
+fn jobs_of_a_framework_the_configuration_leaves_out_are_not_simulated() {
+    let dir = std::env::temp_dir().join(format!("sluice-cli-frameworks-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("config.yaml");
+    let plan = |frameworks: &str| {
+        std::fs::write(
+            &config,
+            format!("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nintegrations:\n  frameworks: [{frameworks}]\n"),
+        )
+        .unwrap();
+        let o = sluice(&[
+            "simulate",
+            "-f",
+            "examples/jobset/cluster.yaml",
+            "-f",
+            "examples/jobset/nodes.yaml",
+            "-f",
+            "tests/fixtures/jobset-gangs.yaml",
+            "--config",
+            config.to_str().unwrap(),
+            "-o",
+            "json",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let list: Value = serde_json::from_str(&stdout(&o)).expect("JSON List");
+        items_of_kind(&list, "Workload").len()
+    };
+    let with = plan("batch/job, jobset.x-k8s.io/jobset");
+    let without = plan("batch/job");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        with > 0,
+        "the JobSets were not simulated with their integration on"
+    );
+    assert_eq!(without, 0, "JobSets simulated with their integration off");
+}

@@ -4,6 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
+use sluice_sdk::kueue::integrations::FRAMEWORKS;
 
 use crate::engine::{EngineConfig, FairSharingConfig, FairSharingStrategy};
 
@@ -95,28 +96,6 @@ pub struct IntegrationsFile {
     pub external_frameworks: Vec<String>,
 }
 
-/// The framework names Kueue v0.19 registers (`integrations.frameworks` takes no others).
-pub const KUEUE_FRAMEWORKS: &[&str] = &[
-    "batch/job",
-    "deployment",
-    "jobset.x-k8s.io/jobset",
-    "kubeflow.org/jaxjob",
-    "kubeflow.org/mpijob",
-    "kubeflow.org/paddlejob",
-    "kubeflow.org/pytorchjob",
-    "kubeflow.org/tfjob",
-    "kubeflow.org/xgboostjob",
-    "leaderworkerset.x-k8s.io/leaderworkerset",
-    "pod",
-    "ray.io/raycluster",
-    "ray.io/rayjob",
-    "ray.io/rayservice",
-    "sparkoperator.k8s.io/sparkapplication",
-    "statefulset",
-    "trainer.kubeflow.org/trainjob",
-    "workload.codeflare.dev/appwrapper",
-];
-
 /// The frameworks on without an `integrations` section: Kueue's shipped list less what it took out in v0.19 (the
 /// Kubeflow v1 kinds) and what Sluice lacks.
 pub const DEFAULT_FRAMEWORKS: &[&str] = &[
@@ -130,7 +109,7 @@ pub const DEFAULT_FRAMEWORKS: &[&str] = &[
     "pod",
 ];
 
-/// The frameworks of [`KUEUE_FRAMEWORKS`] that Sluice integrates.
+/// The frameworks of Kueue's ([`sluice_sdk::kueue::integrations::FRAMEWORKS`]) that Sluice integrates.
 pub const SLUICE_FRAMEWORKS: &[&str] = &[
     "batch/job",
     JOBSET_FRAMEWORK,
@@ -154,10 +133,11 @@ impl IntegrationsFile {
         };
         let mut seen = std::collections::BTreeSet::new();
         for (i, f) in self.frameworks.iter().enumerate() {
-            if !KUEUE_FRAMEWORKS.contains(&f.as_str()) {
+            if !FRAMEWORKS.iter().any(|k| k.0 == f) {
+                let names: Vec<&str> = FRAMEWORKS.iter().map(|k| k.0).collect();
                 return Err(invalid(format!(
                     "integrations.frameworks[{i}]: Unsupported value: {f:?}: supported values: {}",
-                    KUEUE_FRAMEWORKS.join(", ")
+                    names.join(", ")
                 )));
             }
             if !seen.insert(f.as_str()) {
@@ -1082,7 +1062,11 @@ integrations: {frameworks: ["batch/job"], labelKeysToCopy: [example.com/team]}
         // Kueue's own list loads: the integrations Sluice lacks are logged, not refused.
         let kueue = format!(
             "integrations: {{frameworks: [{}]}}",
-            KUEUE_FRAMEWORKS.join(", ")
+            FRAMEWORKS
+                .iter()
+                .map(|k| k.0)
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         assert!(OperatorConfig::from_yaml("cfg", &kueue).is_ok());
         assert!(OperatorConfig::default().label_keys_to_copy.is_empty());
