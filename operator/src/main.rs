@@ -126,7 +126,8 @@ struct WebhookArgs {
     #[command(flatten)]
     serve: Option<sluice_webhook::ServeArgs>,
     /// Kueue Configuration file, the operator's: `integrations` (the hooks of frameworks not on let everything
-    /// through, as Kueue's do), `manageJobsWithoutQueueName` and `featureGates.PartialAdmission`.
+    /// through, as Kueue's do), `manageJobsWithoutQueueName`, `managedJobsNamespaceSelector` and
+    /// `featureGates.PartialAdmission`.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
 }
@@ -336,6 +337,7 @@ fn hook_config(path: Option<&std::path::Path>) -> Result<sluice_webhook::HookCon
             ..Default::default()
         },
         integrations: config.integrations,
+        namespace_selector: config.managed_jobs_namespace_selector,
         ..Default::default()
     })
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::hooks::{DEFAULT_UNMANAGED_NAMESPACES, HookConfig, Hooks};
+use crate::namespaces::{InMemoryNamespaces, NamespaceIndex, ReflectorNamespaces};
 use crate::policy::PolicyModuleValidator;
 use crate::queues::{InMemoryLocalQueues, LocalQueueIndex, ReflectorLocalQueues};
 use crate::runtimes::{InMemoryTrainingRuntimes, ReflectorTrainingRuntimes, TrainingRuntimeIndex};
@@ -70,24 +71,31 @@ pub async fn run(
     policy: Option<Arc<dyn PolicyModuleValidator>>,
 ) -> Result<(), ServeError> {
     let cert = ReloadingCert::load(&args.tls_cert, &args.tls_key).map_err(ServeError::Cert)?;
-    let (queues, runtimes): (Arc<dyn LocalQueueIndex>, Arc<dyn TrainingRuntimeIndex>) =
-        if args.no_local_queue_watch {
-            (
-                Arc::new(InMemoryLocalQueues::default()),
-                Arc::new(InMemoryTrainingRuntimes::default()),
-            )
-        } else {
-            let client = kube::Client::try_default()
-                .await
-                .map_err(ServeError::Kube)?;
-            (
-                Arc::new(ReflectorLocalQueues::start(client.clone())),
-                Arc::new(ReflectorTrainingRuntimes::start(client)),
-            )
-        };
+    type Indexes = (
+        Arc<dyn LocalQueueIndex>,
+        Arc<dyn TrainingRuntimeIndex>,
+        Arc<dyn NamespaceIndex>,
+    );
+    let (queues, runtimes, namespaces): Indexes = if args.no_local_queue_watch {
+        (
+            Arc::new(InMemoryLocalQueues::default()),
+            Arc::new(InMemoryTrainingRuntimes::default()),
+            Arc::new(InMemoryNamespaces::default()),
+        )
+    } else {
+        let client = kube::Client::try_default()
+            .await
+            .map_err(ServeError::Kube)?;
+        (
+            Arc::new(ReflectorLocalQueues::start(client.clone())),
+            Arc::new(ReflectorTrainingRuntimes::start(client.clone())),
+            Arc::new(ReflectorNamespaces::start(client)),
+        )
+    };
     let hooks = Hooks {
         queues,
         runtimes,
+        namespaces,
         policy,
         config: HookConfig {
             unmanaged_namespaces: args.unmanaged_namespaces.clone(),

@@ -28,6 +28,7 @@ use sluice_sdk::lws::LeaderWorkerSet;
 use sluice_sdk::ray::{RayCluster, RayJob, RayService};
 use sluice_sdk::trainer::TrainJob;
 
+use crate::namespaces::{InMemoryNamespaces, NamespaceIndex};
 use crate::policy::PolicyModuleValidator;
 use crate::queues::LocalQueueIndex;
 use crate::review::{self, AdmissionRequest, Operation, UnreviewableError, Verdict};
@@ -210,6 +211,8 @@ pub struct HookConfig {
     pub manage_jobs_without_queue_name: bool,
     /// Kueue's feature gates that change defaulting.
     pub gates: Gates,
+    /// Kueue's `managedJobsNamespaceSelector`, on the Namespace's labels.
+    pub namespace_selector: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
     /// The job integrations on (`integrations`): the hooks of the others let everything through unchanged, as
     /// Kueue's no-op webhooks for disabled frameworks do.
     pub integrations: Integrations,
@@ -225,6 +228,7 @@ impl Default for HookConfig {
             manage_jobs_without_queue_name: false,
             gates: Gates::default(),
             integrations: Integrations::default(),
+            namespace_selector: sluice_sdk::kueue::namespaces::kueue_default("kueue-system"),
         }
     }
 }
@@ -236,6 +240,8 @@ pub struct Hooks {
     pub queues: Arc<dyn LocalQueueIndex>,
     /// Which Trainer runtimes exist (for TrainJobs).
     pub runtimes: Arc<dyn TrainingRuntimeIndex>,
+    /// Namespaces' labels (for `managedJobsNamespaceSelector`).
+    pub namespaces: Arc<dyn NamespaceIndex>,
     /// The PolicyModule check, when this build has one.
     pub policy: Option<Arc<dyn PolicyModuleValidator>>,
     /// Behaviour switches.
@@ -257,6 +263,7 @@ impl Hooks {
         Self {
             queues,
             runtimes: Arc::new(InMemoryTrainingRuntimes::default()),
+            namespaces: Arc::new(InMemoryNamespaces::default()),
             policy: None,
             config: HookConfig::default(),
         }
@@ -378,7 +385,12 @@ impl Hooks {
                 .config
                 .unmanaged_namespaces
                 .iter()
-                .any(|n| n == namespace),
+                .any(|n| n == namespace)
+                && sluice_sdk::kueue::namespaces::selects_namespace(
+                    &self.config.namespace_selector,
+                    namespace,
+                    self.namespaces.labels(namespace).as_ref(),
+                ),
             manage_jobs_without_queue_name: self.config.manage_jobs_without_queue_name,
             integrations: &self.config.integrations,
         }

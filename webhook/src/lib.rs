@@ -9,6 +9,7 @@ mod args;
 pub mod convert;
 pub mod hooks;
 pub mod metrics;
+pub mod namespaces;
 pub mod policy;
 pub mod queues;
 pub mod registration;
@@ -19,6 +20,7 @@ pub mod tls;
 
 pub use args::{ServeArgs, run, serve};
 pub use hooks::{Hook, HookConfig, Hooks, ROUTES};
+pub use namespaces::{InMemoryNamespaces, NamespaceIndex, ReflectorNamespaces};
 pub use policy::PolicyModuleValidator;
 pub use queues::{InMemoryLocalQueues, LocalQueueIndex, ReflectorLocalQueues};
 pub use runtimes::{InMemoryTrainingRuntimes, ReflectorTrainingRuntimes, TrainingRuntimeIndex};

@@ -238,14 +238,20 @@ fn metrics_router(app: Arc<App>) -> Router {
         .route(
             "/readyz",
             get(|State(app): State<Arc<App>>| async move {
-                // The certificate is loaded before the server starts; what remains is the LocalQueue index.
-                if app.hooks.queues.synced() {
-                    (StatusCode::OK, "ok")
-                } else {
+                // The certificate is loaded before the server starts; what remains are the LocalQueue and Namespace
+                // indexes.
+                if !app.hooks.queues.synced() {
                     (
                         StatusCode::SERVICE_UNAVAILABLE,
                         "LocalQueue index not synced yet",
                     )
+                } else if !app.hooks.namespaces.synced() {
+                    (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "Namespace index not synced yet",
+                    )
+                } else {
+                    (StatusCode::OK, "ok")
                 }
             }),
         )

@@ -90,3 +90,52 @@ fn a_job_is_its_owners_only_while_the_owners_framework_is_on() {
     let resp = create(&jobs_only, Hook::MutateJob, &child);
     assert_eq!(apply_patch(&child, &resp)["spec"]["suspend"], true);
 }
+
+#[test]
+fn only_namespaces_the_selector_takes_get_their_pods_gated_and_unnamed_jobs_suspended() {
+    let namespaces = Arc::new(sluice_webhook::InMemoryNamespaces::default());
+    namespaces.insert(
+        "team",
+        [("example.com/kueue".to_owned(), "enabled".to_owned())].into(),
+    );
+    namespaces.insert("other", Default::default());
+    let mut h = hooks(&["batch/job", "pod"]);
+    h.namespaces = namespaces;
+    h.config.manage_jobs_without_queue_name = true;
+    h.config.namespace_selector =
+        serde_json::from_value(json!({"matchLabels": {"example.com/kueue": "enabled"}})).unwrap();
+    let in_ns = |ns: &str, mut o: Value| {
+        o["metadata"]["namespace"] = json!(ns);
+        o
+    };
+    // A pod naming a queue: gated in the selected namespace only (Kueue's pod webhook looks at nothing else first).
+    let gated = |ns: &str| {
+        let p = in_ns(ns, pod());
+        apply_patch(&p, &create(&h, Hook::MutatePod, &p))["spec"]["schedulingGates"].is_array()
+    };
+    assert!(gated("team"));
+    assert!(!gated("other"));
+    assert!(
+        !gated("unknown"),
+        "a namespace the index lacks is judged by its name alone"
+    );
+    // A Job without a queue name under manageJobsWithoutQueueName: suspended in the selected namespace only.
+    let suspended = |ns: &str| {
+        let j = job(ns, json!({}), json!({}), json!({}));
+        apply_patch(&j, &create(&h, Hook::MutateJob, &j))["spec"]["suspend"] == true
+    };
+    assert!(suspended("team"));
+    assert!(!suspended("other"));
+    // A Job naming a queue is suspended wherever it is, as Kueue's Job webhook does (its reconciler then leaves
+    // the one outside alone).
+    let named = job(
+        "other",
+        json!({"kueue.x-k8s.io/queue-name": "q"}),
+        json!({}),
+        json!({}),
+    );
+    assert_eq!(
+        apply_patch(&named, &create(&h, Hook::MutateJob, &named))["spec"]["suspend"],
+        true
+    );
+}

@@ -357,6 +357,13 @@ pub struct ConfigFile {
     /// manageJobsWithoutQueueName.
     #[serde(default)]
     pub manage_jobs_without_queue_name: Option<bool>,
+    /// managedJobsNamespaceSelector: the namespaces whose jobs Kueue manages at all.
+    #[serde(default)]
+    pub managed_jobs_namespace_selector:
+        Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    /// namespace: Kueue's own, which its default managedJobsNamespaceSelector leaves out.
+    #[serde(default)]
+    pub namespace: Option<String>,
     /// integrations.
     #[serde(default)]
     pub integrations: Option<IntegrationsFile>,
@@ -677,6 +684,10 @@ pub struct OperatorConfig {
     pub wait_for_pods_ready: Option<WaitForPodsReady>,
     /// Queue Jobs without a queue-name label into the namespace's `default` LocalQueue.
     pub manage_jobs_without_queue_name: bool,
+    /// Kueue's `managedJobsNamespaceSelector` (GA and always respected in v0.19): jobs in other namespaces are
+    /// not managed, whatever their queue name.
+    pub managed_jobs_namespace_selector:
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
     /// Whether batch/v1 Jobs are managed.
     pub batch_jobs: bool,
     /// Whether JobSets (`jobset.x-k8s.io/v1alpha2`) are managed, once their CRD is served.
@@ -732,6 +743,9 @@ impl Default for OperatorConfig {
             engine: EngineConfig::default(),
             wait_for_pods_ready: Some(WaitForPodsReady::default()),
             manage_jobs_without_queue_name: false,
+            managed_jobs_namespace_selector: sluice_sdk::kueue::namespaces::kueue_default(
+                "kueue-system",
+            ),
             batch_jobs: true,
             jobsets: true,
             pytorchjobs: false,
@@ -939,6 +953,16 @@ impl OperatorConfig {
             }
         }
         out.manage_jobs_without_queue_name = file.manage_jobs_without_queue_name.unwrap_or(false);
+        out.managed_jobs_namespace_selector = match file.managed_jobs_namespace_selector {
+            Some(s) => {
+                crate::ingest::label_selector("Configuration", "managedJobsNamespaceSelector", &s)
+                    .map_err(|e| invalid(e.to_string()))?;
+                s
+            }
+            None => sluice_sdk::kueue::namespaces::kueue_default(
+                file.namespace.as_deref().unwrap_or("kueue-system"),
+            ),
+        };
         if let Some(i) = file.integrations {
             i.check(origin)?;
             out.batch_jobs = i.frameworks.iter().any(|f| f == "batch/job");
@@ -1098,6 +1122,53 @@ integrations: {frameworks: ["batch/job"], labelKeysToCopy: [example.com/team]}
         assert!(!default.pytorchjobs);
         // Kueue's shipped Configuration lists the three Ray kinds.
         assert!(default.rayjobs && default.rayclusters && default.rayservices);
+    }
+
+    #[test]
+    fn managed_jobs_namespace_selector_defaults_to_kueues_and_a_bad_one_is_named() {
+        use sluice_sdk::kueue::namespaces::selects_namespace;
+        let d = OperatorConfig::default().managed_jobs_namespace_selector;
+        assert!(selects_namespace(&d, "team-a", None));
+        assert!(!selects_namespace(&d, "kube-system", None));
+        assert!(!selects_namespace(&d, "kueue-system", None));
+        // Kueue leaves out its own namespace, wherever that is.
+        let own = OperatorConfig::from_yaml("cfg", "namespace: kueue").unwrap();
+        assert!(!selects_namespace(
+            &own.managed_jobs_namespace_selector,
+            "kueue",
+            None
+        ));
+        assert!(selects_namespace(
+            &own.managed_jobs_namespace_selector,
+            "kueue-system",
+            None
+        ));
+        let labelled = OperatorConfig::from_yaml(
+            "cfg",
+            "managedJobsNamespaceSelector: {matchLabels: {example.com/kueue: enabled}}",
+        )
+        .unwrap();
+        let on = [("example.com/kueue".to_owned(), "enabled".to_owned())].into();
+        assert!(selects_namespace(
+            &labelled.managed_jobs_namespace_selector,
+            "a",
+            Some(&on)
+        ));
+        assert!(!selects_namespace(
+            &labelled.managed_jobs_namespace_selector,
+            "a",
+            None
+        ));
+        let e = OperatorConfig::from_yaml(
+            "cfg",
+            "managedJobsNamespaceSelector: {matchExpressions: [{key: a, operator: Near}]}",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("managedJobsNamespaceSelector.matchExpressions[0].operator"),
+            "{e}"
+        );
     }
 
     #[test]

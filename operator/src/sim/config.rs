@@ -6,12 +6,15 @@
 //! something else than the file says. Fields that only configure the manager process (webhook, metrics, leader
 //! election, certificates, client connection, ...) do not change scheduling and are accepted.
 
+use std::collections::BTreeMap;
+
 use serde_json::Value;
 
 use crate::controller::config::{ConfigError, ConfigFile, OperatorConfig, WaitForPodsReady};
 use crate::engine::EngineConfig;
 use crate::manifest::Document;
 use sluice_sdk::kueue::integrations::{FRAMEWORKS, Integrations};
+use sluice_sdk::kueue::namespaces::selects_namespace;
 
 /// API group and version prefix of Kueue's Configuration.
 const CONFIG_GROUP: &str = "config.kueue.x-k8s.io/";
@@ -22,6 +25,7 @@ const SCHEDULING_FIELDS: &[&str] = &[
     "waitForPodsReady",
     "admissionFairSharing",
     "manageJobsWithoutQueueName",
+    "managedJobsNamespaceSelector",
     "featureGates",
     "integrations",
     "resources",
@@ -47,13 +51,7 @@ const PROCESS_FIELDS: &[&str] = &[
 ];
 
 /// Kueue's fields of features the simulator does not model yet, with what is missing.
-const NOT_SIMULATED: &[(&str, &str)] = &[
-    ("multiKueue", "MultiKueue is not simulated"),
-    (
-        "managedJobsNamespaceSelector",
-        "managed-namespace selection is not simulated yet: only Jobs with a queue-name label are simulated",
-    ),
-];
+const NOT_SIMULATED: &[(&str, &str)] = &[("multiKueue", "MultiKueue is not simulated")];
 
 /// What a simulation takes from a Configuration.
 #[derive(Clone, Debug)]
@@ -70,6 +68,8 @@ pub struct SimConfig {
     /// `integrations`: jobs of a kind whose framework is off are not Kueue's, so not simulated (without a
     /// Configuration every kind is).
     pub integrations: Integrations,
+    /// `managedJobsNamespaceSelector`: jobs in other namespaces are not simulated.
+    pub managed_namespaces: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
 }
 
 impl Default for SimConfig {
@@ -82,6 +82,7 @@ impl Default for SimConfig {
             wait_for_pods_ready: operator.wait_for_pods_ready,
             resource_counting: operator.resource_counting,
             integrations: Integrations::every().clone(),
+            managed_namespaces: operator.managed_jobs_namespace_selector,
         }
     }
 }
@@ -150,29 +151,54 @@ impl SimConfig {
             wait_for_pods_ready: operator.wait_for_pods_ready,
             resource_counting: operator.resource_counting,
             integrations: operator.integrations,
+            managed_namespaces: operator.managed_jobs_namespace_selector,
         })
     }
 
-    /// The documents a simulation under this Configuration reads: a job of a kind whose integration is off is
-    /// left out (logged), as Kueue leaves it alone.
+    /// The documents a simulation under this Configuration reads: a job of a kind whose integration is off, or in
+    /// a namespace `managedJobsNamespaceSelector` leaves out (on the labels of its Namespace among the documents,
+    /// its name label always), is left out (logged), as Kueue leaves it alone.
     pub fn managed_documents(&self, docs: Vec<Document>) -> Vec<Document> {
+        let mut namespace_labels: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+        for doc in docs.iter().filter(|d| d.kind() == Some("Namespace")) {
+            let Some(name) = doc.value.pointer("/metadata/name").and_then(Value::as_str) else {
+                continue;
+            };
+            let labels = doc
+                .value
+                .pointer("/metadata/labels")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                        .collect()
+                })
+                .unwrap_or_default();
+            namespace_labels.insert(name.to_owned(), labels);
+        }
         docs.into_iter()
             .filter(|doc| {
                 let (api_version, kind) = (
                     doc.api_version().unwrap_or_default(),
                     doc.kind().unwrap_or_default(),
                 );
-                let off = FRAMEWORKS
+                let Some(framework) = FRAMEWORKS
                     .iter()
                     .find(|f| f.1 == api_version && f.2 == kind)
-                    .is_some_and(|f| !self.integrations.enabled(f.0));
-                if off {
-                    tracing::info!(
-                        object = %doc.describe(),
-                        "skipped: its integration is not in the Configuration's integrations.frameworks"
-                    );
-                }
-                !off
+                else {
+                    return true;
+                };
+                let why = if !self.integrations.enabled(framework.0) {
+                    "its integration is not in the Configuration's integrations.frameworks"
+                } else {
+                    let ns = doc.namespace().unwrap_or("default");
+                    if selects_namespace(&self.managed_namespaces, ns, namespace_labels.get(ns)) {
+                        return true;
+                    }
+                    "its namespace does not match the Configuration's managedJobsNamespaceSelector"
+                };
+                tracing::info!(object = %doc.describe(), "skipped: {why}");
+                false
             })
             .collect()
     }
@@ -205,5 +231,61 @@ pub fn split_configuration(
                 first.origin
             ),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(docs: &[Document]) -> Vec<String> {
+        docs.iter().map(Document::describe).collect()
+    }
+
+    #[test]
+    fn jobs_kueue_leaves_alone_are_left_out_and_everything_else_kept() {
+        let docs = crate::manifest::parse_documents(
+            "m.yaml",
+            r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-a, labels: {example.com/kueue: enabled}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-b}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: in, namespace: team-a}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: out, namespace: team-b}
+---
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata: {name: js, namespace: team-a}
+"#,
+        )
+        .unwrap();
+        let config = SimConfig::from_value(
+            "c",
+            &serde_json::json!({
+                "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+                "managedJobsNamespaceSelector": {"matchLabels": {"example.com/kueue": "enabled"}},
+                "integrations": {"frameworks": ["batch/job"]}
+            }),
+        )
+        .unwrap();
+        let kept = names(&config.managed_documents(docs.clone()));
+        assert_eq!(kept.len(), 3, "{kept:?}");
+        assert!(kept.iter().any(|d| d.contains("team-a/in")), "{kept:?}");
+        assert!(
+            !kept.iter().any(|d| d.contains("out") || d.contains("js")),
+            "{kept:?}"
+        );
+        // Without a Configuration every kind and namespace but Kueue's default exclusions is simulated.
+        assert_eq!(SimConfig::default().managed_documents(docs).len(), 5);
     }
 }

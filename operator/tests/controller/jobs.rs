@@ -786,3 +786,40 @@ fn relabel(fake: &FakeApi, name: &str, key: &str, value: &str) {
         .insert(key.into(), value.into());
     fake.put(&j);
 }
+
+#[tokio::test]
+async fn jobs_in_namespaces_the_managed_jobs_selector_leaves_out_get_no_workload() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    fake.put(&yaml::<k8s_openapi::api::core::v1::Namespace>(
+        "metadata: {name: team-b}",
+    ));
+    fake.put(&yaml::<api::LocalQueue>(
+        "metadata: {name: lq, namespace: team-b}\nspec: {clusterQueue: cq}",
+    ));
+    let mut outside = job("other", 1, 1, None);
+    outside.metadata.namespace = Some("team-b".into());
+    fake.put(&outside);
+    fake.put(&job("train", 1, 1, None));
+    let mut cfg = config();
+    // team-a carries `team: a`; team-b no label.
+    cfg.managed_jobs_namespace_selector =
+        serde_json::from_value(json!({"matchLabels": {"team": "a"}})).unwrap();
+    let op = start(&fake, "op", cfg);
+    wait_for(10, "team-a's job started", || !suspended(&fake, "train")).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(writes(&fake, "POST", "/namespaces/team-b/workloads").is_empty());
+    assert_eq!(
+        writes(&fake, "POST", "/namespaces/team-a/workloads").len(),
+        1
+    );
+    let other = fake
+        .get::<k8s_openapi::api::batch::v1::Job>(Some("team-b"), "other")
+        .unwrap();
+    assert_eq!(
+        other.spec.and_then(|s| s.suspend),
+        Some(true),
+        "left as it was"
+    );
+    op.abort();
+}

@@ -138,6 +138,9 @@ async fn prepare(s: Scenario) -> Started {
 pub async fn run_all(version: &str, scenarios: &[Scenario]) -> Report {
     let wall = Instant::now();
     let mut outcomes = Vec::new();
+    // libtest has printed "test NAME ... " without a newline: the progress lines start on lines of their own (the
+    // differential script picks them out by their start).
+    eprintln!();
     let mut next = scenarios.first().map(|s| tokio::spawn(prepare(s.clone())));
     for (i, s) in scenarios.iter().enumerate() {
         let ready = match next.take() {

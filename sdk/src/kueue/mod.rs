@@ -10,6 +10,7 @@ pub mod decode;
 pub mod defaults;
 pub mod integrations;
 pub mod labels;
+pub mod namespaces;
 mod schema;
 pub mod v1beta1;
 pub mod v1beta2;

@@ -124,6 +124,8 @@ const WEBHOOK: &[(&str, &str, &[&str])] = &[
     // The TrainJob hook validates on the pod sets of the TrainJob's runtime.
     ("trainer.kubeflow.org", "trainingruntimes", READ),
     ("trainer.kubeflow.org", "clustertrainingruntimes", READ),
+    // Namespaces' labels, for managedJobsNamespaceSelector.
+    ("", "namespaces", READ),
 ];
 
 const NODE_AGENT: &[(&str, &str, &[&str])] = &[
@@ -247,7 +249,7 @@ fn node_agent_role_matches_what_it_uses() {
 
 #[test]
 fn webhook_role_matches_what_it_uses() {
-    // The webhook only reads LocalQueues (its default-queue mutation) and Trainer runtimes; no writes.
+    // The webhook only reads LocalQueues (its default-queue mutation), Trainer runtimes and Namespaces; no writes.
     let roles: Vec<ClusterRole> =
         documents(&template("webhook/serviceaccount.yaml"), "ClusterRole");
     assert_eq!(roles.len(), 1);

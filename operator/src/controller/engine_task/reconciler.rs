@@ -213,6 +213,19 @@ pub(super) trait Reconciled: JobIntegration<Job: Clone + Send + Sync> + Sized {
 }
 
 impl EngineTask {
+    /// Whether jobs in namespace `ns` are Kueue's (`managedJobsNamespaceSelector`, on the Namespace's labels; a
+    /// Namespace not seen yet is judged by its name alone).
+    pub(super) fn namespace_managed(&self, ns: &str) -> bool {
+        sluice_sdk::kueue::namespaces::selects_namespace(
+            &self.config.managed_jobs_namespace_selector,
+            ns,
+            self.cache
+                .namespaces
+                .get(ns)
+                .and_then(|n| n.metadata.labels.as_ref()),
+        )
+    }
+
     /// Reconciles one job of kind `I`; returns whether it wrote anything.
     pub(super) async fn reconcile<I: Reconciled>(&mut self, key: &I::Key) -> bool {
         if !I::enabled(&self.config) {
@@ -221,7 +234,7 @@ impl EngineTask {
         let Some(job) = I::load(self, key) else {
             return false;
         };
-        if I::skip(self, &job) {
+        if I::skip(self, &job) || !self.namespace_managed(&I::namespace(key)) {
             return false;
         }
         // A job whose uid is not known yet (or a single pod that is gone: its Workload is left to garbage
