@@ -823,3 +823,32 @@ async fn jobs_in_namespaces_the_managed_jobs_selector_leaves_out_get_no_workload
     );
     op.abort();
 }
+
+#[tokio::test]
+async fn a_job_seen_before_its_namespace_is_judged_again_when_the_namespace_arrives() {
+    let fake = FakeApi::new();
+    seed_queues(&fake, 8);
+    fake.put(&yaml::<api::LocalQueue>(
+        "metadata: {name: lq, namespace: team-b}\nspec: {clusterQueue: cq}",
+    ));
+    let mut early = job("early", 1, 1, None);
+    early.metadata.namespace = Some("team-b".into());
+    fake.put(&early);
+    let mut cfg = config();
+    cfg.managed_jobs_namespace_selector =
+        serde_json::from_value(json!({"matchLabels": {"team": "b"}})).unwrap();
+    let op = start(&fake, "op", cfg);
+    // Unknown, team-b is judged by its name alone, which the selector does not take; team-a's labels are not it.
+    fake.put(&job("train", 1, 1, None));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(writes(&fake, "POST", "/namespaces/team-b/workloads").is_empty());
+    fake.put(&yaml::<k8s_openapi::api::core::v1::Namespace>(
+        "metadata: {name: team-b, labels: {team: b}}",
+    ));
+    wait_for(10, "the early job's Workload", || {
+        !writes(&fake, "POST", "/namespaces/team-b/workloads").is_empty()
+    })
+    .await;
+    assert!(writes(&fake, "POST", "/namespaces/team-a/workloads").is_empty());
+    op.abort();
+}
