@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::hooks::{DEFAULT_UNMANAGED_NAMESPACES, HookConfig, Hooks};
+use crate::hooks::{HookConfig, Hooks};
 use crate::namespaces::{InMemoryNamespaces, NamespaceIndex, ReflectorNamespaces};
 use crate::policy::PolicyModuleValidator;
 use crate::queues::{InMemoryLocalQueues, LocalQueueIndex, ReflectorLocalQueues};
@@ -34,9 +34,9 @@ pub struct ServeArgs {
     /// How often to check the certificate files for changes, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 2)]
     pub cert_reload_seconds: u64,
-    /// Namespaces where the `default` LocalQueue rule never applies (Kueue's default managedJobsNamespaceSelector
-    /// excludes kube-system and kueue-system); comma-separated.
-    #[arg(long, value_name = "NS,...", value_delimiter = ',', default_values_t = DEFAULT_UNMANAGED_NAMESPACES.iter().map(|s| (*s).to_owned()))]
+    /// Namespaces left out besides those the Configuration's managedJobsNamespaceSelector leaves out (whose
+    /// default, without --config, leaves out kube-system and kueue-system); comma-separated.
+    #[arg(long, value_name = "NS,...", value_delimiter = ',')]
     pub unmanaged_namespaces: Vec<String>,
     /// Suspend jobs without a queue name too (Kueue's manageJobsWithoutQueueName; also on when the Configuration
     /// sets it).

@@ -82,6 +82,23 @@ pub enum Hook {
 }
 
 impl Hook {
+    /// Whether this is a defaulting (mutating) hook.
+    pub fn mutates(self) -> bool {
+        matches!(
+            self,
+            Hook::MutateJob
+                | Hook::MutateJobSet
+                | Hook::MutatePyTorchJob
+                | Hook::MutateRayJob
+                | Hook::MutateRayCluster
+                | Hook::MutateRayService
+                | Hook::MutateTrainJob
+                | Hook::MutateLeaderWorkerSet
+                | Hook::MutatePod
+                | Hook::MutateKueue(_)
+        )
+    }
+
     /// The Kueue framework (`integrations.frameworks`) whose webhook this is; None for Kueue's and Sluice's kinds.
     pub fn framework(self) -> Option<&'static str> {
         Some(match self {
@@ -198,14 +215,10 @@ pub const ROUTES: &[(&str, Hook)] = &[
     ),
 ];
 
-/// Kueue's default `managedJobsNamespaceSelector` excludes these namespaces.
-pub const DEFAULT_UNMANAGED_NAMESPACES: &[&str] = &["kube-system", "kueue-system"];
-
 /// How the hooks behave (Kueue's Configuration, the parts the webhooks read).
 #[derive(Clone, Debug)]
 pub struct HookConfig {
-    /// Namespaces whose jobs Kueue never manages without an explicit queue name (Kueue's
-    /// `managedJobsNamespaceSelector`, matched on the namespace name).
+    /// Namespaces left out besides those `namespace_selector` leaves out (by name).
     pub unmanaged_namespaces: Vec<String>,
     /// Kueue's `manageJobsWithoutQueueName`.
     pub manage_jobs_without_queue_name: bool,
@@ -221,10 +234,7 @@ pub struct HookConfig {
 impl Default for HookConfig {
     fn default() -> Self {
         Self {
-            unmanaged_namespaces: DEFAULT_UNMANAGED_NAMESPACES
-                .iter()
-                .map(|s| (*s).to_owned())
-                .collect(),
+            unmanaged_namespaces: Vec::new(),
             manage_jobs_without_queue_name: false,
             gates: Gates::default(),
             integrations: Integrations::default(),
@@ -291,6 +301,15 @@ impl Hooks {
             .is_some_and(|f| !self.config.integrations.enabled(f))
         {
             return Verdict::allow();
+        }
+        if hook.framework().is_some() && hook.mutates() && self.namespace_unknown(req.namespace()) {
+            // Kueue's webhooks fail the request when they cannot read the Namespace; guessing would gate or not
+            // gate, suspend or not, against the Configuration.
+            return Verdict::deny(format!(
+                "namespace {:?} is not known to the webhook yet (managedJobsNamespaceSelector reads its labels); \
+                 try again",
+                req.namespace()
+            ));
         }
         match hook {
             Hook::MutateJob => self.mutate_job(req),
@@ -376,6 +395,14 @@ impl Hooks {
             Hook::ValidateKueue(kind) => validate_kueue(kind, req),
             Hook::ValidatePolicyModule => self.validate_policy_module(req),
         }
+    }
+
+    /// Whether the selector needs the Namespace's labels and the watch, which sees every Namespace, has not seen
+    /// this one yet.
+    fn namespace_unknown(&self, namespace: &str) -> bool {
+        self.namespaces.watched()
+            && sluice_sdk::kueue::namespaces::reads_other_labels(&self.config.namespace_selector)
+            && self.namespaces.labels(namespace).is_none()
     }
 
     fn job_context(&self, namespace: &str) -> JobContext<'_> {

@@ -17,6 +17,9 @@ pub trait NamespaceIndex: Send + Sync + 'static {
     fn labels(&self, name: &str) -> Option<BTreeMap<String, String>>;
     /// Whether the index has caught up with the cluster (the webhook is ready only then).
     fn synced(&self) -> bool;
+    /// Whether the index watches every Namespace, so one it lacks is one not seen yet (rather than one never
+    /// looked for).
+    fn watched(&self) -> bool;
 }
 
 /// A Namespace index held in memory, always synced.
@@ -41,6 +44,10 @@ impl NamespaceIndex for InMemoryNamespaces {
 
     fn synced(&self) -> bool {
         true
+    }
+
+    fn watched(&self) -> bool {
+        false
     }
 }
 
@@ -91,5 +98,9 @@ impl NamespaceIndex for ReflectorNamespaces {
 
     fn synced(&self) -> bool {
         self.synced.load(Ordering::Acquire)
+    }
+
+    fn watched(&self) -> bool {
+        true
     }
 }

@@ -139,3 +139,49 @@ fn only_namespaces_the_selector_takes_get_their_pods_gated_and_unnamed_jobs_susp
         true
     );
 }
+
+/// A Namespace index like the webhook's watch: one it lacks is one not seen yet.
+struct Watched(sluice_webhook::InMemoryNamespaces);
+
+impl sluice_webhook::NamespaceIndex for Watched {
+    fn labels(&self, name: &str) -> Option<std::collections::BTreeMap<String, String>> {
+        self.0.labels(name)
+    }
+    fn synced(&self) -> bool {
+        true
+    }
+    fn watched(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn a_namespace_not_seen_yet_is_refused_only_when_the_selector_needs_its_labels() {
+    let seen = sluice_webhook::InMemoryNamespaces::default();
+    seen.insert("team", Default::default());
+    let mut h = hooks(&["batch/job", "pod"]);
+    h.namespaces = Arc::new(Watched(seen));
+    let mut p = pod();
+    p["metadata"]["namespace"] = json!("new");
+    // Kueue's default selector reads names only: judged by the name, gated.
+    let resp = create(&h, Hook::MutatePod, &p);
+    assert_eq!(resp["allowed"], true, "{resp}");
+    h.config.namespace_selector =
+        serde_json::from_value(json!({"matchLabels": {"example.com/kueue": "enabled"}})).unwrap();
+    let resp = create(&h, Hook::MutatePod, &p);
+    assert_eq!(resp["allowed"], false, "{resp}");
+    assert!(
+        resp["status"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("\"new\"") && m.contains("try again")),
+        "{resp}"
+    );
+    // A namespace the watch has seen is judged on its labels (none here: not managed, let through unchanged).
+    let mut known = pod();
+    known["metadata"]["namespace"] = json!("team");
+    let resp = create(&h, Hook::MutatePod, &known);
+    assert_eq!(resp["allowed"], true);
+    assert!(resp.get("patch").is_none(), "{resp}");
+    // Validation hooks never refuse for it.
+    assert_eq!(create(&h, Hook::ValidatePod, &p)["allowed"], true);
+}

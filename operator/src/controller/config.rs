@@ -953,18 +953,28 @@ impl OperatorConfig {
             }
         }
         out.manage_jobs_without_queue_name = file.manage_jobs_without_queue_name.unwrap_or(false);
+        let kueue_namespace = file.namespace.as_deref().unwrap_or("kueue-system");
         out.managed_jobs_namespace_selector = match file.managed_jobs_namespace_selector {
             Some(s) => {
-                crate::ingest::label_selector("Configuration", "managedJobsNamespaceSelector", &s)
-                    .map_err(|e| invalid(e.to_string()))?;
+                let errors =
+                    sluice_sdk::kueue::validation::validate_managed_jobs_namespace_selector(
+                        &s,
+                        Some(kueue_namespace),
+                    );
+                if !errors.is_empty() {
+                    let all: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                    return Err(invalid(all.join("; ")));
+                }
                 s
             }
-            None => sluice_sdk::kueue::namespaces::kueue_default(
-                file.namespace.as_deref().unwrap_or("kueue-system"),
-            ),
+            None => sluice_sdk::kueue::namespaces::kueue_default(kueue_namespace),
         };
-        if let Some(i) = file.integrations {
+        if let Some(mut i) = file.integrations {
             i.check(origin)?;
+            // Kueue's default for an empty list.
+            if i.frameworks.is_empty() {
+                i.frameworks.push("batch/job".to_owned());
+            }
             out.batch_jobs = i.frameworks.iter().any(|f| f == "batch/job");
             out.jobsets = i.frameworks.iter().any(|f| f == JOBSET_FRAMEWORK);
             out.pytorchjobs = i.frameworks.iter().any(|f| f == PYTORCHJOB_FRAMEWORK);
@@ -973,12 +983,13 @@ impl OperatorConfig {
             out.rayservices = i.frameworks.iter().any(|f| f == RAYSERVICE_FRAMEWORK);
             out.trainjobs = i.frameworks.iter().any(|f| f == TRAINJOB_FRAMEWORK);
             out.leaderworkersets = i.frameworks.iter().any(|f| f == LWS_FRAMEWORK);
-            out.pod_groups = out.leaderworkersets || i.frameworks.iter().any(|f| f == "pod");
             out.label_keys_to_copy = i.label_keys_to_copy;
             out.integrations = sluice_sdk::kueue::integrations::Integrations::new(
                 i.frameworks.iter().map(String::as_str),
                 i.external_frameworks.iter().map(String::as_str),
             );
+            // LeaderWorkerSet, Deployment and StatefulSet turn the pod integration on with them, as in Kueue.
+            out.pod_groups = out.integrations.enabled("pod");
         }
         Ok(out)
     }
@@ -1169,6 +1180,26 @@ integrations: {frameworks: ["batch/job"], labelKeysToCopy: [example.com/team]}
             e.contains("managedJobsNamespaceSelector.matchExpressions[0].operator"),
             "{e}"
         );
+        // Kueue's own checks: well-formed, and never selecting kube-system or Kueue's namespace.
+        for (yaml, want) in [
+            (
+                "managedJobsNamespaceSelector: {}",
+                "should not match the \"kube-system\" namespace",
+            ),
+            (
+                "managedJobsNamespaceSelector: {matchExpressions: [{key: a, operator: In}]}",
+                "managedJobsNamespaceSelector.matchExpressions[0].values: Required value",
+            ),
+            (
+                "{namespace: kueue, managedJobsNamespaceSelector: {matchExpressions: [{key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system]}]}}",
+                "should not match the \"kueue\" namespace",
+            ),
+        ] {
+            let e = OperatorConfig::from_yaml("cfg", yaml)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{yaml}: {e}");
+        }
     }
 
     #[test]
@@ -1186,6 +1217,19 @@ integrations: {frameworks: ["batch/job"], labelKeysToCopy: [example.com/team]}
             assert_eq!(i.enabled("pod"), c.pod_groups);
         };
         check(&OperatorConfig::default());
+        for implies_pods in ["deployment", "statefulset"] {
+            let c = OperatorConfig::from_yaml(
+                "cfg",
+                &format!("integrations: {{frameworks: [batch/job, {implies_pods}]}}"),
+            )
+            .unwrap();
+            check(&c);
+            assert!(c.pod_groups, "{implies_pods} turns the pod integration on");
+        }
+        // An empty list is Kueue's default, batch/job alone.
+        let empty = OperatorConfig::from_yaml("cfg", "integrations: {frameworks: []}").unwrap();
+        check(&empty);
+        assert!(empty.batch_jobs && !empty.jobsets && !empty.pod_groups);
         let lws = OperatorConfig::from_yaml(
             "cfg",
             "integrations: {frameworks: [batch/job, leaderworkerset.x-k8s.io/leaderworkerset, kubeflow.org/mpijob], \

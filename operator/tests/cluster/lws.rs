@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::plane::{ControlPlane, repo_root, required};
-use super::sluice::{free_port, start_with_port_retries};
+use super::sluice::{free_port, start_with_retries};
 use super::support::b64;
 
 /// The running LWS controller manager, killed when dropped.
@@ -45,7 +45,7 @@ impl LwsController {
             eprintln!("skipped: {msg}");
             return None;
         }
-        Some(start_with_port_retries("the LWS controller", || {
+        Some(start_with_retries("the LWS controller", || {
             Self::try_start(plane, &dir, &bin)
         }))
     }

@@ -22,12 +22,11 @@ pub fn free_port() -> u16 {
 
 /// Runs `try_start` until it succeeds, again (at most 3 times in all) when the process it starts lost a port that
 /// [`free_port`] found to another process binding it first (control planes of other tests or scenarios start
-/// meanwhile): each attempt picks new ports. Any other error, or the last, panics with it; `what` names the
-/// process in the retry message.
-pub fn start_with_port_retries<T>(
-    what: &str,
-    mut try_start: impl FnMut() -> Result<T, String>,
-) -> T {
+/// meanwhile), or started before the API server's discovery listed CRDs it had just seen Established (a manager
+/// then exits with "no matches for kind"; discovery catches up asynchronously, later on a loaded machine): each
+/// attempt picks new ports. Any other error, or the last, panics with it; `what` names the process in the retry
+/// message.
+pub fn start_with_retries<T>(what: &str, mut try_start: impl FnMut() -> Result<T, String>) -> T {
     const ATTEMPTS: u32 = 3;
     let mut attempt = 1;
     loop {
@@ -35,6 +34,13 @@ pub fn start_with_port_retries<T>(
             Ok(started) => return started,
             Err(e) if attempt < ATTEMPTS && e.contains("address already in use") => {
                 eprintln!("{what} lost a port (attempt {attempt}), starting it again");
+                attempt += 1;
+            }
+            Err(e) if attempt < ATTEMPTS && e.contains("no matches for kind") => {
+                eprintln!(
+                    "{what} started before discovery listed its CRDs (attempt {attempt}), starting it again"
+                );
+                std::thread::sleep(std::time::Duration::from_secs(2));
                 attempt += 1;
             }
             Err(e) => panic!("{e}"),

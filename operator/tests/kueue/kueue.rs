@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::plane::{ControlPlane, repo_root};
-use super::sluice::{free_port, start_with_port_retries};
+use super::sluice::{free_port, start_with_retries};
 use super::support::b64;
 
 /// Where tests/kueue/build linked Kueue (SLUICE_KUEUE_DIR overrides).
@@ -127,7 +127,7 @@ impl Kueue {
         ensure_metrics_certs(plane);
         plane.kubectl(&["create", "namespace", "kueue-system"], None);
         // A lost port makes the manager exit; a new attempt points the CRDs and webhooks at new ports.
-        start_with_port_retries("Kueue's manager", || {
+        start_with_retries("Kueue's manager", || {
             Self::try_start(plane, config, feature_gates)
         })
     }

@@ -123,15 +123,19 @@ impl EngineTask {
                     self.cache.namespaces.remove(&name);
                     self.engine_apply(Event::DeleteNamespace(name));
                 } else {
-                    let first_seen = self.cache.namespaces.insert(name, obj.clone()).is_none();
+                    let first_seen = self
+                        .cache
+                        .namespaces
+                        .insert(name.clone(), obj.clone())
+                        .is_none();
                     // A job seen before its Namespace was judged by the namespace's name alone: with a selector on
-                    // other labels, judge it again.
+                    // other labels, judge that namespace's jobs again.
                     if first_seen
                         && sluice_sdk::kueue::namespaces::reads_other_labels(
                             &self.config.managed_jobs_namespace_selector,
                         )
                     {
-                        self.mark_all_jobs_dirty();
+                        self.mark_namespace_jobs_dirty(&name);
                     }
                     if let Ok(ns) = ingest::namespace(&obj) {
                         self.engine_apply(Event::UpsertNamespace(ns));

@@ -132,6 +132,26 @@ impl EngineTask {
         self.mark_all_lws();
     }
 
+    /// Marks every cached job of namespace `ns` for reconciling (its Namespace was just seen).
+    pub(super) fn mark_namespace_jobs_dirty(&mut self, ns: &str) {
+        self.mark_namespace_of::<BatchJob>(ns);
+        self.mark_namespace_of::<JobSetJob>(ns);
+        self.mark_namespace_of::<PyTorchJobJob>(ns);
+        self.mark_namespace_of::<RayJobJob>(ns);
+        self.mark_namespace_of::<RayClusterJob>(ns);
+        self.mark_namespace_of::<RayServiceJob>(ns);
+        self.mark_namespace_of::<TrainJobJob>(ns);
+        self.mark_namespace_of::<PodGroups>(ns);
+    }
+
+    fn mark_namespace_of<I: Reconciled>(&mut self, ns: &str) {
+        let keys: Vec<I::Key> = I::all_keys(self)
+            .into_iter()
+            .filter(|k| I::namespace(k) == ns)
+            .collect();
+        I::queues(&mut self.kinds).dirty.extend(keys);
+    }
+
     async fn reconcile_dirty<I: Reconciled>(&mut self) -> bool {
         let mut did = false;
         for key in std::mem::take(&mut I::queues(&mut self.kinds).dirty) {

@@ -197,15 +197,12 @@ impl EngineTask {
         wrote
     }
 
-    /// Whether Kueue manages the LeaderWorkerSet: in a managed namespace, it names a queue or jobs without one
-    /// are managed.
+    /// Whether Kueue manages the LeaderWorkerSet: it names a queue, or jobs without one are managed.
     fn lws_managed(&self, set: &LeaderWorkerSet) -> bool {
-        self.namespace_managed(&set.namespace().unwrap_or_default())
-            && (set
-                .labels()
-                .get(labels::QUEUE_NAME_LABEL)
-                .is_some_and(|q| !q.is_empty())
-                || self.config.manage_jobs_without_queue_name)
+        set.labels()
+            .get(labels::QUEUE_NAME_LABEL)
+            .is_some_and(|q| !q.is_empty())
+            || self.config.manage_jobs_without_queue_name
     }
 
     /// Creates the Workloads of groups without one, updates the queue and priority of the others, and deletes

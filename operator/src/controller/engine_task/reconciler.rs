@@ -234,7 +234,7 @@ impl EngineTask {
         let Some(job) = I::load(self, key) else {
             return false;
         };
-        if I::skip(self, &job) || !self.namespace_managed(&I::namespace(key)) {
+        if I::skip(self, &job) {
             return false;
         }
         // A job whose uid is not known yet (or a single pod that is gone: its Workload is left to garbage
@@ -245,6 +245,11 @@ impl EngineTask {
         let wkey = WorkloadKey::new(I::namespace(key), wl_name);
         let prebuilt = I::prebuilt_workload(&job).is_some();
         let Some(wl) = self.cache.workloads.get(&wkey).cloned() else {
+            // Outside managedJobsNamespaceSelector a job gets no Workload. One it has already (its namespace was
+            // selected before) is still followed, so that its pods' finalizers and its quota are released.
+            if !self.namespace_managed(&I::namespace(key)) {
+                return false;
+            }
             if prebuilt {
                 return self.await_prebuilt::<I>(key, job).await;
             }

@@ -57,6 +57,25 @@ pub use workloadpriorityclass::validate_workload_priority_class;
 
 use super::decode::KueueObject;
 
+/// Kueue's checks of a Configuration's `managedJobsNamespaceSelector`: a well-formed selector that leaves out
+/// `kube-system` and Kueue's own namespace (`kueue_namespace`); the violations, none when it is good.
+pub fn validate_managed_jobs_namespace_selector(
+    selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    kueue_namespace: Option<&str>,
+) -> Vec<FieldError> {
+    let mut errs = errors::Errors::default();
+    let path = errors::Path::new("managedJobsNamespaceSelector");
+    common::label_selector(&mut errs, &path, Some(selector));
+    let prohibited =
+        std::iter::once("kube-system").chain(kueue_namespace.filter(|n| !n.is_empty()));
+    for ns in prohibited {
+        if super::namespaces::selects_namespace(selector, ns, None) {
+            errs.invalid_omitted(&path, format!("should not match the {ns:?} namespace"));
+        }
+    }
+    errs.0
+}
+
 /// Validates an object for creation.
 pub fn validate(obj: &KueueObject) -> Result<(), ValidationErrors> {
     match obj {
