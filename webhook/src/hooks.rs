@@ -302,7 +302,11 @@ impl Hooks {
         {
             return Verdict::allow();
         }
-        if hook.framework().is_some() && hook.mutates() && self.namespace_unknown(req.namespace()) {
+        if hook.framework().is_some()
+            && hook.mutates()
+            && self.namespace_unknown(req.namespace())
+            && self.reads_namespace(hook, req)
+        {
             // Kueue's webhooks fail the request when they cannot read the Namespace; guessing would gate or not
             // gate, suspend or not, against the Configuration.
             return Verdict::deny(format!(
@@ -403,6 +407,26 @@ impl Hooks {
         self.namespaces.watched()
             && sluice_sdk::kueue::namespaces::reads_other_labels(&self.config.namespace_selector)
             && self.namespaces.labels(namespace).is_none()
+    }
+
+    /// Whether Kueue's hook reads the Namespace for this request: always for a pod its parent does not gate; for
+    /// another kind only when it names no queue and could get one from the namespace (a `default` LocalQueue) or
+    /// be managed without one.
+    fn reads_namespace(&self, hook: Hook, req: &AdmissionRequest) -> bool {
+        let Some(obj) = req.object.as_ref() else {
+            return false;
+        };
+        if hook == Hook::MutatePod {
+            return obj
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(defaults::POD_SUSPENDING_PARENT_ANNOTATION))
+                .is_none();
+        }
+        defaults::queue_name(obj).is_empty()
+            && (self
+                .queues
+                .exists(req.namespace(), l::DEFAULT_LOCAL_QUEUE_NAME)
+                || self.config.manage_jobs_without_queue_name)
     }
 
     fn job_context(&self, namespace: &str) -> JobContext<'_> {

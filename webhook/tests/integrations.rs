@@ -182,6 +182,28 @@ fn a_namespace_not_seen_yet_is_refused_only_when_the_selector_needs_its_labels()
     let resp = create(&h, Hook::MutatePod, &known);
     assert_eq!(resp["allowed"], true);
     assert!(resp.get("patch").is_none(), "{resp}");
-    // Validation hooks never refuse for it.
+    // Validation hooks never refuse for it, nor do hooks where Kueue would not read the Namespace: a pod its
+    // parent gates, a Job that names a queue.
     assert_eq!(create(&h, Hook::ValidatePod, &p)["allowed"], true);
+    let mut by_parent = p.clone();
+    by_parent["metadata"]["annotations"] =
+        json!({"kueue.x-k8s.io/pod-suspending-parent": "leaderworkerset.x-k8s.io/leaderworkerset"});
+    assert_eq!(create(&h, Hook::MutatePod, &by_parent)["allowed"], true);
+    let named = job(
+        "new",
+        json!({"kueue.x-k8s.io/queue-name": "q"}),
+        json!({}),
+        json!({}),
+    );
+    let resp = create(&h, Hook::MutateJob, &named);
+    assert_eq!(
+        apply_patch(&named, &resp)["spec"]["suspend"],
+        true,
+        "{resp}"
+    );
+    // A Job without one, under manageJobsWithoutQueueName, needs the namespace's labels: refused.
+    let unnamed = job("new", json!({}), json!({}), json!({}));
+    assert_eq!(create(&h, Hook::MutateJob, &unnamed)["allowed"], true);
+    h.config.manage_jobs_without_queue_name = true;
+    assert_eq!(create(&h, Hook::MutateJob, &unnamed)["allowed"], false);
 }
