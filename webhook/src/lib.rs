@@ -17,6 +17,7 @@ pub mod review;
 pub mod runtimes;
 pub mod server;
 pub mod tls;
+mod watch;
 
 pub use args::{ServeArgs, run, serve};
 pub use hooks::{Hook, HookConfig, Hooks, ROUTES};

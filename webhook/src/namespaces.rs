@@ -5,11 +5,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
-use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
 
 /// Answers what labels a Namespace has.
 pub trait NamespaceIndex: Send + Sync + 'static {
@@ -61,31 +59,11 @@ impl ReflectorNamespaces {
     /// Starts watching Namespaces; the watch runs on the current Tokio runtime until the process ends, retrying
     /// with backoff when the API server is unreachable.
     pub fn start(client: kube::Client) -> Self {
-        let api: Api<Namespace> = Api::all(client);
-        let writer = reflector::store::Writer::default();
-        let store = writer.as_reader();
-        let synced = Arc::new(AtomicBool::new(false));
-        let stream = reflector::reflector(
-            writer,
-            watcher(api, watcher::Config::default()).default_backoff(),
+        let (store, synced) = crate::watch::watch_synced(
+            Api::<Namespace>::all(client),
+            reflector::store::Writer::default(),
+            "Namespace",
         );
-        tokio::spawn(async move {
-            stream
-                .for_each(|event| async move {
-                    if let Err(e) = event {
-                        tracing::warn!(error = %e, "Namespace watch failed; retrying");
-                    }
-                })
-                .await;
-        });
-        let ready = store.clone();
-        let flag = synced.clone();
-        tokio::spawn(async move {
-            if ready.wait_until_ready().await.is_ok() {
-                flag.store(true, Ordering::Release);
-                tracing::info!("Namespace index synced");
-            }
-        });
         Self { store, synced }
     }
 }

@@ -5,10 +5,8 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
-use futures_util::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
 
 /// Answers whether a LocalQueue exists.
 pub trait LocalQueueIndex: Send + Sync + 'static {
@@ -73,31 +71,11 @@ impl ReflectorLocalQueues {
     pub fn start(client: kube::Client) -> Self {
         let gvk = GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta2", "LocalQueue");
         let resource = ApiResource::from_gvk_with_plural(&gvk, "localqueues");
-        let api: Api<DynamicObject> = Api::all_with(client, &resource);
-        let writer = reflector::store::Writer::new(resource.clone());
-        let store = writer.as_reader();
-        let synced = Arc::new(AtomicBool::new(false));
-        let stream = reflector::reflector(
-            writer,
-            watcher(api, watcher::Config::default()).default_backoff(),
+        let (store, synced) = crate::watch::watch_synced(
+            Api::<DynamicObject>::all_with(client, &resource),
+            reflector::store::Writer::new(resource.clone()),
+            "LocalQueue",
         );
-        tokio::spawn(async move {
-            stream
-                .for_each(|event| async move {
-                    if let Err(e) = event {
-                        tracing::warn!(error = %e, "LocalQueue watch failed; retrying");
-                    }
-                })
-                .await;
-        });
-        let ready = store.clone();
-        let flag = synced.clone();
-        tokio::spawn(async move {
-            if ready.wait_until_ready().await.is_ok() {
-                flag.store(true, Ordering::Release);
-                tracing::info!("LocalQueue index synced");
-            }
-        });
         Self {
             store,
             resource,
