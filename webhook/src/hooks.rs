@@ -101,18 +101,17 @@ impl Hook {
 
     /// The Kueue framework (`integrations.frameworks`) whose webhook this is; None for Kueue's and Sluice's kinds.
     pub fn framework(self) -> Option<&'static str> {
+        use sluice_sdk::kueue::integrations as f;
         Some(match self {
-            Hook::MutateJob | Hook::ValidateJob => "batch/job",
-            Hook::MutateJobSet | Hook::ValidateJobSet => "jobset.x-k8s.io/jobset",
-            Hook::MutatePyTorchJob | Hook::ValidatePyTorchJob => "kubeflow.org/pytorchjob",
-            Hook::MutateRayJob | Hook::ValidateRayJob => "ray.io/rayjob",
-            Hook::MutateRayCluster | Hook::ValidateRayCluster => "ray.io/raycluster",
-            Hook::MutateRayService | Hook::ValidateRayService => "ray.io/rayservice",
-            Hook::MutateTrainJob | Hook::ValidateTrainJob => "trainer.kubeflow.org/trainjob",
-            Hook::MutateLeaderWorkerSet | Hook::ValidateLeaderWorkerSet => {
-                sluice_sdk::lws::FRAMEWORK_NAME
-            }
-            Hook::MutatePod | Hook::ValidatePod => "pod",
+            Hook::MutateJob | Hook::ValidateJob => f::BATCH_JOB,
+            Hook::MutateJobSet | Hook::ValidateJobSet => f::JOBSET,
+            Hook::MutatePyTorchJob | Hook::ValidatePyTorchJob => f::PYTORCHJOB,
+            Hook::MutateRayJob | Hook::ValidateRayJob => f::RAYJOB,
+            Hook::MutateRayCluster | Hook::ValidateRayCluster => f::RAYCLUSTER,
+            Hook::MutateRayService | Hook::ValidateRayService => f::RAYSERVICE,
+            Hook::MutateTrainJob | Hook::ValidateTrainJob => f::TRAINJOB,
+            Hook::MutateLeaderWorkerSet | Hook::ValidateLeaderWorkerSet => f::LEADERWORKERSET,
+            Hook::MutatePod | Hook::ValidatePod => f::POD,
             Hook::MutateKueue(_) | Hook::ValidateKueue(_) | Hook::ValidatePolicyModule => {
                 return None;
             }

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
-use sluice_sdk::kueue::integrations::FRAMEWORKS;
+use sluice_sdk::kueue::integrations::{self, FRAMEWORKS};
 
 use crate::engine::{EngineConfig, FairSharingConfig, FairSharingStrategy};
 
@@ -99,27 +99,27 @@ pub struct IntegrationsFile {
 /// The frameworks on without an `integrations` section: Kueue's shipped list less what it took out in v0.19 (the
 /// Kubeflow v1 kinds) and what Sluice lacks.
 pub const DEFAULT_FRAMEWORKS: &[&str] = &[
-    "batch/job",
-    JOBSET_FRAMEWORK,
-    RAYJOB_FRAMEWORK,
-    RAYCLUSTER_FRAMEWORK,
-    RAYSERVICE_FRAMEWORK,
-    TRAINJOB_FRAMEWORK,
-    LWS_FRAMEWORK,
-    "pod",
+    integrations::BATCH_JOB,
+    integrations::JOBSET,
+    integrations::RAYJOB,
+    integrations::RAYCLUSTER,
+    integrations::RAYSERVICE,
+    integrations::TRAINJOB,
+    integrations::LEADERWORKERSET,
+    integrations::POD,
 ];
 
 /// The frameworks of Kueue's ([`sluice_sdk::kueue::integrations::FRAMEWORKS`]) that Sluice integrates.
 pub const SLUICE_FRAMEWORKS: &[&str] = &[
-    "batch/job",
-    JOBSET_FRAMEWORK,
-    PYTORCHJOB_FRAMEWORK,
-    RAYJOB_FRAMEWORK,
-    RAYCLUSTER_FRAMEWORK,
-    RAYSERVICE_FRAMEWORK,
-    TRAINJOB_FRAMEWORK,
-    LWS_FRAMEWORK,
-    "pod",
+    integrations::BATCH_JOB,
+    integrations::JOBSET,
+    integrations::PYTORCHJOB,
+    integrations::RAYJOB,
+    integrations::RAYCLUSTER,
+    integrations::RAYSERVICE,
+    integrations::TRAINJOB,
+    integrations::LEADERWORKERSET,
+    integrations::POD,
 ];
 
 impl IntegrationsFile {
@@ -660,21 +660,6 @@ impl WaitForPodsReady {
     }
 }
 
-/// Kueue's framework name of the JobSet integration in `integrations.frameworks`.
-pub const JOBSET_FRAMEWORK: &str = "jobset.x-k8s.io/jobset";
-/// Kueue's framework name of the PyTorchJob integration.
-pub const PYTORCHJOB_FRAMEWORK: &str = "kubeflow.org/pytorchjob";
-/// Kueue's framework name of the RayJob integration.
-pub const RAYJOB_FRAMEWORK: &str = "ray.io/rayjob";
-/// Kueue's framework name of the RayCluster integration.
-pub const RAYCLUSTER_FRAMEWORK: &str = "ray.io/raycluster";
-/// Kueue's framework name of the RayService integration.
-pub const RAYSERVICE_FRAMEWORK: &str = "ray.io/rayservice";
-/// Kueue's framework name of the Kubeflow Trainer TrainJob integration.
-pub const TRAINJOB_FRAMEWORK: &str = "trainer.kubeflow.org/trainjob";
-/// Kueue's framework name for LeaderWorkerSets.
-pub const LWS_FRAMEWORK: &str = sluice_sdk::lws::FRAMEWORK_NAME;
-
 /// Everything the controllers need to know.
 #[derive(Clone, Debug)]
 pub struct OperatorConfig {
@@ -688,27 +673,6 @@ pub struct OperatorConfig {
     /// not managed, whatever their queue name.
     pub managed_jobs_namespace_selector:
         k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
-    /// Whether batch/v1 Jobs are managed.
-    pub batch_jobs: bool,
-    /// Whether JobSets (`jobset.x-k8s.io/v1alpha2`) are managed, once their CRD is served.
-    pub jobsets: bool,
-    /// Whether Kubeflow PyTorchJobs (`kubeflow.org/v1`) are managed, once their CRD is served; off unless the
-    /// Configuration's frameworks name them (Kueue v0.19 took the Kubeflow v1 kinds out of its default list).
-    pub pytorchjobs: bool,
-    /// Whether KubeRay RayJobs (`ray.io/v1`) are managed, once their CRD is served (in Kueue's shipped list).
-    pub rayjobs: bool,
-    /// Whether KubeRay RayClusters (`ray.io/v1`) are managed, once their CRD is served (in Kueue's shipped list).
-    pub rayclusters: bool,
-    /// Whether KubeRay RayServices (`ray.io/v1`) are managed, once their CRD is served (in Kueue's shipped list).
-    pub rayservices: bool,
-    /// Whether Kubeflow Trainer TrainJobs (`trainer.kubeflow.org/v1alpha1`) are managed, once their CRD is served
-    /// (in Kueue's shipped list).
-    pub trainjobs: bool,
-    /// Whether LeaderWorkerSets (`leaderworkerset.x-k8s.io/v1`) are managed, once their CRD is served (in Kueue's
-    /// shipped list); their groups are pod groups, so this turns the pod integration on too, as in Kueue.
-    pub leaderworkersets: bool,
-    /// Whether plain Pods and Pod groups (Kueue's `pod` framework) are managed.
-    pub pod_groups: bool,
     /// Write Kueue's detailed pending reasons instead of "Pending".
     pub detailed_pending_reasons: bool,
     /// First retry delay of a failed API write.
@@ -728,8 +692,9 @@ pub struct OperatorConfig {
     pub workload_retention: WorkloadRetention,
     /// Kueue's `integrations.labelKeysToCopy`: labels a new Workload takes from its job.
     pub label_keys_to_copy: Vec<String>,
-    /// The integrations on, as Kueue counts them (the frameworks above, Kueue's that Sluice lacks, external
-    /// frameworks): whose children are left to their owner, and which webhooks act.
+    /// The integrations on, as Kueue counts them (Sluice's frameworks, Kueue's that Sluice lacks, external
+    /// frameworks, the pod integration that LeaderWorkerSets, Deployments and StatefulSets imply): which kinds
+    /// are managed, whose children are left to their owner, and which webhooks act.
     pub integrations: sluice_sdk::kueue::integrations::Integrations,
     /// Failed calls in a row after which a PolicyModule is Degraded.
     pub policy_degrade_after: u32,
@@ -746,15 +711,6 @@ impl Default for OperatorConfig {
             managed_jobs_namespace_selector: sluice_sdk::kueue::namespaces::kueue_default(
                 "kueue-system",
             ),
-            batch_jobs: true,
-            jobsets: true,
-            pytorchjobs: false,
-            rayjobs: true,
-            rayclusters: true,
-            rayservices: true,
-            trainjobs: true,
-            leaderworkersets: true,
-            pod_groups: true,
             detailed_pending_reasons: false,
             retry_base: Duration::from_millis(100),
             retry_max: Duration::from_secs(30),
@@ -786,6 +742,12 @@ fn seconds(path: &str, field: &str, v: Option<i64>, default: u64) -> Result<Dura
 }
 
 impl OperatorConfig {
+    /// Whether Kueue's framework `name` (`batch/job`, `pod`, [`integrations::JOBSET`], ...) is on: its kind is
+    /// managed once its CRD is served. LeaderWorkerSets, Deployments and StatefulSets turn `pod` on with them.
+    pub fn manages(&self, name: &str) -> bool {
+        self.integrations.enabled(name)
+    }
+
     /// Reads a Kueue Configuration file (YAML).
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
         let p = path.display().to_string();
@@ -975,21 +937,11 @@ impl OperatorConfig {
             if i.frameworks.is_empty() {
                 i.frameworks.push("batch/job".to_owned());
             }
-            out.batch_jobs = i.frameworks.iter().any(|f| f == "batch/job");
-            out.jobsets = i.frameworks.iter().any(|f| f == JOBSET_FRAMEWORK);
-            out.pytorchjobs = i.frameworks.iter().any(|f| f == PYTORCHJOB_FRAMEWORK);
-            out.rayjobs = i.frameworks.iter().any(|f| f == RAYJOB_FRAMEWORK);
-            out.rayclusters = i.frameworks.iter().any(|f| f == RAYCLUSTER_FRAMEWORK);
-            out.rayservices = i.frameworks.iter().any(|f| f == RAYSERVICE_FRAMEWORK);
-            out.trainjobs = i.frameworks.iter().any(|f| f == TRAINJOB_FRAMEWORK);
-            out.leaderworkersets = i.frameworks.iter().any(|f| f == LWS_FRAMEWORK);
             out.label_keys_to_copy = i.label_keys_to_copy;
             out.integrations = sluice_sdk::kueue::integrations::Integrations::new(
                 i.frameworks.iter().map(String::as_str),
                 i.external_frameworks.iter().map(String::as_str),
             );
-            // LeaderWorkerSet, Deployment and StatefulSet turn the pod integration on with them, as in Kueue.
-            out.pod_groups = out.integrations.enabled("pod");
         }
         Ok(out)
     }
@@ -1106,20 +1058,27 @@ integrations: {frameworks: ["batch/job"], labelKeysToCopy: [example.com/team]}
         assert!(OperatorConfig::from_yaml("cfg", &kueue).is_ok());
         assert!(OperatorConfig::default().label_keys_to_copy.is_empty());
         assert!(c.engine.fair_sharing.is_some());
-        let w = c.wait_for_pods_ready.unwrap();
+        let w = c.wait_for_pods_ready.clone().unwrap();
         assert_eq!(w.timeout, Duration::from_secs(120));
         assert_eq!(w.backoff(1), Duration::from_secs(10));
         assert_eq!(w.backoff(3), Duration::from_secs(40));
         assert_eq!(w.backoff(5), Duration::from_secs(100), "capped at max");
         assert_eq!(w.backoff_limit_count, Some(3));
         assert!(c.manage_jobs_without_queue_name);
+        let on = |c: &OperatorConfig, names: &[&str]| names.iter().all(|n| c.manages(n));
+        let off = |c: &OperatorConfig, names: &[&str]| names.iter().all(|n| !c.manages(n));
         assert!(
-            c.batch_jobs
-                && !c.pod_groups
-                && !c.jobsets
-                && !c.rayjobs
-                && !c.rayclusters
-                && !c.rayservices,
+            on(&c, &["batch/job"])
+                && off(
+                    &c,
+                    &[
+                        "pod",
+                        integrations::JOBSET,
+                        integrations::RAYJOB,
+                        integrations::RAYCLUSTER,
+                        integrations::RAYSERVICE
+                    ]
+                ),
             "frameworks list: only batch/job"
         );
         let both = OperatorConfig::from_yaml(
@@ -1127,12 +1086,31 @@ integrations: {frameworks: ["batch/job"], labelKeysToCopy: [example.com/team]}
             "integrations: {frameworks: [\"batch/job\", \"pod\", \"jobset.x-k8s.io/jobset\", \"kubeflow.org/pytorchjob\", \"ray.io/rayjob\"]}",
         )
         .unwrap();
-        assert!(both.batch_jobs && both.pod_groups && both.jobsets && both.pytorchjobs);
-        assert!(both.rayjobs && !both.rayclusters && !both.rayservices);
+        assert!(on(
+            &both,
+            &[
+                "batch/job",
+                "pod",
+                integrations::JOBSET,
+                integrations::PYTORCHJOB,
+                integrations::RAYJOB
+            ]
+        ));
+        assert!(off(
+            &both,
+            &[integrations::RAYCLUSTER, integrations::RAYSERVICE]
+        ));
         let default = OperatorConfig::default();
-        assert!(!default.pytorchjobs);
+        assert!(!default.manages(integrations::PYTORCHJOB));
         // Kueue's shipped Configuration lists the three Ray kinds.
-        assert!(default.rayjobs && default.rayclusters && default.rayservices);
+        assert!(on(
+            &default,
+            &[
+                integrations::RAYJOB,
+                integrations::RAYCLUSTER,
+                integrations::RAYSERVICE
+            ]
+        ));
     }
 
     #[test]
@@ -1203,40 +1181,36 @@ integrations: {frameworks: ["batch/job"], labelKeysToCopy: [example.com/team]}
     }
 
     #[test]
-    fn the_integrations_agree_with_the_framework_switches() {
-        let check = |c: &OperatorConfig| {
-            let i = &c.integrations;
-            assert_eq!(i.enabled("batch/job"), c.batch_jobs);
-            assert_eq!(i.enabled(JOBSET_FRAMEWORK), c.jobsets);
-            assert_eq!(i.enabled(PYTORCHJOB_FRAMEWORK), c.pytorchjobs);
-            assert_eq!(i.enabled(RAYJOB_FRAMEWORK), c.rayjobs);
-            assert_eq!(i.enabled(RAYCLUSTER_FRAMEWORK), c.rayclusters);
-            assert_eq!(i.enabled(RAYSERVICE_FRAMEWORK), c.rayservices);
-            assert_eq!(i.enabled(TRAINJOB_FRAMEWORK), c.trainjobs);
-            assert_eq!(i.enabled(LWS_FRAMEWORK), c.leaderworkersets);
-            assert_eq!(i.enabled("pod"), c.pod_groups);
-        };
-        check(&OperatorConfig::default());
-        for implies_pods in ["deployment", "statefulset"] {
+    fn implied_and_default_frameworks_are_kueues() {
+        for implies_pods in ["deployment", "statefulset", integrations::LEADERWORKERSET] {
             let c = OperatorConfig::from_yaml(
                 "cfg",
                 &format!("integrations: {{frameworks: [batch/job, {implies_pods}]}}"),
             )
             .unwrap();
-            check(&c);
-            assert!(c.pod_groups, "{implies_pods} turns the pod integration on");
+            assert!(
+                c.manages("pod"),
+                "{implies_pods} turns the pod integration on"
+            );
         }
         // An empty list is Kueue's default, batch/job alone.
         let empty = OperatorConfig::from_yaml("cfg", "integrations: {frameworks: []}").unwrap();
-        check(&empty);
-        assert!(empty.batch_jobs && !empty.jobsets && !empty.pod_groups);
+        assert!(empty.manages("batch/job"));
+        assert!(!empty.manages(integrations::JOBSET) && !empty.manages("pod"));
+        let default = OperatorConfig::default();
+        for name in DEFAULT_FRAMEWORKS {
+            assert!(
+                default.manages(name),
+                "{name} is on without a Configuration"
+            );
+        }
         let lws = OperatorConfig::from_yaml(
             "cfg",
             "integrations: {frameworks: [batch/job, leaderworkerset.x-k8s.io/leaderworkerset, kubeflow.org/mpijob], \
              externalFrameworks: [AppWrapper.v1beta2.workload.codeflare.dev]}",
         )
         .unwrap();
-        check(&lws);
+        assert!(lws.manages(integrations::LEADERWORKERSET) && !lws.manages(integrations::TRAINJOB));
         // A framework Sluice lacks, and an external one, still make their kinds' children theirs.
         assert!(
             lws.integrations

@@ -26,6 +26,7 @@ use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::runtime::watcher;
 use kube::{Api, Client};
+use sluice_sdk::kueue::integrations;
 use sluice_sdk::kueue::v1beta2 as api;
 use sluice_sdk::sluice::node_gpu_topology::NodeGpuTopology;
 use sluice_sdk::sluice::policy_module::PolicyModule;
@@ -272,7 +273,7 @@ impl Operator {
         let mut handles = handles;
         let mut optional_kinds = Vec::new();
         // Kueue's integrations wait for their kind's CRD: these kinds are watched once the API server serves them.
-        if self.config.jobsets {
+        if self.config.manages(integrations::JOBSET) {
             let served = api_served(c, sluice_sdk::jobset::API_VERSION, "jobsets").await;
             if served {
                 optional_kinds.push(sluice_sdk::jobset::KIND);
@@ -285,7 +286,7 @@ impl Operator {
                 sluice_sdk::jobset::KIND,
             ));
         }
-        if self.config.pytorchjobs {
+        if self.config.manages(integrations::PYTORCHJOB) {
             let served = api_served(c, sluice_sdk::kubeflow::API_VERSION, "pytorchjobs").await;
             if served {
                 optional_kinds.push(sluice_sdk::kubeflow::PYTORCH_JOB_KIND);
@@ -300,17 +301,17 @@ impl Operator {
         }
         for (enabled, plural, kind) in [
             (
-                self.config.rayjobs,
+                self.config.manages(integrations::RAYJOB),
                 "rayjobs",
                 sluice_sdk::ray::RAY_JOB_KIND,
             ),
             (
-                self.config.rayclusters,
+                self.config.manages(integrations::RAYCLUSTER),
                 "rayclusters",
                 sluice_sdk::ray::RAY_CLUSTER_KIND,
             ),
             (
-                self.config.rayservices,
+                self.config.manages(integrations::RAYSERVICE),
                 "rayservices",
                 sluice_sdk::ray::RAY_SERVICE_KIND,
             ),
@@ -343,7 +344,7 @@ impl Operator {
             };
             handles.push(handle);
         }
-        if self.config.trainjobs {
+        if self.config.manages(integrations::TRAINJOB) {
             use sluice_sdk::trainer as t;
             let kinds = [
                 ("trainjobs", t::TRAIN_JOB_KIND),
@@ -381,7 +382,7 @@ impl Operator {
                 handles.push(handle);
             }
         }
-        if self.config.leaderworkersets {
+        if self.config.manages(integrations::LEADERWORKERSET) {
             use sluice_sdk::lws;
             let served = api_served(c, lws::API_VERSION, "leaderworkersets").await;
             if served {

@@ -2,8 +2,10 @@
 //! pod set per replicated job, started with the admission, and stopped in one write when preempted.
 
 use crate::support::*;
+use sluice_operator::controller::config::DEFAULT_FRAMEWORKS;
 use sluice_operator::testing::FakeApi;
 use sluice_sdk::jobset::JobSet;
+use sluice_sdk::kueue::integrations::{self, Integrations};
 use sluice_sdk::kueue::v1beta2 as api;
 
 /// A queued, suspended JobSet: a driver (1 pod, no GPU) and `workers` Jobs of 2 pods with `gpus` GPUs each.
@@ -286,7 +288,13 @@ async fn a_group_served_without_the_kind_is_not_watched() {
     seed_queues(&fake, 8);
     fake.put(&job("j", 1, 1, None));
     let mut cfg = config();
-    cfg.pytorchjobs = true;
+    cfg.integrations = Integrations::new(
+        DEFAULT_FRAMEWORKS
+            .iter()
+            .copied()
+            .chain([integrations::PYTORCHJOB]),
+        [],
+    );
     let op = start(&fake, "op", cfg);
     wait_for(
         10,

@@ -6,7 +6,9 @@
 use crate::support::*;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
+use sluice_operator::controller::config::DEFAULT_FRAMEWORKS;
 use sluice_operator::testing::FakeApi;
+use sluice_sdk::kueue::integrations::{self, Integrations};
 use sluice_sdk::kueue::v1beta2 as api;
 use sluice_sdk::lws::LeaderWorkerSet;
 
@@ -254,7 +256,13 @@ async fn the_set_can_be_turned_off_by_the_configuration() {
     seed_queues(&fake, 2);
     fake.put(&lws(1));
     let mut cfg = config();
-    cfg.leaderworkersets = false;
+    cfg.integrations = Integrations::new(
+        DEFAULT_FRAMEWORKS
+            .iter()
+            .copied()
+            .filter(|&f| f != integrations::LEADERWORKERSET),
+        [],
+    );
     let op = start(&fake, "op", cfg);
     wait_for(10, "queue status", || {
         fake.get::<api::LocalQueue>(Some("team-a"), "lq")

@@ -6,41 +6,52 @@ use std::sync::LazyLock;
 
 use serde_json::Value;
 
+/// Framework name of batch/v1 Jobs.
+pub const BATCH_JOB: &str = "batch/job";
+/// Framework name of plain Pods and pod groups.
+pub const POD: &str = "pod";
+/// Framework name of JobSets.
+pub const JOBSET: &str = "jobset.x-k8s.io/jobset";
+/// Framework name of Kubeflow PyTorchJobs (v1).
+pub const PYTORCHJOB: &str = "kubeflow.org/pytorchjob";
+/// Framework name of KubeRay RayJobs.
+pub const RAYJOB: &str = "ray.io/rayjob";
+/// Framework name of KubeRay RayClusters.
+pub const RAYCLUSTER: &str = "ray.io/raycluster";
+/// Framework name of KubeRay RayServices.
+pub const RAYSERVICE: &str = "ray.io/rayservice";
+/// Framework name of Kubeflow Trainer TrainJobs.
+pub const TRAINJOB: &str = "trainer.kubeflow.org/trainjob";
+/// Framework name of LeaderWorkerSets.
+pub const LEADERWORKERSET: &str = crate::lws::FRAMEWORK_NAME;
+
 /// Kueue v0.19's framework names with the kind each one integrates (`apiVersion`, `kind`).
 pub const FRAMEWORKS: &[(&str, &str, &str)] = &[
-    ("batch/job", "batch/v1", "Job"),
+    (BATCH_JOB, "batch/v1", "Job"),
     ("deployment", "apps/v1", "Deployment"),
-    (
-        "jobset.x-k8s.io/jobset",
-        "jobset.x-k8s.io/v1alpha2",
-        "JobSet",
-    ),
+    (JOBSET, "jobset.x-k8s.io/v1alpha2", "JobSet"),
     ("kubeflow.org/jaxjob", "kubeflow.org/v1", "JAXJob"),
     ("kubeflow.org/mpijob", "kubeflow.org/v2beta1", "MPIJob"),
     ("kubeflow.org/paddlejob", "kubeflow.org/v1", "PaddleJob"),
-    ("kubeflow.org/pytorchjob", "kubeflow.org/v1", "PyTorchJob"),
+    (PYTORCHJOB, "kubeflow.org/v1", "PyTorchJob"),
     ("kubeflow.org/tfjob", "kubeflow.org/v1", "TFJob"),
     ("kubeflow.org/xgboostjob", "kubeflow.org/v1", "XGBoostJob"),
     (
-        "leaderworkerset.x-k8s.io/leaderworkerset",
+        LEADERWORKERSET,
         "leaderworkerset.x-k8s.io/v1",
         "LeaderWorkerSet",
     ),
-    ("pod", "v1", "Pod"),
-    ("ray.io/raycluster", "ray.io/v1", "RayCluster"),
-    ("ray.io/rayjob", "ray.io/v1", "RayJob"),
-    ("ray.io/rayservice", "ray.io/v1", "RayService"),
+    (POD, "v1", "Pod"),
+    (RAYCLUSTER, "ray.io/v1", "RayCluster"),
+    (RAYJOB, "ray.io/v1", "RayJob"),
+    (RAYSERVICE, "ray.io/v1", "RayService"),
     (
         "sparkoperator.k8s.io/sparkapplication",
         "sparkoperator.k8s.io/v1beta2",
         "SparkApplication",
     ),
     ("statefulset", "apps/v1", "StatefulSet"),
-    (
-        "trainer.kubeflow.org/trainjob",
-        "trainer.kubeflow.org/v1alpha1",
-        "TrainJob",
-    ),
+    (TRAINJOB, "trainer.kubeflow.org/v1alpha1", "TrainJob"),
     (
         "workload.codeflare.dev/appwrapper",
         "workload.codeflare.dev/v1beta2",
@@ -51,9 +62,9 @@ pub const FRAMEWORKS: &[(&str, &str, &str)] = &[
 /// Frameworks that turn another on with them (Kueue's `ImplicitlyEnabledFrameworkNames`): these work on their
 /// pods, so the pod integration's webhook must run.
 const IMPLIED: &[(&str, &str)] = &[
-    ("leaderworkerset.x-k8s.io/leaderworkerset", "pod"),
-    ("deployment", "pod"),
-    ("statefulset", "pod"),
+    (LEADERWORKERSET, POD),
+    ("deployment", POD),
+    ("statefulset", POD),
 ];
 
 /// The integrations a Configuration enables.

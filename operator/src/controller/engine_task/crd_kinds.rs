@@ -27,6 +27,7 @@ use crate::jobs::{
     TrainJobJob,
 };
 use crate::telemetry::EventSeverity;
+use sluice_sdk::kueue::integrations;
 
 /// A kind from another project's CRD, with a suspend field, keyed by (namespace, name).
 pub(super) trait CrdKind: SuspendableJob<Job: Cached + Clone + Send + Sync> {
@@ -52,7 +53,7 @@ pub(super) trait CrdKind: SuspendableJob<Job: Cached + Clone + Send + Sync> {
 
 impl CrdKind for JobSetJob {
     fn enabled(config: &OperatorConfig) -> bool {
-        config.jobsets
+        config.manages(integrations::JOBSET)
     }
     fn queues(kinds: &mut Kinds) -> &mut KindQueues<(String, String)> {
         &mut kinds.jobsets
@@ -64,7 +65,7 @@ impl CrdKind for JobSetJob {
 
 impl CrdKind for PyTorchJobJob {
     fn enabled(config: &OperatorConfig) -> bool {
-        config.pytorchjobs
+        config.manages(integrations::PYTORCHJOB)
     }
     fn queues(kinds: &mut Kinds) -> &mut KindQueues<(String, String)> {
         &mut kinds.pytorchjobs
@@ -76,7 +77,7 @@ impl CrdKind for PyTorchJobJob {
 
 impl CrdKind for RayJobJob {
     fn enabled(config: &OperatorConfig) -> bool {
-        config.rayjobs
+        config.manages(integrations::RAYJOB)
     }
     fn queues(kinds: &mut Kinds) -> &mut KindQueues<(String, String)> {
         &mut kinds.rayjobs
@@ -92,7 +93,7 @@ impl CrdKind for RayJobJob {
 
 impl CrdKind for RayClusterJob {
     fn enabled(config: &OperatorConfig) -> bool {
-        config.rayclusters
+        config.manages(integrations::RAYCLUSTER)
     }
     fn queues(kinds: &mut Kinds) -> &mut KindQueues<(String, String)> {
         &mut kinds.rayclusters
@@ -104,7 +105,7 @@ impl CrdKind for RayClusterJob {
 
 impl CrdKind for RayServiceJob {
     fn enabled(config: &OperatorConfig) -> bool {
-        config.rayservices
+        config.manages(integrations::RAYSERVICE)
     }
     fn queues(kinds: &mut Kinds) -> &mut KindQueues<(String, String)> {
         &mut kinds.rayservices
@@ -116,7 +117,7 @@ impl CrdKind for RayServiceJob {
 
 impl CrdKind for TrainJobJob {
     fn enabled(config: &OperatorConfig) -> bool {
-        config.trainjobs
+        config.manages(integrations::TRAINJOB)
     }
     fn queues(kinds: &mut Kinds) -> &mut KindQueues<(String, String)> {
         &mut kinds.trainjobs

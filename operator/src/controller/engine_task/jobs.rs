@@ -4,6 +4,7 @@
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::{Api, Resource, ResourceExt};
+use sluice_sdk::kueue::integrations;
 use sluice_sdk::kueue::labels::{self};
 use sluice_sdk::kueue::v1beta2 as api;
 
@@ -59,7 +60,7 @@ impl Reconciled for BatchJob {
     const UPDATES_UNMATCHED_WORKLOAD: bool = true;
 
     fn enabled(config: &OperatorConfig) -> bool {
-        config.batch_jobs
+        config.manages(integrations::BATCH_JOB)
     }
 
     fn queues(kinds: &mut Kinds) -> &mut KindQueues<Self::Key> {

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, ResourceExt};
+use sluice_sdk::kueue::integrations;
 use sluice_sdk::kueue::labels;
 use sluice_sdk::kueue::v1beta2 as api;
 use sluice_sdk::lws::{self as lws_api, LeaderWorkerSet};
@@ -161,7 +162,7 @@ impl EngineTask {
 
     /// Reconciles every LeaderWorkerSet marked; returns whether anything was written.
     pub(super) async fn reconcile_dirty_lws(&mut self) -> bool {
-        if !self.config.leaderworkersets {
+        if !self.config.manages(integrations::LEADERWORKERSET) {
             self.cache.lws.dirty.clear();
             return false;
         }

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Api, ResourceExt};
+use sluice_sdk::kueue::integrations;
 use sluice_sdk::kueue::labels;
 use sluice_sdk::kueue::v1beta2 as api;
 
@@ -91,7 +92,7 @@ impl Reconciled for PodGroups {
     const STOPS_ON_WORKLOAD_DELETION: bool = true;
 
     fn enabled(config: &OperatorConfig) -> bool {
-        config.pod_groups
+        config.manages(integrations::POD)
     }
 
     /// Kueue's `CustomQueueNameChange`: a serving group's queue name (a LeaderWorkerSet's groups among them) is its
