@@ -288,12 +288,18 @@ impl Tree {
             node.potential.clear();
         }
         for r in roots {
-            self.rebuild_node(r);
-            self.node_mut(r).generation += 1;
-            let len = self.node(r).subtree.len();
-            let potential = self.node(r).subtree.clone();
-            self.fill_potential(r, potential, len);
+            self.rebuild_tree(r);
         }
+    }
+
+    /// [`Tree::rebuild`] for the one tree under `root`, when nothing outside it changed.
+    pub fn rebuild_tree(&mut self, root: NodeId) {
+        self.rebuild_node(root);
+        self.node_mut(root).generation += 1;
+        let len = self.node(root).subtree.len();
+        let potential = self.node(root).subtree.clone();
+        // Every node of the tree gets its potential anew.
+        self.fill_potential(root, potential, len);
     }
 
     /// Children of `n` in the quota tree (none when `n` sits on a cohort cycle, which disables its tree).

@@ -299,12 +299,12 @@ impl Engine {
                 rg_of_resource.insert(r, i);
             }
         }
-        let n = match self.cq_by_name.get(&name) {
-            Some(&n) => n,
+        let (n, new) = match self.cq_by_name.get(&name) {
+            Some(&n) => (n, false),
             None => {
                 let n = self.tree.add_node(&name, true);
                 self.cq_by_name.insert(name.clone(), n);
-                n
+                (n, true)
             }
         };
         let was_alive = self.tree.node(n).alive;
@@ -345,7 +345,11 @@ impl Engine {
                 });
             }
         }
-        self.relink();
+        if new {
+            self.link_new_cq(n);
+        } else {
+            self.relink();
+        }
         self.requeue_tree_of(n);
         if !was_alive {
             for k in self.local_queues_of(&name) {
@@ -489,7 +493,7 @@ impl Engine {
     }
 
     /// Relinks the cohort forest, detects cycles and recomputes quotas and usage.
-    fn relink(&mut self) {
+    pub(crate) fn relink(&mut self) {
         let count = self.tree.nodes.len();
         for node in &mut self.tree.nodes {
             node.parent = None;
@@ -552,6 +556,30 @@ impl Engine {
         self.refresh_cq_states();
     }
 
+    /// [`Engine::relink`] for a ClusterQueue seen for the first time: a leaf that holds nothing, so it joins its
+    /// Cohort (made or revived by it) and only its own tree's quotas are recomputed, not the whole forest's
+    /// (which made adding many queues quadratic).
+    fn link_new_cq(&mut self, n: NodeId) {
+        if let Some(pname) = self.tree.node(n).parent_name.clone() {
+            let p = self.cohort_node(&pname);
+            // Below a Cohort cycle its tree is disabled too, as relink's walk up finds.
+            let cycle = self.tree.node(p).cycle;
+            self.tree.node_mut(p).alive = true;
+            // The newest node: last among its Cohort's children, where relink's pass in node order puts it.
+            self.tree.node_mut(p).child_cqs.push(n);
+            let node = self.tree.node_mut(n);
+            node.parent = Some(p);
+            node.cycle = cycle;
+        }
+        let root = self.tree.root(n);
+        self.tree.rebuild_tree(root);
+        for c in self.cqs.iter_mut().flatten() {
+            c.tried = None;
+        }
+        // No other ClusterQueue's state depends on this one.
+        self.refresh_cq_state(n);
+    }
+
     /// Kueue's requeue after a ClusterQueue or Cohort is added or changed: the inadmissible workloads of the tree
     /// `n` is in (from its root Cohort down; `n` alone without a parent), none when its Cohorts form a cycle. Other
     /// trees' messages stay as they were written, as Kueue leaves them.
@@ -569,7 +597,14 @@ impl Engine {
     /// Recomputes each ClusterQueue's Active state; reports newly blocked pending workloads.
     pub(crate) fn refresh_cq_states(&mut self) {
         for n in 0..self.cqs.len() as NodeId {
-            let Some(c) = self.cq(n) else { continue };
+            self.refresh_cq_state(n);
+        }
+    }
+
+    /// [`Engine::refresh_cq_states`] for ClusterQueue `n` alone.
+    fn refresh_cq_state(&mut self, n: NodeId) {
+        {
+            let Some(c) = self.cq(n) else { return };
             let node = self.tree.node(n);
             let reason = if !node.alive || c.terminating {
                 "Terminating"

@@ -359,6 +359,43 @@ impl Engine {
                 }
             }
         }
+        self.check_forest()
+    }
+
+    /// The cohort forest and the ClusterQueues' states as a relink of the whole forest makes them (a new
+    /// ClusterQueue is linked alone).
+    fn check_forest(&self) -> Result<(), String> {
+        let mut whole = self.clone();
+        whole.relink();
+        for (n, (a, b)) in self.tree.nodes.iter().zip(&whole.tree.nodes).enumerate() {
+            let linked = |x: &crate::quota::Node| {
+                (
+                    x.alive,
+                    x.cycle,
+                    x.parent,
+                    x.child_cohorts.clone(),
+                    x.child_cqs.clone(),
+                )
+            };
+            if linked(a) != linked(b) {
+                return Err(format!(
+                    "{} is linked otherwise than a relink links it: {:?} against {:?}",
+                    a.name,
+                    linked(a),
+                    linked(b)
+                ));
+            }
+            let id = n as NodeId;
+            for fr in 0..a.subtree.len().max(b.subtree.len()) as Fr {
+                if self.tree.subtree(id, fr) != whole.tree.subtree(id, fr) {
+                    return Err(format!("subtree quota of {} is stale for fr#{fr}", a.name));
+                }
+            }
+            let state = |e: &Engine| e.cq(id).map(|c| (c.active, c.inactive_reason.clone()));
+            if state(self) != state(&whole) {
+                return Err(format!("ClusterQueue {} has a stale state", a.name));
+            }
+        }
         Ok(())
     }
 }

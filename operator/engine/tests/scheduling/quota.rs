@@ -165,6 +165,51 @@ fn cohort_cycle_disables_the_tree() {
     env.assert_admitted("ns/w");
 }
 
+/// A new ClusterQueue is linked alone (not by relinking the whole forest): wherever it lands (under a Cohort tree
+/// with quota of its own, a Cohort named before its object exists, a Cohort cycle), the forest, the quotas and the
+/// queues' states are what a whole relink makes (`check_invariants`, run after every event, compares them).
+#[test]
+fn queues_added_one_by_one_link_as_the_whole_forest_would() {
+    let mut env = Env::new();
+    env.flavor("default").ns("ns", &[]);
+    let group = |n| {
+        vec![ResourceGroup {
+            covered_resources: vec!["cpu".into()],
+            flavors: vec![fq("default", vec![rq("cpu", cpu(n))])],
+        }]
+    };
+    env.cohort("root", None, group(4));
+    env.cohort("mid", Some("root"), vec![]);
+    env.cq_lq(
+        cq("a")
+            .cohort("mid")
+            .group(&["cpu"], group(1)[0].flavors.clone()),
+        "ns",
+    );
+    // Named before its Cohort object exists, which then puts it under root.
+    env.cq(cq("b")
+        .cohort("later")
+        .group(&["cpu"], group(2)[0].flavors.clone()));
+    env.cohort("later", Some("root"), vec![]);
+    env.cq(cq("c")
+        .cohort("mid")
+        .group(&["cpu"], group(3)[0].flavors.clone()));
+    // Under a cycle: inactive, as its tree is.
+    env.cohort("x", Some("y"), vec![])
+        .cohort("y", Some("x"), vec![]);
+    env.cq(cq("d")
+        .cohort("x")
+        .group(&["cpu"], group(1)[0].flavors.clone()));
+    assert_eq!(
+        env.engine.cluster_queue_usage("d").unwrap().inactive_reason,
+        "CohortHasCycle"
+    );
+    // a borrows the whole tree: its 1, c's 3, b's 2 and root's own 4.
+    env.submit(wl("ns", "w").ps("main", 1, &[("cpu", cpu(10))]));
+    env.schedule();
+    env.assert_admitted_on("ns/w", "cpu", "default", cpu(10));
+}
+
 #[test]
 fn implicit_cohort_links_queues() {
     let mut env = pair(None, None);
