@@ -367,6 +367,13 @@ impl Engine {
     fn check_forest(&self) -> Result<(), String> {
         let mut whole = self.clone();
         whole.relink();
+        if whole.tree.nodes.len() != self.tree.nodes.len() {
+            return Err(format!(
+                "a relink makes {} ClusterQueues and Cohorts of {}",
+                whole.tree.nodes.len(),
+                self.tree.nodes.len()
+            ));
+        }
         for (n, (a, b)) in self.tree.nodes.iter().zip(&whole.tree.nodes).enumerate() {
             let linked = |x: &crate::quota::Node| {
                 (
@@ -391,7 +398,15 @@ impl Engine {
                     return Err(format!("subtree quota of {} is stale for fr#{fr}", a.name));
                 }
             }
-            let state = |e: &Engine| e.cq(id).map(|c| (c.active, c.inactive_reason.clone()));
+            let state = |e: &Engine| {
+                e.cq(id).map(|c| {
+                    (
+                        c.active,
+                        c.inactive_reason.clone(),
+                        c.inactive_message.clone(),
+                    )
+                })
+            };
             if state(self) != state(&whole) {
                 return Err(format!("ClusterQueue {} has a stale state", a.name));
             }

@@ -63,13 +63,22 @@ fn list(items: Vec<Value>) -> String {
 
 /// The metrics certificate the manager insists on, from the control plane's webhook certificate when none is there.
 fn ensure_metrics_certs(plane: &ControlPlane) {
+    // Scenarios start side by side: one of them writes the pair, whole, while the others wait to see it.
+    static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = WRITING.lock().unwrap_or_else(|e| e.into_inner());
     let dir = Path::new(METRICS_CERTS);
     if dir.join("tls.crt").exists() && dir.join("tls.key").exists() {
         return;
     }
+    // Each file is written aside and renamed into place, so a manager never reads half of one.
+    let put = |from: &str, to: &str| {
+        let part = dir.join(format!("{to}.part"));
+        std::fs::copy(plane.file(from), &part)?;
+        std::fs::rename(&part, dir.join(to))
+    };
     let made = std::fs::create_dir_all(dir).and_then(|_| {
-        std::fs::copy(plane.file("webhook.crt"), dir.join("tls.crt"))?;
-        std::fs::copy(plane.file("webhook.key"), dir.join("tls.key"))
+        put("webhook.key", "tls.key")?;
+        put("webhook.crt", "tls.crt")
     });
     if let Err(e) = made {
         panic!(

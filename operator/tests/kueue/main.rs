@@ -62,7 +62,9 @@ fn scenarios() -> Vec<Scenario> {
     all
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+// Workers enough that the scenarios running side by side (three by default) keep their fake kubelets and watches
+// going while another scenario's start blocks a worker (kubectl, waiting for a process to listen).
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
 async fn kueue_and_sluice_agree() {
     let Some(version) = kueue::kueue_version() else {
         let msg = format!(

@@ -33,7 +33,7 @@ pub struct Outcome {
     pub notes: Vec<String>,
     /// Wall time of its steps.
     pub seconds: f64,
-    /// Time starting both systems (overlapping the scenario before, but the first).
+    /// Time starting both systems (side by side with the scenarios running then).
     pub start_seconds: f64,
 }
 
