@@ -4,8 +4,7 @@
 //!
 //! `tests/kueue/differential [--seeds N]` runs it; in `cargo test` it runs the hand-written scenarios
 //! (tests/kueue/scenarios, or SLUICE_DIFF_DIR) and SLUICE_DIFF_SEEDS generated ones (default 20) from seed
-//! SLUICE_DIFF_FIRST_SEED (default 0); SLUICE_DIFF_ONLY=a,b runs only those; SLUICE_DIFF_JOBS scenarios (default 3)
-//! run at once. Without Kueue or the control plane
+//! SLUICE_DIFF_FIRST_SEED (default 0); SLUICE_DIFF_ONLY=a,b runs only those. Without Kueue or the control plane
 //! built the test says it is skipped, unless SLUICE_E2E=require.
 
 // Shares the cluster suite's control plane, processes and fake kubelet; not every helper is used here.
@@ -62,9 +61,7 @@ fn scenarios() -> Vec<Scenario> {
     all
 }
 
-// Workers enough that the scenarios running side by side (three by default) keep their fake kubelets and watches
-// going while another scenario's start blocks a worker (kubectl, waiting for a process to listen).
-#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kueue_and_sluice_agree() {
     let Some(version) = kueue::kueue_version() else {
         let msg = format!(

@@ -33,7 +33,7 @@ pub struct Outcome {
     pub notes: Vec<String>,
     /// Wall time of its steps.
     pub seconds: f64,
-    /// Time starting both systems (side by side with the scenarios running then).
+    /// Time starting both systems (overlapping the scenario before, but the first).
     pub start_seconds: f64,
 }
 
@@ -133,46 +133,26 @@ async fn prepare(s: Scenario) -> Started {
     (Ok(systems), start.elapsed().as_secs_f64())
 }
 
-/// Scenarios in flight at once (`SLUICE_DIFF_JOBS`, default 3): each mostly waits for quiet, about half a core for
-/// its four processes (two API servers, Kueue, Sluice), so a few side by side keep two cores busy.
-fn jobs() -> usize {
-    std::env::var("SLUICE_DIFF_JOBS")
-        .ok()
-        .map(|v| {
-            v.parse()
-                .ok()
-                .filter(|&n: &usize| n > 0)
-                .expect("SLUICE_DIFF_JOBS is a number of scenarios, at least 1")
-        })
-        .unwrap_or(3)
-}
-
-/// Runs every scenario under both systems side by side, each on fresh control planes; up to [`jobs`] scenarios
-/// run at once (starting their systems included). The report lists them in the order given.
+/// Runs every scenario, one after another, each under both systems side by side on fresh control planes; the
+/// next scenario's systems start while one runs (which mostly waits for quiet).
 pub async fn run_all(version: &str, scenarios: &[Scenario]) -> Report {
     let wall = Instant::now();
-    let jobs = jobs();
+    let mut outcomes = Vec::new();
     // libtest has printed "test NAME ... " without a newline: the progress lines start on lines of their own (the
     // differential script picks them out by their start).
     eprintln!();
-    let mut waiting = scenarios.iter().cloned().enumerate();
-    let mut running = tokio::task::JoinSet::new();
-    let mut outcomes = Vec::new();
-    loop {
-        while running.len() < jobs
-            && let Some((i, s)) = waiting.next()
-        {
-            running.spawn(async move {
-                let ready = prepare(s.clone()).await;
-                (i, run_one(&s, ready).await)
-            });
-        }
-        let Some(done) = running.join_next().await else {
-            break;
+    let mut next = scenarios.first().map(|s| tokio::spawn(prepare(s.clone())));
+    for (i, s) in scenarios.iter().enumerate() {
+        let ready = match next.take() {
+            Some(task) => task.await.expect("starting the systems"),
+            None => (Err("not started".into()), 0.0),
         };
-        let (i, o) = done.expect("a scenario's task");
+        next = scenarios
+            .get(i + 1)
+            .map(|n| tokio::spawn(prepare(n.clone())));
+        let o = run_one(s, ready).await;
         eprintln!(
-            "{}: {} ({:.0} s, and {:.0} s starting)",
+            "{}: {} ({:.0} s, and {:.0} s starting, mostly while the one before ran)",
             o.name,
             match (&o.failure, o.differences.len()) {
                 (Some(_), _) => "not compared".to_string(),
@@ -182,12 +162,11 @@ pub async fn run_all(version: &str, scenarios: &[Scenario]) -> Report {
             o.seconds,
             o.start_seconds
         );
-        outcomes.push((i, o));
+        outcomes.push(o);
     }
-    outcomes.sort_by_key(|(i, _)| *i);
     Report {
         version: version.to_string(),
-        outcomes: outcomes.into_iter().map(|(_, o)| o).collect(),
+        outcomes,
         seconds: wall.elapsed().as_secs_f64(),
     }
 }
