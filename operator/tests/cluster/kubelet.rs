@@ -123,9 +123,15 @@ async fn create_node(api: &Api<Node>, n: &FakeNode) {
         }),
         ..Node::default()
     };
-    api.create(&PostParams::default(), &node)
-        .await
-        .expect("creating a fake Node");
+    // A loaded API server sometimes closes a connection: each call is tried again a few times. A create that went
+    // through before its answer was lost finds the Node there.
+    retried(&n.name, "creating", || async {
+        match api.create(&PostParams::default(), &node).await {
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+            other => other.map(|_| ()),
+        }
+    })
+    .await;
     let status = json!({"status": {
         "capacity": n.capacity,
         "allocatable": n.capacity,
@@ -133,16 +139,40 @@ async fn create_node(api: &Api<Node>, n: &FakeNode) {
                         "message": "fake kubelet", "lastHeartbeatTime": now(), "lastTransitionTime": now()}],
         "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
     }});
-    api.patch_status(&n.name, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .expect("fake Node status");
+    retried(&n.name, "writing the status of", || async {
+        api.patch_status(&n.name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .map(|_| ())
+    })
+    .await;
     // The API server taints every new Node not-ready; the node lifecycle controller (off on this control plane:
     // nothing renews node leases) would lift the taint once the Node is Ready. Topology-aware admission, as
     // Kueue's, leaves nodes with untolerated NoSchedule taints out.
     let taints = json!({"spec": {"taints": n.taints}});
-    api.patch(&n.name, &PatchParams::default(), &Patch::Merge(&taints))
-        .await
-        .expect("fake Node taints");
+    retried(&n.name, "setting the taints of", || async {
+        api.patch(&n.name, &PatchParams::default(), &Patch::Merge(&taints))
+            .await
+            .map(|_| ())
+    })
+    .await;
+}
+
+/// Runs `call` until it succeeds, at most 5 times, 500 ms apart; panics with the last error, naming the Node.
+async fn retried<F, Fut>(node: &str, what: &str, mut call: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), kube::Error>>,
+{
+    for attempt in 1.. {
+        match call().await {
+            Ok(()) => return,
+            Err(e) if attempt < 5 => {
+                eprintln!("fake kubelet: {what} Node {node} failed (attempt {attempt}): {e}");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => panic!("fake kubelet: {what} Node {node}: {e}"),
+        }
+    }
 }
 
 fn now() -> String {

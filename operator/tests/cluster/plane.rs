@@ -90,6 +90,35 @@ impl ControlPlane {
         self.dir.join(name)
     }
 
+    /// The port kept in this plane's file `what` while it is free (a manager started again on a plane kept for
+    /// another test gets the port its CRDs and webhooks already name), else a new free one, kept there.
+    pub fn sticky_port(&self, what: &str) -> u16 {
+        let file = self.file(what);
+        let kept = std::fs::read_to_string(&file)
+            .ok()
+            .and_then(|p| p.trim().parse::<u16>().ok())
+            .filter(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok());
+        kept.unwrap_or_else(|| {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port();
+            let _ = std::fs::write(&file, port.to_string());
+            port
+        })
+    }
+
+    /// Whether exactly `text` was applied as `what` on this plane before ([`ControlPlane::applied`] says so).
+    pub fn applied_before(&self, what: &str, text: &str) -> bool {
+        std::fs::read_to_string(self.file(&format!("{what}.applied")))
+            .is_ok_and(|h| h == fingerprint(text))
+    }
+
+    /// Notes that `text` was applied as `what`.
+    pub fn applied(&self, what: &str, text: &str) {
+        let _ = std::fs::write(self.file(&format!("{what}.applied")), fingerprint(text));
+    }
+
     /// The API server's URL.
     pub fn server(&self) -> String {
         let state = std::fs::read_to_string(self.dir.join("state")).expect("state");
@@ -178,6 +207,14 @@ impl Drop for ControlPlane {
         }
         let _ = Command::new(scripts().join("down")).arg(&self.dir).status();
     }
+}
+
+/// A fingerprint of a text (its length and hash), to tell whether the same text was applied before.
+fn fingerprint(text: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    format!("{} {:x}", text.len(), h.finish())
 }
 
 /// A client for a kubeconfig file.

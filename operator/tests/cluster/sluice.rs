@@ -172,7 +172,8 @@ impl Webhook {
     pub fn start_with_flags(plane: &ControlPlane, kubeconfig: &Path, flags: &[String]) -> Webhook {
         // As for the operator: a free port taken before the webhook bound it is tried again with new ones.
         for attempt in 1.. {
-            let port = free_port();
+            // The port of a webhook before on this plane, if free: its CRDs' conversion already points there.
+            let port = plane.sticky_port("sluice-webhook.port");
             let metrics = free_port();
             let mut args: Vec<String> = vec![
                 "webhook".into(),

@@ -148,7 +148,8 @@ impl Kueue {
         feature_gates: &str,
     ) -> Result<Kueue, String> {
         let dir = kueue_dir();
-        let port = free_port();
+        // The port of the manager before on this plane, if any: its CRDs already point there.
+        let port = plane.sticky_port("kueue-webhook.port");
         let url = format!("https://127.0.0.1:{port}");
         let ca = b64(&plane.file("ca.crt"));
 
@@ -185,8 +186,12 @@ impl Kueue {
             }
         }
         let count = crds.len();
-        plane.kubectl(&["apply", "--server-side", "-f", "-"], Some(&list(crds)));
-        super::support::wait_established(plane, count);
+        let crds = list(crds);
+        if !plane.applied_before("kueue-crds", &crds) {
+            plane.kubectl(&["apply", "--server-side", "-f", "-"], Some(&crds));
+            super::support::wait_established(plane, count);
+            plane.applied("kueue-crds", &crds);
+        }
 
         // The manager.
         let cert_dir = plane.file("kueue-certs");

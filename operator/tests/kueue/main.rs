@@ -25,6 +25,7 @@ mod bench;
 mod compare;
 mod generate;
 mod kueue;
+mod pool;
 mod run;
 mod scenario;
 mod sim;

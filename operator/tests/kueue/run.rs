@@ -33,7 +33,7 @@ pub struct Outcome {
     pub notes: Vec<String>,
     /// Wall time of its steps.
     pub seconds: f64,
-    /// Time starting both systems (overlapping the scenario before, but the first).
+    /// Time starting both systems (on fresh or kept control planes).
     pub start_seconds: f64,
 }
 
@@ -94,11 +94,23 @@ impl fmt::Display for Report {
     }
 }
 
-/// Kueue and Sluice started for one scenario, each on a fresh control plane (Err: why not, such as no control
+/// Kueue and Sluice started for one scenario, each on a control plane of its own (Err: why not, such as no control
 /// plane built), and how long that took.
 type Started = (Result<(System, System), String>, f64);
 
-async fn prepare(s: Scenario) -> Started {
+/// The third-party CRDs a scenario's planes get (a kept plane serves only scenarios with the same ones).
+fn profile(s: &Scenario) -> String {
+    let mut crds: Vec<&str> = THIRD_PARTY
+        .iter()
+        .filter(|t| s.applies_kind(t.kind))
+        .flat_map(|t| t.crds.iter().copied())
+        .collect();
+    crds.sort();
+    crds.dedup();
+    crds.join(",")
+}
+
+async fn prepare(s: &Scenario) -> Started {
     let start = Instant::now();
     // Another project's CRDs only where its kinds are: each is most of a megabyte for each API server to take in.
     let mut third = Vec::new();
@@ -115,11 +127,12 @@ async fn prepare(s: Scenario) -> Started {
             0.0,
         );
     }
+    let profile = profile(s);
     let (kp, sp) = tokio::join!(
-        System::plane(Which::Kueue, &s.name),
-        System::plane(Which::Sluice, &s.name)
+        System::plane(Which::Kueue, &s.name, &profile),
+        System::plane(Which::Sluice, &s.name, &profile)
     );
-    let (Some(kp), Some(sp)) = (kp, sp) else {
+    let (Some((kp, _)), Some((sp, _))) = (kp, sp) else {
         return (
             Err("no control plane (run tests/control-plane/build)".into()),
             0.0,
@@ -127,32 +140,126 @@ async fn prepare(s: Scenario) -> Started {
     };
     let config = s.config.as_deref();
     let systems = tokio::join!(
-        System::start(Which::Kueue, kp, config, nodes(&s), KUEUE_GATES, &third),
-        System::start(Which::Sluice, sp, config, nodes(&s), "", &third),
+        System::start(Which::Kueue, kp, config, nodes(s), KUEUE_GATES, &third),
+        System::start(Which::Sluice, sp, config, nodes(s), "", &third),
     );
     (Ok(systems), start.elapsed().as_secs_f64())
 }
 
-/// Runs every scenario, one after another, each under both systems side by side on fresh control planes; the
-/// next scenario's systems start while one runs (which mostly waits for quiet).
+/// The scenarios not started yet (index, scenario, attempt): a plane is kept only for one of them.
+type Pending = std::sync::Arc<std::sync::Mutex<Vec<(usize, Scenario, u32)>>>;
+
+/// One scenario start to end: its systems started, its steps compared, its planes given back for a scenario still
+/// to come with the same CRDs.
+async fn scenario(s: Scenario, pending: Pending) -> Outcome {
+    let started = prepare(&s).await;
+    let (outcome, systems) = run_one(&s, started).await;
+    if let Some((kueue, sluice)) = systems {
+        let profile = profile(&s);
+        let wanted = pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|(_, p, _)| self::profile(p) == profile);
+        let (kp, sp) = (kueue.stop(), sluice.stop());
+        tokio::join!(
+            super::pool::give(Which::Kueue, &profile, kp, wanted),
+            super::pool::give(Which::Sluice, &profile, sp, wanted)
+        );
+    }
+    outcome
+}
+
+/// How many scenarios run at once (SLUICE_DIFF_JOBS, default 3): a scenario mostly waits for quiet, so on two cores
+/// three fill them (all 78 in 737 s against 995 s two at a time, on 2026-12-07).
+fn jobs() -> usize {
+    std::env::var("SLUICE_DIFF_JOBS")
+        .ok()
+        .and_then(|j| j.parse().ok())
+        .filter(|j| *j > 0)
+        .unwrap_or(3)
+}
+
+/// The next scenario to start: the first whose planes wait idle, else the first that needs no other project's CRDs
+/// or whose CRDs no running scenario has (it would start planes a running one gives back soon), else the first.
+fn pick(
+    pending: &mut Vec<(usize, Scenario, u32)>,
+    running: &[String],
+) -> Option<(usize, Scenario, u32)> {
+    let at = pending
+        .iter()
+        .position(|(_, s, _)| super::pool::ready(&profile(s)))
+        .or_else(|| {
+            pending.iter().position(|(_, s, _)| {
+                let p = profile(s);
+                p.is_empty() || !running.contains(&p)
+            })
+        })
+        .or((!pending.is_empty()).then_some(0))?;
+    Some(pending.remove(at))
+}
+
+/// Runs every scenario under both systems side by side, [`jobs`] scenarios at a time, on control planes kept
+/// between scenarios ([`super::pool`]). A scenario whose task panicked (a lost connection to a loaded API server)
+/// runs once more, and says so; a second panic is its outcome.
 pub async fn run_all(version: &str, scenarios: &[Scenario]) -> Report {
     let wall = Instant::now();
-    let mut outcomes = Vec::new();
     // libtest has printed "test NAME ... " without a newline: the progress lines start on lines of their own (the
     // differential script picks them out by their start).
     eprintln!();
-    let mut next = scenarios.first().map(|s| tokio::spawn(prepare(s.clone())));
-    for (i, s) in scenarios.iter().enumerate() {
-        let ready = match next.take() {
-            Some(task) => task.await.expect("starting the systems"),
-            None => (Err("not started".into()), 0.0),
+    let mut outcomes: Vec<Option<Outcome>> = scenarios.iter().map(|_| None).collect();
+    let pending: Pending = std::sync::Arc::new(std::sync::Mutex::new(
+        scenarios
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, s)| (i, s, 1))
+            .collect(),
+    ));
+    // The profile of each running scenario, by index.
+    let mut running_profiles: std::collections::BTreeMap<usize, String> = Default::default();
+    let mut running = tokio::task::JoinSet::new();
+    loop {
+        while running.len() < jobs() {
+            let next = {
+                let busy: Vec<String> = running_profiles.values().cloned().collect();
+                pick(
+                    &mut pending.lock().unwrap_or_else(|e| e.into_inner()),
+                    &busy,
+                )
+            };
+            let Some((i, s, attempt)) = next else {
+                break;
+            };
+            running_profiles.insert(i, profile(&s));
+            let pending = pending.clone();
+            running.spawn(async move {
+                let task = tokio::spawn(scenario(s.clone(), pending));
+                (i, s, attempt, task.await)
+            });
+        }
+        let Some(done) = running.join_next().await else {
+            break;
         };
-        next = scenarios
-            .get(i + 1)
-            .map(|n| tokio::spawn(prepare(n.clone())));
-        let o = run_one(s, ready).await;
+        let (i, s, attempt, result) = done.expect("the scenario's supervisor");
+        running_profiles.remove(&i);
+        let o = match result {
+            Ok(o) => o,
+            Err(e) => {
+                let why = panic_message(e);
+                if attempt == 1 {
+                    eprintln!("{}: its run panicked ({why}); running it again", s.name);
+                    pending
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(0, (i, s, 2));
+                    continue;
+                }
+                failed(&s.name, format!("its run panicked twice, last: {why}"))
+            }
+        };
         eprintln!(
-            "{}: {} ({:.0} s, and {:.0} s starting, mostly while the one before ran)",
+            "{}: {} ({:.0} s, and {:.0} s starting{})",
             o.name,
             match (&o.failure, o.differences.len()) {
                 (Some(_), _) => "not compared".to_string(),
@@ -160,14 +267,40 @@ pub async fn run_all(version: &str, scenarios: &[Scenario]) -> Report {
                 (None, n) => format!("{n} differences"),
             },
             o.seconds,
-            o.start_seconds
+            o.start_seconds,
+            if attempt > 1 { ", second run" } else { "" }
         );
-        outcomes.push(o);
+        outcomes[i] = Some(o);
     }
+    super::pool::clear();
     Report {
         version: version.to_string(),
-        outcomes,
+        outcomes: outcomes.into_iter().flatten().collect(),
         seconds: wall.elapsed().as_secs_f64(),
+    }
+}
+
+/// What a panicked task said.
+fn panic_message(e: tokio::task::JoinError) -> String {
+    match e.try_into_panic() {
+        Ok(p) => p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic without a message".into()),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// The outcome of a scenario that could not be run.
+fn failed(name: &str, why: String) -> Outcome {
+    Outcome {
+        name: name.to_string(),
+        differences: Vec::new(),
+        failure: Some(why),
+        notes: Vec::new(),
+        seconds: 0.0,
+        start_seconds: 0.0,
     }
 }
 
@@ -408,7 +541,8 @@ fn stale_pending_note(step: usize, d: &Difference, pending: usize) -> String {
 /// How the note saying a scenario's simulator predictions were left out begins.
 const NOT_SIMULATED: &str = "the simulator was not compared";
 
-async fn run_one(s: &Scenario, started: Started) -> Outcome {
+/// Runs one scenario's steps; returns its outcome and its systems (to stop and give back).
+async fn run_one(s: &Scenario, started: Started) -> (Outcome, Option<(System, System)>) {
     let start = Instant::now();
     let mut outcome = Outcome {
         name: s.name.clone(),
@@ -423,7 +557,7 @@ async fn run_one(s: &Scenario, started: Started) -> Outcome {
         Ok(systems) => systems,
         Err(why) => {
             outcome.failure = Some(why);
-            return outcome;
+            return (outcome, None);
         }
     };
     // ClusterQueues and Cohorts whose quota a step changed.
@@ -540,7 +674,7 @@ async fn run_one(s: &Scenario, started: Started) -> Outcome {
         before = kueue.list(&inputs).await;
     }
     outcome.seconds = start.elapsed().as_secs_f64();
-    outcome
+    (outcome, Some((kueue, sluice)))
 }
 
 #[cfg(test)]

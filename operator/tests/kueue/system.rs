@@ -240,11 +240,35 @@ fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource
 
 impl System {
     /// Starts a control plane for this system and scenario (None: skipped, none is built).
-    pub async fn plane(which: Which, scenario: &str) -> Option<ControlPlane> {
+    /// A control plane for `which` with the third-party CRDs `profile`: one kept from an earlier scenario (true)
+    /// or a fresh one named for `scenario` (false).
+    pub async fn plane(
+        which: Which,
+        scenario: &str,
+        profile: &str,
+    ) -> Option<(ControlPlane, bool)> {
         let name = format!("diff-{scenario}-{}", which.to_string().to_lowercase());
-        tokio::task::spawn_blocking(move || ControlPlane::up_with(&name, SCENARIO_APIS))
-            .await
-            .expect("control plane start")
+        let profile = profile.to_string();
+        tokio::task::spawn_blocking(move || {
+            super::pool::take(which, &profile, || {
+                ControlPlane::up_with(&name, SCENARIO_APIS)
+            })
+        })
+        .await
+        .expect("control plane start")
+    }
+
+    /// Stops the manager (and LWS's controller); returns the control plane, for [`super::pool::give`].
+    pub fn stop(self) -> ControlPlane {
+        let System {
+            manager,
+            lws,
+            plane,
+            ..
+        } = self;
+        drop(manager);
+        drop(lws);
+        plane
     }
 
     /// Starts the system on `plane` under the scenario's Configuration, with fake `nodes`; the CRDs of the `third`
@@ -260,13 +284,16 @@ impl System {
         third: &[(&'static ThirdParty, Vec<String>)],
     ) -> System {
         let crds: Vec<&String> = third.iter().flat_map(|(_, crds)| crds).collect();
-        if !crds.is_empty() {
+        let all: String = crds.iter().map(|c| c.as_str()).collect();
+        // A plane kept from a scenario with the same kinds has them.
+        if !crds.is_empty() && !plane.applied_before("third-party-crds", &all) {
             tokio::task::block_in_place(|| {
                 for crd in &crds {
                     plane.kubectl(&["apply", "--server-side", "-f", "-"], Some(crd.as_str()));
                 }
                 wait_established(&plane, crds.len());
             });
+            plane.applied("third-party-crds", &all);
         }
         let (manager, client) = match which {
             Which::Kueue => {
