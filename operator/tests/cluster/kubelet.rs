@@ -125,10 +125,15 @@ async fn create_node(api: &Api<Node>, n: &FakeNode) {
     };
     // A loaded API server sometimes closes a connection: each call is tried again a few times. A create that went
     // through before its answer was lost finds the Node there.
-    retried(&n.name, "creating", || async {
-        match api.create(&PostParams::default(), &node).await {
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-            other => other.map(|_| ()),
+    let mut tried = false;
+    let (api, node) = (&api, &node);
+    retried(&n.name, "creating", || {
+        let again = std::mem::replace(&mut tried, true);
+        async move {
+            match api.create(&PostParams::default(), node).await {
+                Err(kube::Error::Api(e)) if again && e.code == 409 => Ok(()),
+                other => other.map(|_| ()),
+            }
         }
     })
     .await;

@@ -1,6 +1,7 @@
 //! A local control plane from `tests/control-plane` (etcd, kube-apiserver, kube-controller-manager), started for
 //! one test and stopped when it is dropped.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -93,19 +94,31 @@ impl ControlPlane {
     /// The port kept in this plane's file `what` while it is free (a manager started again on a plane kept for
     /// another test gets the port its CRDs and webhooks already name), else a new free one, kept there.
     pub fn sticky_port(&self, what: &str) -> u16 {
+        // Every sticky port this process gave out, by plane: an idle plane's port is free, and must not become
+        // another plane's too.
+        static CLAIMED: std::sync::Mutex<BTreeMap<u16, PathBuf>> =
+            std::sync::Mutex::new(BTreeMap::new());
+        let mut claimed = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
         let file = self.file(what);
         let kept = std::fs::read_to_string(&file)
             .ok()
             .and_then(|p| p.trim().parse::<u16>().ok())
+            .filter(|p| claimed.get(p).is_none_or(|d| *d == self.dir))
             .filter(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok());
-        kept.unwrap_or_else(|| {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .expect("a free port")
-                .port();
-            let _ = std::fs::write(&file, port.to_string());
-            port
-        })
+        let port = kept.unwrap_or_else(|| {
+            loop {
+                let port = std::net::TcpListener::bind("127.0.0.1:0")
+                    .and_then(|l| l.local_addr())
+                    .expect("a free port")
+                    .port();
+                if !claimed.contains_key(&port) {
+                    let _ = std::fs::write(&file, port.to_string());
+                    break port;
+                }
+            }
+        });
+        claimed.insert(port, self.dir.clone());
+        port
     }
 
     /// Whether exactly `text` was applied as `what` on this plane before ([`ControlPlane::applied`] says so).

@@ -121,6 +121,11 @@ impl Process {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
+        // Something listens: this process, unless it lost the port to another and exits.
+        std::thread::sleep(Duration::from_millis(50));
+        if let Ok(Some(status)) = self.child.try_wait() {
+            return Err(format!("{} exited ({status}): {}", self.what, self.tail()));
+        }
         Ok(())
     }
 

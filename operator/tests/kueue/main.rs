@@ -1,6 +1,7 @@
 //! The differential suite: every scenario runs under Kueue's own manager (built by tests/kueue/build) and under
-//! Sluice (operator and webhook), each on a fresh local control plane with a fake kubelet, and after each step,
-//! once both are quiet, the Workloads, Jobs and queues of the two are compared field by field.
+//! Sluice (operator and webhook), each on a local control plane of its own with a fake kubelet (kept for later
+//! scenarios and wiped back to its start, `pool`), and after each step, once both are quiet, the Workloads, Jobs and
+//! queues of the two are compared field by field.
 //!
 //! `tests/kueue/differential [--seeds N]` runs it; in `cargo test` it runs the hand-written scenarios
 //! (tests/kueue/scenarios, or SLUICE_DIFF_DIR) and SLUICE_DIFF_SEEDS generated ones (default 20) from seed

@@ -4,11 +4,13 @@
 //! the plane waits for the next scenario of the same system with the same CRDs.
 //!
 //! The wipe works on etcd's keys, below the API server, so no finalizer, webhook or missing kubelet can hold an
-//! object back: every key made since the plane came up goes, except those the control plane's own controllers
-//! keep (leases, the system namespaces' ServiceAccounts and root CA ConfigMaps, the kubernetes Service) and the
-//! CRDs with their APIServices; every Namespace there at the start is written back as it was. The API server's
-//! caches follow etcd's watch as they follow any write, and a consistent list shows the plane empty before it is
-//! used again. A plane whose wipe fails in any way is stopped instead.
+//! object back: every key made since the plane came up goes, except the CRDs with their APIServices, leases (the
+//! API server's identity), and what the controller manager and the API server make in the four start namespaces
+//! (the `default` ServiceAccounts, root CA ConfigMaps, kube-system's ConfigMaps, the `kubernetes` Service); every
+//! Namespace there at the start is written back as it was. The API server's caches follow etcd's
+//! watch as they follow any write, and consistent lists of Namespaces, Nodes, Workloads and ClusterQueues show the
+//! wipe before the plane is used again. A plane whose wipe fails, whose processes stopped, or whose scenario failed
+//! is stopped instead.
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
@@ -23,22 +25,23 @@ use super::system::Which;
 /// The namespaces every control plane starts with; objects the control plane makes in them are kept.
 const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
-/// Resources of which the control plane's own controllers make objects in the system namespaces after `up`.
-const KEPT_IN_SYSTEM_NAMESPACES: &[&str] = &[
-    "serviceaccounts",
-    "configmaps",
-    "secrets",
-    "services/specs",
-    "services/endpoints",
-    "endpointslices",
+/// What the control plane makes in the start namespaces after `up`: (resource, namespace, name), `*` for any.
+const KEPT_IN_SYSTEM_NAMESPACES: &[(&str, &str, &str)] = &[
+    ("serviceaccounts", "*", "default"),
+    ("configmaps", "*", "kube-root-ca.crt"),
+    // The API server's own (its authentication settings, service-account token tracking).
+    ("configmaps", "kube-system", "*"),
+    ("services/specs", "default", "kubernetes"),
+    ("services/endpoints", "default", "kubernetes"),
+    ("endpointslices", "default", "kubernetes"),
 ];
 
 /// Key prefixes kept whoever wrote them: the CRDs (what a plane is kept for), the APIServices their groups
-/// registered, and leases (the controller manager's leader lease, the API server's identity).
+/// registered, and leases (the API server's identity; nothing else here elects a leader).
 const KEPT_PREFIXES: &[&str] = &[
     "/registry/apiextensions.k8s.io/",
     "/registry/apiregistration.k8s.io/",
-    "/registry/leases/",
+    "/registry/leases/kube-system/",
     "/registry/masterleases/",
 ];
 
@@ -121,6 +124,13 @@ pub async fn give(which: Which, profile: &str, plane: ControlPlane, wanted: bool
     let Some(baseline) = baseline.filter(|_| reuse() && wanted) else {
         return;
     };
+    if let Some(dead) = stopped_process(&plane) {
+        eprintln!(
+            "{}: not kept for another scenario: its {dead} has stopped",
+            plane.dir.display()
+        );
+        return;
+    }
     let wiped = match tokio::task::block_in_place(|| wipe(&plane, &baseline)) {
         Ok(()) => settled(&plane, &baseline).await,
         Err(e) => Err(e),
@@ -144,6 +154,17 @@ pub async fn give(which: Which, profile: &str, plane: ControlPlane, wanted: bool
     };
     // Stopped outside the lock.
     drop(dropped);
+}
+
+/// The first of the plane's processes (etcd, kube-apiserver, kube-controller-manager) that no longer runs.
+fn stopped_process(plane: &ControlPlane) -> Option<&'static str> {
+    ["etcd", "kube-apiserver", "kube-controller-manager"]
+        .into_iter()
+        .find(|p| {
+            let pid = std::fs::read_to_string(plane.file(&format!("{p}.pid"))).unwrap_or_default();
+            let pid = pid.trim();
+            pid.is_empty() || !std::path::Path::new("/proc").join(pid).exists()
+        })
 }
 
 /// Stops every idle plane (at the end of the run).
@@ -212,12 +233,32 @@ fn decode(s: &str) -> Result<String, String> {
     String::from_utf8(bytes.0).map_err(|e| format!("key: {e}"))
 }
 
-/// Every key under /registry/ with its mod revision and, with `values`, its value (base64).
+/// Every key under /registry/ with its mod revision and its value (base64): every value with `values`, else only
+/// the Namespaces' (what a wipe compares).
 fn keys(plane: &ControlPlane, values: bool) -> Result<BTreeMap<String, (i64, String)>, String> {
+    let mut all = range(plane, "/registry/", "/registry0", values)?;
+    if !values {
+        all.extend(range(
+            plane,
+            "/registry/namespaces/",
+            "/registry/namespaces0",
+            true,
+        )?);
+    }
+    Ok(all)
+}
+
+/// The keys from `from` up to `to` with their mod revisions and, with `values`, their values.
+fn range(
+    plane: &ControlPlane,
+    from: &str,
+    to: &str,
+    values: bool,
+) -> Result<BTreeMap<String, (i64, String)>, String> {
     let answer = etcd(
         plane,
         "kv/range",
-        &json!({"key": encode("/registry/"), "range_end": encode("/registry0"), "keys_only": !values}),
+        &json!({"key": encode(from), "range_end": encode(to), "keys_only": !values}),
     )?;
     let mut all = BTreeMap::new();
     for kv in answer["kvs"].as_array().into_iter().flatten() {
@@ -241,12 +282,18 @@ fn kept(key: &str) -> bool {
     let Some(rest) = key.strip_prefix("/registry/") else {
         return false;
     };
-    KEPT_IN_SYSTEM_NAMESPACES.iter().any(|resource| {
-        rest.strip_prefix(resource)
-            .and_then(|r| r.strip_prefix('/'))
-            .and_then(|r| r.split_once('/'))
-            .is_some_and(|(ns, _)| SYSTEM_NAMESPACES.contains(&ns))
-    })
+    KEPT_IN_SYSTEM_NAMESPACES
+        .iter()
+        .any(|(resource, namespace, name)| {
+            rest.strip_prefix(resource)
+                .and_then(|r| r.strip_prefix('/'))
+                .and_then(|r| r.split_once('/'))
+                .is_some_and(|(ns, n)| {
+                    SYSTEM_NAMESPACES.contains(&ns)
+                        && (*namespace == "*" || *namespace == ns)
+                        && (*name == "*" || *name == n)
+                })
+        })
 }
 
 /// What a wipe does: the keys to delete and the Namespaces to write back.
@@ -262,8 +309,9 @@ fn plan(
     let restore = baseline
         .0
         .iter()
-        .filter(|(k, (rev, _))| {
-            k.starts_with("/registry/namespaces/") && now.get(*k).map(|n| n.0) != Some(*rev)
+        // By value: a Namespace written back has a new revision.
+        .filter(|(k, (_, value))| {
+            k.starts_with("/registry/namespaces/") && now.get(*k).map(|n| &n.1) != Some(value)
         })
         .map(|(k, (_, v))| (k.clone(), v.clone()))
         .collect();
@@ -356,12 +404,16 @@ async fn settled(plane: &ControlPlane, baseline: &Baseline) -> Result<(), String
                 kind: kind.into(),
                 plural: plural.into(),
             };
-            kueue_objects += Api::<DynamicObject>::all_with(client.clone(), &resource)
+            let listed = Api::<DynamicObject>::all_with(client.clone(), &resource)
                 .list(&ListParams::default())
                 .await
-                .map(|l| l.items.len())
-                // Kueue's CRDs are not installed on a plane that never ran a manager.
-                .unwrap_or(0);
+                .map(|l| l.items.len());
+            kueue_objects += match listed {
+                Ok(n) => n,
+                // Kueue's CRDs are not installed on a plane whose manager never started.
+                Err(kube::Error::Api(e)) if e.code == 404 => 0,
+                Err(e) => return Err(format!("listing {plural}: {e}")),
+            };
         }
         let mut sorted = namespaces.clone();
         sorted.sort();
@@ -404,6 +456,7 @@ mod tests {
             ("/registry/priorityclasses/high", 42),
             ("/registry/jobs/default/job-a", 43),
             ("/registry/serviceaccounts/team-a/default", 44),
+            ("/registry/configmaps/default/settings", 52),
             ("/registry/kueue.x-k8s.io/workloads/team-a/job-a-1", 45),
             ("/registry/minions/node-1", 46),
             // The control plane's own, made after up.
@@ -423,6 +476,7 @@ mod tests {
         assert_eq!(
             delete,
             [
+                "/registry/configmaps/default/settings",
                 "/registry/jobs/default/job-a",
                 "/registry/kueue.x-k8s.io/workloads/team-a/job-a-1",
                 "/registry/minions/node-1",
@@ -435,5 +489,12 @@ mod tests {
             restore,
             [("/registry/namespaces/default".to_string(), "v5".to_string())]
         );
+        // Once wiped: the Namespace written back has a new revision and the value of the start.
+        let mut after: BTreeMap<String, (i64, String)> = now
+            .into_iter()
+            .filter(|(k, _)| !delete.contains(k))
+            .collect();
+        after.insert("/registry/namespaces/default".into(), (60, "v5".into()));
+        assert_eq!(plan(&after, &baseline), (vec![], vec![]));
     }
 }

@@ -156,11 +156,13 @@ async fn scenario(s: Scenario, pending: Pending) -> Outcome {
     let (outcome, systems) = run_one(&s, started).await;
     if let Some((kueue, sluice)) = systems {
         let profile = profile(&s);
-        let wanted = pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .any(|(_, p, _)| self::profile(p) == profile);
+        // A failed scenario's planes may hold what made it fail: not kept.
+        let wanted = outcome.failure.is_none()
+            && pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .any(|(_, p, _)| self::profile(p) == profile);
         let (kp, sp) = (kueue.stop(), sluice.stop());
         tokio::join!(
             super::pool::give(Which::Kueue, &profile, kp, wanted),

@@ -239,7 +239,6 @@ fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource
 }
 
 impl System {
-    /// Starts a control plane for this system and scenario (None: skipped, none is built).
     /// A control plane for `which` with the third-party CRDs `profile`: one kept from an earlier scenario (true)
     /// or a fresh one named for `scenario` (false).
     pub async fn plane(
@@ -247,7 +246,10 @@ impl System {
         scenario: &str,
         profile: &str,
     ) -> Option<(ControlPlane, bool)> {
-        let name = format!("diff-{scenario}-{}", which.to_string().to_lowercase());
+        // Numbered: a scenario run again must not start in the directory of a start still under way.
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("diff-{n}-{scenario}-{}", which.to_string().to_lowercase());
         let profile = profile.to_string();
         tokio::task::spawn_blocking(move || {
             super::pool::take(which, &profile, || {
