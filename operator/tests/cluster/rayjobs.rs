@@ -264,8 +264,9 @@ async fn rayjobs_are_admitted_and_preempted_through_the_api_server() {
     assert_eq!(events("UpdatedWorkload"), 0);
 }
 
-/// A RayCluster in `ml/queue`: a CPU head and the worker group `Serve` of 2 replicas of 2 hosts of 2 GPUs.
-fn raycluster(name: &str, autoscaling: bool) -> String {
+/// A RayCluster in `ml/queue` with `labels` (flow YAML entries after the queue name): a CPU head and the worker
+/// group `Serve` of 2 replicas of 2 hosts of 2 GPUs (the queue's 8).
+fn raycluster(name: &str, autoscaling: bool, labels: &str) -> String {
     format!(
         r#"
 apiVersion: ray.io/v1
@@ -273,7 +274,7 @@ kind: RayCluster
 metadata:
   name: {name}
   namespace: ml
-  labels: {{kueue.x-k8s.io/queue-name: queue}}
+  labels: {{kueue.x-k8s.io/queue-name: queue{labels}}}
 spec:
   enableInTreeAutoscaling: {autoscaling}
   headGroupSpec:
@@ -296,21 +297,24 @@ spec:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rayclusters_are_admitted_through_the_api_server() {
+async fn rayclusters_are_admitted_and_preempted_through_the_api_server() {
     let Some((plane, installed)) = ray_plane("rayclusters").await else {
         return;
     };
     let client = installed.client.clone();
 
     // Kueue refuses a managed cluster that scales itself (workload slicing is not enabled).
-    let scaling = plane.kubectl_output(&["apply", "-f", "-"], Some(&raycluster("scaling", true)));
+    let scaling = plane.kubectl_output(
+        &["apply", "-f", "-"],
+        Some(&raycluster("scaling", true, "")),
+    );
     let err = String::from_utf8_lossy(&scaling.stderr);
     assert!(
         !scaling.status.success() && err.contains("enableInTreeAutoscaling"),
         "an autoscaling RayCluster was not refused: {err}"
     );
 
-    plane.kubectl(&["apply", "-f", "-"], Some(&raycluster("serve", false)));
+    plane.kubectl(&["apply", "-f", "-"], Some(&raycluster("serve", false, "")));
     let clusters: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), "ml", &resource("RayCluster"));
     let created = clusters.get("serve").await.expect("raycluster serve");
@@ -327,11 +331,46 @@ async fn rayclusters_are_admitted_through_the_api_server() {
         (!suspended(&c) && on_a100(&c)).then_some(())
     })
     .await;
-    let admitted = Api::<Workload>::namespaced(client.clone(), "ml")
+    let wls: Api<Workload> = Api::namespaced(client.clone(), "ml");
+    let admitted = wls
         .get(wl.metadata.name.as_deref().unwrap())
         .await
         .expect("workload");
     assert!(has_condition(&admitted, "Admitted"));
+
+    // A higher-priority cluster needs the queue's 8 GPUs: serve is preempted, suspended with its templates
+    // restored, and the new one runs on a100.
+    plane.kubectl(
+        &["apply", "-f", "-"],
+        Some(&raycluster(
+            "urgent",
+            false,
+            ", kueue.x-k8s.io/priority-class: high",
+        )),
+    );
+    eventually(
+        60,
+        "serve suspended with its templates restored",
+        || async {
+            let c = clusters.get("serve").await.ok()?;
+            (suspended(&c) && restored(&c)).then_some(())
+        },
+    )
+    .await;
+    let preempted = wls
+        .get(wl.metadata.name.as_deref().unwrap())
+        .await
+        .expect("workload");
+    let c = condition(&preempted, "Preempted").expect("Preempted condition");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("True", "InClusterQueue")
+    );
+    eventually(60, "urgent unsuspended on a100", || async {
+        let c = clusters.get("urgent").await.ok()?;
+        (!suspended(&c) && on_a100(&c)).then_some(())
+    })
+    .await;
 }
 
 /// A RayService in `ml/queue` serving on a CPU head and the worker group `replicas` of 2 pods of 4 GPUs (the queue's 8).
