@@ -226,12 +226,7 @@ async fn jobsets_are_admitted_in_one_rack_and_preempted_through_the_api_server()
         (js.is_suspended() && tpl.node_selector.is_none()).then_some(())
     })
     .await;
-    let preempted = wls.get(&low_name).await.expect("workload");
-    let c = condition(&preempted, "Preempted").expect("Preempted condition");
-    assert_eq!(
-        (c.status.as_str(), c.reason.as_str()),
-        ("True", "InClusterQueue")
-    );
+    assert_preempted_in_cluster_queue(&wls, &low_name).await;
     eventually(
         60,
         "high unsuspended with every replicated job on h100",

@@ -161,12 +161,7 @@ async fn leaderworkerset_groups_are_admitted_and_preempted_through_the_api_serve
         (ended(pods.get("low-0").await) && ended(pods.get("low-0-1").await)).then_some(())
     })
     .await;
-    let preempted = workloads.get(&low_wl_name).await.expect("workload");
-    let c = condition(&preempted, "Preempted").expect("Preempted condition");
-    assert_eq!(
-        (c.status.as_str(), c.reason.as_str()),
-        ("True", "InClusterQueue")
-    );
+    assert_preempted_in_cluster_queue(&workloads, &low_wl_name).await;
     eventually(60, "high's pods ungated on a100", || async {
         let a = pods.get("high-0").await.ok()?;
         let b = pods.get("high-0-1").await.ok()?;

@@ -112,15 +112,7 @@ async fn pytorchjobs_are_admitted_and_preempted_through_the_api_server() {
     })
     .await;
     let wls: Api<Workload> = Api::namespaced(client.clone(), "ml");
-    let preempted = wls
-        .get(low_wl.metadata.name.as_deref().unwrap())
-        .await
-        .expect("workload");
-    let c = condition(&preempted, "Preempted").expect("Preempted condition");
-    assert_eq!(
-        (c.status.as_str(), c.reason.as_str()),
-        ("True", "InClusterQueue")
-    );
+    assert_preempted_in_cluster_queue(&wls, low_wl.metadata.name.as_deref().unwrap()).await;
     eventually(60, "high unsuspended on a100", || async {
         let job = jobs.get("high").await.ok()?;
         (!job.is_suspended() && on_a100(&job)).then_some(())

@@ -223,15 +223,7 @@ async fn rayjobs_are_admitted_and_preempted_through_the_api_server() {
     })
     .await;
     let wls: Api<Workload> = Api::namespaced(client.clone(), "ml");
-    let preempted = wls
-        .get(low_wl.metadata.name.as_deref().unwrap())
-        .await
-        .expect("workload");
-    let c = condition(&preempted, "Preempted").expect("Preempted condition");
-    assert_eq!(
-        (c.status.as_str(), c.reason.as_str()),
-        ("True", "InClusterQueue")
-    );
+    assert_preempted_in_cluster_queue(&wls, low_wl.metadata.name.as_deref().unwrap()).await;
     eventually(60, "high unsuspended on a100", || async {
         let job = jobs.get("high").await.ok()?;
         (!suspended(&job) && on_a100(&job)).then_some(())
@@ -357,15 +349,7 @@ async fn rayclusters_are_admitted_and_preempted_through_the_api_server() {
         },
     )
     .await;
-    let preempted = wls
-        .get(wl.metadata.name.as_deref().unwrap())
-        .await
-        .expect("workload");
-    let c = condition(&preempted, "Preempted").expect("Preempted condition");
-    assert_eq!(
-        (c.status.as_str(), c.reason.as_str()),
-        ("True", "InClusterQueue")
-    );
+    assert_preempted_in_cluster_queue(&wls, wl.metadata.name.as_deref().unwrap()).await;
     eventually(60, "urgent unsuspended on a100", || async {
         let c = clusters.get("urgent").await.ok()?;
         (!suspended(&c) && on_a100(&c)).then_some(())
@@ -448,15 +432,11 @@ async fn rayservices_are_admitted_and_preempted_through_the_api_server() {
         (suspended(&s) && restored(&s)).then_some(())
     })
     .await;
-    let preempted = Api::<Workload>::namespaced(client.clone(), "ml")
-        .get(low_wl.metadata.name.as_deref().unwrap())
-        .await
-        .expect("workload");
-    let c = condition(&preempted, "Preempted").expect("Preempted condition");
-    assert_eq!(
-        (c.status.as_str(), c.reason.as_str()),
-        ("True", "InClusterQueue")
-    );
+    assert_preempted_in_cluster_queue(
+        &Api::<Workload>::namespaced(client.clone(), "ml"),
+        low_wl.metadata.name.as_deref().unwrap(),
+    )
+    .await;
     eventually(60, "high unsuspended on a100", || async {
         let s = services.get("high").await.ok()?;
         (!suspended(&s) && on_a100(&s)).then_some(())

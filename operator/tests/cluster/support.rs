@@ -197,6 +197,16 @@ pub fn has_condition(w: &kueue::Workload, kind: &str) -> bool {
     condition(w, kind).is_some_and(|c| c.status == "True")
 }
 
+/// Asserts the Workload `name` is preempted within its ClusterQueue (`Preempted` True, reason `InClusterQueue`).
+pub async fn assert_preempted_in_cluster_queue(wls: &Api<kueue::Workload>, name: &str) {
+    let preempted = wls.get(name).await.expect("workload");
+    let c = condition(&preempted, "Preempted").expect("Preempted condition");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("True", "InClusterQueue")
+    );
+}
+
 /// A Workload's condition of this type.
 pub fn condition<'a>(
     w: &'a kueue::Workload,

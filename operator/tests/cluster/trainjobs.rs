@@ -218,15 +218,11 @@ async fn trainjobs_are_admitted_and_preempted_through_the_api_server() {
         (suspended(&j) && cleared(&j)).then_some(())
     })
     .await;
-    let preempted = Api::<Workload>::namespaced(client.clone(), "ml")
-        .get(low_wl.metadata.name.as_deref().unwrap())
-        .await
-        .expect("workload");
-    let c = condition(&preempted, "Preempted").expect("Preempted condition");
-    assert_eq!(
-        (c.status.as_str(), c.reason.as_str()),
-        ("True", "InClusterQueue")
-    );
+    assert_preempted_in_cluster_queue(
+        &Api::<Workload>::namespaced(client.clone(), "ml"),
+        low_wl.metadata.name.as_deref().unwrap(),
+    )
+    .await;
     eventually(60, "high started on a100", || async {
         let j = jobs.get("high").await.ok()?;
         (!suspended(&j) && patched_pool(&j).as_deref() == Some("a100")).then_some(())
