@@ -665,7 +665,9 @@ fn fair_sharing_run(policy: Option<Arc<dyn EngineFairness>>) -> (usize, usize) {
 
 /// Usage history orders admission but never picks preemption victims: with it in the victims' shares,
 /// fair-credits on the bundled example evicted 4,152 times (DRS: 525), because a queue's past usage does not
-/// shrink when one of its workloads is evicted.
+/// shrink when one of its workloads is evicted. Without that fault the ratio still swings with placement: over
+/// the bundled trace and eight generated from `gen-trace.py` with other seeds it ran from 0.3 to 2.5 (2026-12-07),
+/// so the bound is 3x, well under the fault's 8x.
 #[test]
 fn history_orders_admission_but_does_not_drive_preemption() {
     let native = sluice_policy_fair_credits::FairCredits::new(sluice_policy_fair_credits::Config {
@@ -683,7 +685,7 @@ fn history_orders_admission_but_does_not_drive_preemption() {
     println!("bundled example: fair-credits {evictions} evictions, DRS {drs_evictions}");
     assert_eq!(finished, drs_finished, "every workload still finishes");
     assert!(
-        evictions <= drs_evictions * 3 / 2,
+        evictions <= drs_evictions * 3,
         "fair-credits evicted {evictions} times, DRS {drs_evictions}"
     );
 }

@@ -987,6 +987,7 @@ impl Selector<'_> {
         }
         if lfc {
             if let Some(i) = doms.iter().position(|d| d.units >= need) {
+                let i = self.in_fullest_parent(all, &doms, i, level);
                 return Ok((level, vec![doms.swap_remove(i)]));
             }
             if required {
@@ -1010,6 +1011,39 @@ impl Selector<'_> {
             return Err(need - left);
         }
         Ok((level, out))
+    }
+
+    /// Among the domains tied with `doms[first]` in Kueue's least-free-capacity order, the one
+    /// whose parent domain has the fewest free pods (then grandparent, and so on; remaining ties
+    /// keep Kueue's order). Kueue takes the first by level values, which fills every rack a little;
+    /// this keeps whole racks and blocks free for gangs, as Slurm's topology/tree best fit does.
+    fn in_fullest_parent(&self, all: &[usize], doms: &[Dom], first: usize, level: usize) -> usize {
+        let tied = doms[first..]
+            .iter()
+            .take_while(|d| (d.units, d.cap) == (doms[first].units, doms[first].cap))
+            .count();
+        if level == 0 || tied < 2 {
+            return first;
+        }
+        let nlev = self.sb.levels.len();
+        // Free pods per domain at each level above, by path id (dense).
+        let mut free: Vec<Vec<u64>> = vec![vec![0; self.sb.order.len()]; level];
+        for &i in all {
+            for (l, col) in free.iter_mut().enumerate() {
+                col[self.sb.path[i * nlev + l] as usize] += u64::from(self.caps[i]);
+            }
+        }
+        // Nearest ancestor first.
+        let key = |d: &Dom| -> Vec<u64> {
+            let node = d.members[0];
+            (0..level)
+                .rev()
+                .map(|l| free[l][self.sb.path[node * nlev + l] as usize])
+                .collect()
+        };
+        (first..first + tied)
+            .min_by_key(|&j| key(&doms[j]))
+            .unwrap_or(first)
     }
 
     /// Kueue's `updateCountsToMinimum`: units per domain of `level` taking domains in order, the

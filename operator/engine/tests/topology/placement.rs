@@ -221,6 +221,25 @@ fn unconstrained_and_unannotated_pod_sets_use_any_nodes_with_room() {
 }
 
 #[test]
+fn unannotated_pods_take_the_fullest_rack_among_equally_free_nodes() {
+    // Every node is equally free, so Kueue's least-free-capacity order would take x1 (first by
+    // level values) and leave no rack for the three-pod gang. Sluice breaks the tie by the
+    // parent's free pods: x3 (rack r2, one free node) first, then r1 before r3.
+    let mut env = env();
+    env.submit(gang("single", 1, 8, TopologyMode::None, None));
+    schedule(&mut env);
+    assert_eq!(per_node(&env, "ns/single"), [("x3".to_string(), 1)].into());
+    env.submit(gang("second", 1, 8, TopologyMode::None, None));
+    schedule(&mut env);
+    // Ties inside one rack keep Kueue's order.
+    assert_eq!(per_node(&env, "ns/second"), [("x1".to_string(), 1)].into());
+    env.submit(gang("three", 3, 8, TopologyMode::Required, Some(RACK)));
+    schedule(&mut env);
+    let nodes: Vec<String> = per_node(&env, "ns/three").into_keys().collect();
+    assert_eq!(nodes, ["x4", "x5", "x6"]);
+}
+
+#[test]
 fn quota_fit_is_not_enough_and_freed_nodes_admit_the_waiting_gang() {
     let mut env = env();
     env.submit(gang("big", 3, 8, TopologyMode::Required, Some(RACK)));
