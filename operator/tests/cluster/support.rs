@@ -101,14 +101,8 @@ pub fn register_webhook(plane: &ControlPlane, webhook: &Webhook) {
     let ca = plane.file("ca.crt").display().to_string();
     let crds = sluice_stdout(&["crds", "--conversion-url", &webhook.url, "--ca-file", &ca]);
     // A plane kept from an earlier test has them already when the webhook got its port back.
-    if !plane.applied_before("sluice-crds", &crds) {
-        plane.kubectl(&["apply", "--server-side", "-f", "-"], Some(&crds));
-        wait_established(
-            plane,
-            crds.matches("kind: CustomResourceDefinition").count(),
-        );
-        plane.applied("sluice-crds", &crds);
-    }
+    let count = crds.matches("kind: CustomResourceDefinition").count();
+    apply_crds_once(plane, "sluice-crds", &[&crds], count);
     let configs = sluice_stdout(&[
         "webhook",
         "configurations",
@@ -118,6 +112,20 @@ pub fn register_webhook(plane: &ControlPlane, webhook: &Webhook) {
         &ca,
     ]);
     plane.kubectl(&["apply", "-f", "-"], Some(&configs));
+}
+
+/// Applies `manifests` (holding `count` CRDs in all) server-side unless this plane has had exactly these as `what`
+/// before (a kept plane), waits until they are Established and notes them as applied.
+pub fn apply_crds_once(plane: &ControlPlane, what: &str, manifests: &[&str], count: usize) {
+    let all = manifests.concat();
+    if manifests.is_empty() || plane.applied_before(what, &all) {
+        return;
+    }
+    for m in manifests {
+        plane.kubectl(&["apply", "--server-side", "-f", "-"], Some(m));
+    }
+    wait_established(plane, count);
+    plane.applied(what, &all);
 }
 
 /// Waits until `count` CRDs exist and all are Established. `kubectl wait` watches instead of listing the CRDs

@@ -187,11 +187,7 @@ impl Kueue {
         }
         let count = crds.len();
         let crds = list(crds);
-        if !plane.applied_before("kueue-crds", &crds) {
-            plane.kubectl(&["apply", "--server-side", "-f", "-"], Some(&crds));
-            super::support::wait_established(plane, count);
-            plane.applied("kueue-crds", &crds);
-        }
+        super::support::apply_crds_once(plane, "kueue-crds", &[&crds], count);
 
         // The manager.
         let cert_dir = plane.file("kueue-certs");

@@ -77,7 +77,7 @@ pub fn take(
     which: Which,
     profile: &str,
     start: impl FnOnce() -> Option<ControlPlane>,
-) -> Option<(ControlPlane, bool)> {
+) -> Option<ControlPlane> {
     let reused = {
         let mut idle = IDLE.lock().unwrap_or_else(|e| e.into_inner());
         idle.iter()
@@ -89,7 +89,7 @@ pub fn take(
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(i.plane.dir.clone(), i.baseline);
-        return Some((i.plane, true));
+        return Some(i.plane);
     }
     let plane = start()?;
     if reuse() {
@@ -103,7 +103,7 @@ pub fn take(
             Err(e) => eprintln!("{}: no baseline, not kept: {e}", plane.dir.display()),
         }
     }
-    Some((plane, false))
+    Some(plane)
 }
 
 /// Whether a plane for each system with these third-party CRDs waits.

@@ -132,7 +132,7 @@ async fn prepare(s: &Scenario) -> Started {
         System::plane(Which::Kueue, &s.name, &profile),
         System::plane(Which::Sluice, &s.name, &profile)
     );
-    let (Some((kp, _)), Some((sp, _))) = (kp, sp) else {
+    let (Some(kp), Some(sp)) = (kp, sp) else {
         return (
             Err("no control plane (run tests/control-plane/build)".into()),
             0.0,

@@ -14,7 +14,7 @@ use super::kueue::Kueue;
 use super::lws::LwsController;
 use super::plane::ControlPlane;
 use super::scenario::Step;
-use super::support::{Installed, install, wait_established};
+use super::support::{Installed, apply_crds_once, install};
 
 /// Which system.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -239,13 +239,9 @@ fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource
 }
 
 impl System {
-    /// A control plane for `which` with the third-party CRDs `profile`: one kept from an earlier scenario (true)
-    /// or a fresh one named for `scenario` (false).
-    pub async fn plane(
-        which: Which,
-        scenario: &str,
-        profile: &str,
-    ) -> Option<(ControlPlane, bool)> {
+    /// A control plane for `which` with the third-party CRDs `profile`: one kept from an earlier scenario, or a
+    /// fresh one named for `scenario`.
+    pub async fn plane(which: Which, scenario: &str, profile: &str) -> Option<ControlPlane> {
         // Numbered: a scenario run again must not start in the directory of a start still under way.
         static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -285,18 +281,15 @@ impl System {
         kueue_gates: &str,
         third: &[(&'static ThirdParty, Vec<String>)],
     ) -> System {
-        let crds: Vec<&String> = third.iter().flat_map(|(_, crds)| crds).collect();
-        let all: String = crds.iter().map(|c| c.as_str()).collect();
+        let crds: Vec<&str> = third
+            .iter()
+            .flat_map(|(_, crds)| crds)
+            .map(String::as_str)
+            .collect();
         // A plane kept from a scenario with the same kinds has them.
-        if !crds.is_empty() && !plane.applied_before("third-party-crds", &all) {
-            tokio::task::block_in_place(|| {
-                for crd in &crds {
-                    plane.kubectl(&["apply", "--server-side", "-f", "-"], Some(crd.as_str()));
-                }
-                wait_established(&plane, crds.len());
-            });
-            plane.applied("third-party-crds", &all);
-        }
+        tokio::task::block_in_place(|| {
+            apply_crds_once(&plane, "third-party-crds", &crds, crds.len())
+        });
         let (manager, client) = match which {
             Which::Kueue => {
                 let kueue =
