@@ -15,7 +15,7 @@ use sluice_operator::sim::{self, Simulation};
 /// (Feature `system-allocator` leaves glibc's in place, for heap profiling.)
 #[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: sluice_engine::allocator::Allocator = sluice_engine::allocator::Allocator;
 
 /// Sluice: Kueue-compatible queueing for GPU clusters.
 #[derive(Parser)]

@@ -7,7 +7,7 @@ use sluice_engine::bench::{BenchShape, measure_with};
 
 /// The allocator the `sluice` binary uses, so the profile matches it.
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOC: sluice_engine::allocator::Allocator = sluice_engine::allocator::Allocator;
 
 fn main() {
     let mut args = std::env::args().skip(1);

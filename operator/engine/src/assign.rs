@@ -465,14 +465,6 @@ fn should_try_next(
 }
 
 type Status = Option<(FlavorReason, &'static str)>;
-/// Requests of one pod set: (index, count, total requests by resource).
-type PodSetRequests = (usize, i32, Vec<(u32, i64)>);
-/// Outcome of a flavor search: chosen flavors, reasons, NoFit attempts.
-type FlavorSearch = (
-    VecMap<u32, FlavorChoice>,
-    Vec<FlavorReason>,
-    Vec<(i64, &'static str)>,
-);
 
 impl Sim<'_> {
     /// Assigns flavors to every pod set, with `counts` overriding pod counts (partial admission).
@@ -481,28 +473,21 @@ impl Sim<'_> {
         let Some(w) = self.wl(pre.wl) else { return a };
         let Some(cqd) = self.cq(pre.cq) else { return a };
         let covers_pods = cqd.rg_of_resource.contains_key(&self.pods_resource);
-        let pod_sets: Vec<PodSetRequests> = w
-            .spec
-            .pod_sets
-            .iter()
-            .enumerate()
-            .map(|(i, ps)| {
-                let count = counts.and_then(|c| c.get(i).copied()).unwrap_or(ps.count);
-                let mut reqs: Vec<(u32, i64)> = w.reqs[i]
+        a.podsets.reserve_exact(w.spec.pod_sets.len());
+        for (psi, ps) in w.spec.pod_sets.iter().enumerate() {
+            let count = counts.and_then(|c| c.get(psi).copied()).unwrap_or(ps.count);
+            let mut requests: Vec<(u32, i64)> = Vec::with_capacity(w.reqs[psi].len() + 1);
+            requests.extend(
+                w.reqs[psi]
                     .iter()
-                    .map(|&(r, q)| (r, q.saturating_mul(i64::from(count))))
-                    .collect();
-                if covers_pods {
-                    reqs.retain(|(r, _)| *r != self.pods_resource);
-                    reqs.push((self.pods_resource, i64::from(count)));
-                    reqs.sort_by(|x, y| {
-                        self.ids.resource_name(x.0).cmp(self.ids.resource_name(y.0))
-                    });
-                }
-                (i, count, reqs)
-            })
-            .collect();
-        for (psi, count, requests) in pod_sets {
+                    .map(|&(r, q)| (r, q.saturating_mul(i64::from(count)))),
+            );
+            if covers_pods {
+                requests.retain(|(r, _)| *r != self.pods_resource);
+                requests.push((self.pods_resource, i64::from(count)));
+                requests
+                    .sort_by(|x, y| self.ids.resource_name(x.0).cmp(self.ids.resource_name(y.0)));
+            }
             let mut psa = PsAssign {
                 ps: psi,
                 count,
@@ -511,10 +496,7 @@ impl Sim<'_> {
             };
             for ri in 0..psa.requests.len() {
                 let (res, qty) = psa.requests[ri];
-                let rg_idx = self
-                    .cq(pre.cq)
-                    .and_then(|c| c.rg_of_resource.get(&res).copied());
-                let Some(rg_idx) = rg_idx else {
+                let Some(&rg_idx) = cqd.rg_of_resource.get(&res) else {
                     // A zero request needs no flavor; under IgnoreUndeclared neither does any undeclared one.
                     if qty == 0 || self.ignore_undeclared {
                         continue;
@@ -532,17 +514,15 @@ impl Sim<'_> {
                 if psa.flavors.contains_key(&res) {
                     continue;
                 }
-                let (flavors, reasons, attempts) =
-                    self.find_flavor(pre, psi, res, &psa.requests, rg_idx, &a.usage);
-                psa.nofit_attempts.extend(attempts);
-                if flavors.is_empty() {
-                    psa.reasons = reasons;
+                let mark = psa.reasons.len();
+                let found = self.find_flavor(pre, psi, res, rg_idx, &a.usage, &mut psa);
+                if !found {
+                    // The pod set fails with this resource group's reasons only.
+                    psa.reasons.drain(..mark);
                     psa.flavors.clear();
                     psa.failed = true;
                     break;
                 }
-                psa.flavors.merge(flavors);
-                psa.reasons.extend(reasons);
             }
             for (&r, c) in &psa.flavors {
                 a.borrowing = a.borrowing.max(c.borrow);
@@ -567,29 +547,31 @@ impl Sim<'_> {
         a
     }
 
+    /// Kueue's findFlavorForPodSetResource for the resource group of `res`: the chosen flavor's choices go into
+    /// `psa.flavors` (false when none was found), the reasons against the others into `psa.reasons` (none when the
+    /// chosen one fits), NoFit attempts into `psa.nofit_attempts`.
     fn find_flavor(
         &mut self,
         pre: &Preemptor,
         psi: usize,
         res: u32,
-        requests: &[(u32, i64)],
         rg_idx: usize,
         usage: &VecMap<Fr, i64>,
-    ) -> FlavorSearch {
+        psa: &mut PsAssign,
+    ) -> bool {
         let Some(cqd) = self.cq(pre.cq) else {
-            return Default::default();
+            return false;
         };
         let rg = &cqd.rgs[rg_idx];
         let fung = &cqd.spec.flavor_fungibility;
-        let reqs: Vec<(u32, i64)> = requests
-            .iter()
-            .copied()
-            .filter(|(r, _)| rg.covered.contains(r))
-            .collect();
-        let mut reasons = Vec::new();
-        let mut attempts = Vec::new();
-        // Per flavor tried, its choices by resource; a map is built only for the one chosen.
-        let mut best: Vec<(u32, FlavorChoice)> = Vec::new();
+        let covered = |r: &u32| rg.covered.contains(r);
+        let any_covered = psa.requests.iter().any(|(r, _)| covered(r));
+        let mark = psa.reasons.len();
+        // Choices of the flavor being tried and of the best so far; both buffers are the engine's, kept between
+        // searches.
+        let mut best = std::mem::take(&mut self.scratch.best_choices);
+        let mut assignments = std::mem::take(&mut self.scratch.flavor_choices);
+        best.clear();
         let mut best_mode = Granular {
             p: PMode::NoFit,
             borrow: i32::MAX,
@@ -601,43 +583,46 @@ impl Sim<'_> {
             .map(|s| s.next_flavor(psi, res))
             .unwrap_or(0);
         let mut attempted: i32 = -1;
-        let tas_only = cqd.rgs.iter().flat_map(|g| &g.flavors).all(|&f| {
-            self.flavors
-                .get(f as usize)
-                .and_then(|x| x.as_ref())
-                .is_some_and(|x| x.topology_name.is_some())
-        });
+        let mut tas_only: Option<bool> = None;
+        let pod_set = self.wl(pre.wl).and_then(|w| w.spec.pod_sets.get(psi));
         for (idx, &f) in rg.flavors.iter().enumerate().skip(start) {
             attempted = idx as i32;
             let mismatch = match self.flavors.get(f as usize).and_then(|x| x.as_ref()) {
                 None => Some(format!("flavor {} not found", self.ids.flavor_name(f))),
-                Some(flavor) => self
-                    .wl(pre.wl)
-                    .and_then(|w| w.spec.pod_sets.get(psi))
-                    .and_then(|ps| {
-                        tas_mismatch(&self.topologies, tas_only, !reqs.is_empty(), flavor, ps)
-                            .or_else(|| flavor_mismatch(flavor, ps))
-                    }),
+                Some(flavor) => pod_set.and_then(|ps| {
+                    // Whether every flavor of the ClusterQueue is a TAS flavor matters only to a pod set without a
+                    // topology request meeting a TAS flavor.
+                    let tas_only = *tas_only.get_or_insert_with(|| {
+                        cqd.rgs.iter().flat_map(|g| &g.flavors).all(|&f| {
+                            self.flavors
+                                .get(f as usize)
+                                .and_then(|x| x.as_ref())
+                                .is_some_and(|x| x.topology_name.is_some())
+                        })
+                    });
+                    tas_mismatch(&self.topologies, tas_only, any_covered, flavor, ps)
+                        .or_else(|| flavor_mismatch(flavor, ps))
+                }),
             };
             if let Some(msg) = mismatch {
-                reasons.push(FlavorReason::Text(msg));
-                attempts.push((rg_key, NO_MATCHING_FLAVOR));
+                psa.reasons.push(FlavorReason::Text(msg));
+                psa.nofit_attempts.push((rg_key, NO_MATCHING_FLAVOR));
                 continue;
             }
             let mut rep = Granular {
                 p: PMode::Fit,
                 borrow: 0,
             };
-            let mut assignments: Vec<(u32, FlavorChoice)> = Vec::with_capacity(reqs.len());
+            assignments.clear();
             let mut nofit_reason = "";
-            for &(r, val) in &reqs {
+            for &(r, val) in psa.requests.iter().filter(|(r, _)| covered(r)) {
                 let Some(fr) = self.ids.find_fr(f, r) else {
                     continue;
                 };
                 let assumed = usage.get(&fr).copied().unwrap_or(0);
                 let (pm, borrow, status) = self.fits_resource_quota(pre, fr, assumed, val);
                 if let Some((msg, reason)) = status {
-                    reasons.push(msg);
+                    psa.reasons.push(msg);
                     nofit_reason = most_severe(nofit_reason, reason);
                 }
                 let mode = Granular { p: pm, borrow };
@@ -647,7 +632,7 @@ impl Sim<'_> {
                 if rep.p == PMode::NoFit {
                     continue;
                 }
-                // Each resource appears once in `reqs`, so a push is the map's insert.
+                // Each resource appears once in the requests, so a push is the map's insert.
                 assignments.push((
                     r,
                     FlavorChoice {
@@ -659,15 +644,15 @@ impl Sim<'_> {
                 ));
             }
             if rep.p == PMode::NoFit {
-                attempts.push((rg_key, nofit_reason));
+                psa.nofit_attempts.push((rg_key, nofit_reason));
             }
             if !should_try_next(rep, fung.when_can_borrow, fung.when_can_preempt) {
-                best = assignments;
+                std::mem::swap(&mut best, &mut assignments);
                 best_mode = rep;
                 break;
             }
             if is_preferred(rep, best_mode, fung.preference) {
-                best = assignments;
+                std::mem::swap(&mut best, &mut assignments);
                 best_mode = rep;
             }
         }
@@ -676,14 +661,16 @@ impl Sim<'_> {
         } else {
             attempted
         };
-        let best: VecMap<u32, FlavorChoice> = best
-            .into_iter()
-            .map(|(r, c)| (r, FlavorChoice { tried, ..c }))
-            .collect();
-        if best_mode.p == PMode::Fit {
-            return (best, Vec::new(), attempts);
+        let found = !best.is_empty();
+        for &(r, c) in &best {
+            psa.flavors.insert(r, FlavorChoice { tried, ..c });
         }
-        (best, reasons, attempts)
+        if best_mode.p == PMode::Fit {
+            psa.reasons.truncate(mark);
+        }
+        self.scratch.best_choices = best;
+        self.scratch.flavor_choices = assignments;
+        found
     }
 
     fn fits_resource_quota(

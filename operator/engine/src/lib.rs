@@ -22,6 +22,7 @@
 //!   `EngineConfig::priority_boost`).
 
 mod admission_usage;
+pub mod allocator;
 mod assign;
 pub mod bench;
 /// `sluice bench --topology`'s workload: topology-aware fill of a large GPU cluster and per-gang placement time.

@@ -132,6 +132,9 @@ pub(crate) struct Scratch {
     candidates: Vec<Candidate>,
     /// The list of each candidate (0 hierarchy, 1 other queues, 2 own queue).
     lists: Vec<u8>,
+    /// A flavor search's choices for the flavor being tried and for the best so far.
+    pub(crate) flavor_choices: Vec<(u32, crate::assign::FlavorChoice)>,
+    pub(crate) best_choices: Vec<(u32, crate::assign::FlavorChoice)>,
 }
 
 /// Sort key of the classical search's whole candidate list: flags (evicting first, the list: hierarchy, other
@@ -185,6 +188,26 @@ impl<'a> Sim<'a> {
             if let Some(adm) = self.wl(i).and_then(|w| w.adm.as_ref()) {
                 for &(fr, v) in &adm.usage {
                     self.tree.add_usage(adm.cq, fr, v);
+                }
+            }
+        }
+    }
+
+    /// Removes (`sign` -1) or re-adds (1) an admitted workload's usage of the flavor-resources in `only`: the
+    /// classical search reads no others, so the rest of its usage need not move (a third of the work per trial
+    /// when one resource is short). Pairs of calls leave the tree as it was.
+    fn shift_in(&mut self, w: u32, only: &[(Fr, i64)], sign: i64) {
+        if self.tas.is_some() {
+            if sign < 0 {
+                self.removed.push(w);
+            } else {
+                self.removed.retain(|&x| x != w);
+            }
+        }
+        if let Some(adm) = self.wl(w).and_then(|x| x.adm.as_ref()) {
+            for &(fr, v) in &adm.usage {
+                if only.iter().any(|&(f, _)| f == fr) {
+                    self.tree.add_usage(adm.cq, fr, sign * v);
                 }
             }
         }
@@ -579,22 +602,22 @@ impl<'a> Sim<'a> {
                 if !self.candidate_valid(pre, cand, borrow, frs) {
                     continue;
                 }
-                self.remove_workloads(&[cand.wl]);
+                self.shift_in(cand.wl, usage, -1);
                 targets.push(Target {
                     wl: cand.wl,
                     reason: cand.variant.reason(),
                     cq: cand.cq,
                 });
                 if self.workload_fits(pre.cq, usage, borrow) {
-                    found = self.fill_back(pre.cq, usage, targets, borrow);
+                    found = self.fill_back(pre.cq, usage, targets, borrow, true);
                     for t in &found {
-                        self.add_workloads(&[t.wl]);
+                        self.shift_in(t.wl, usage, 1);
                     }
                     break 'attempts;
                 }
             }
             for t in &targets {
-                self.add_workloads(&[t.wl]);
+                self.shift_in(t.wl, usage, 1);
             }
         }
         self.scratch.candidates = cands;
@@ -630,13 +653,15 @@ impl<'a> Sim<'a> {
         self.cost_of = self.costs.costs(&inp, pre.cq, pre.priority, &cands);
     }
 
-    /// Re-adds targets (newest first) whose removal turns out unnecessary; all stay removed on return.
+    /// Re-adds targets (newest first) whose removal turns out unnecessary; all stay removed on return. With
+    /// `only_usage`, targets were removed with [`Sim::shift_in`] for `usage` and move the same way.
     fn fill_back(
         &mut self,
         cq: NodeId,
         usage: &[(Fr, i64)],
         mut targets: Vec<Target>,
         borrow: bool,
+        only_usage: bool,
     ) -> Vec<Target> {
         if targets.len() < 2 {
             return targets;
@@ -645,9 +670,15 @@ impl<'a> Sim<'a> {
         while i > 0 {
             i -= 1;
             let w = targets[i].wl;
-            self.add_workloads(&[w]);
+            if only_usage {
+                self.shift_in(w, usage, 1);
+            } else {
+                self.add_workloads(&[w]);
+            }
             if self.workload_fits(cq, usage, borrow) {
                 targets.swap_remove(i);
+            } else if only_usage {
+                self.shift_in(w, usage, -1);
             } else {
                 self.remove_workloads(&[w]);
             }
@@ -754,7 +785,7 @@ impl<'a> Sim<'a> {
             self.add_workloads(&victims);
             return Vec::new();
         }
-        let targets = self.fill_back(pre.cq, usage, targets, true);
+        let targets = self.fill_back(pre.cq, usage, targets, true, false);
         let victims: Vec<u32> = targets.iter().map(|t| t.wl).collect();
         self.add_workloads(&victims);
         targets

@@ -96,6 +96,14 @@ impl Tree {
             .unwrap_or_default()
     }
 
+    /// The node's quota of `fr`, when it declares one (read in place on hot paths).
+    fn quota_ref(&self, n: NodeId, fr: Fr) -> Option<&Quota> {
+        self.node(n)
+            .quotas
+            .get(fr as usize)
+            .and_then(|q| q.as_ref())
+    }
+
     pub fn subtree(&self, n: NodeId, fr: Fr) -> i64 {
         at(&self.node(n).subtree, fr)
     }
@@ -106,7 +114,7 @@ impl Tree {
 
     /// Capacity of the node never lent to its parent.
     pub fn local_quota(&self, n: NodeId, fr: Fr) -> i64 {
-        match self.quota(n, fr).lending_limit {
+        match self.quota_ref(n, fr).and_then(|q| q.lending_limit) {
             Some(ll) => self.subtree(n, fr).saturating_sub(ll).max(0),
             None => 0,
         }
@@ -120,21 +128,28 @@ impl Tree {
 
     /// What a workload in this node could use now.
     pub fn available(&self, n: NodeId, fr: Fr) -> i64 {
+        let node = self.node(n);
+        let usage = at(&node.usage, fr);
+        let subtree = at(&node.subtree, fr);
         let Some(p) = self.parent(n) else {
-            return self.subtree(n, fr).saturating_sub(self.usage(n, fr));
+            return subtree.saturating_sub(usage);
+        };
+        let quota = self.quota_ref(n, fr);
+        let lq = match quota.and_then(|q| q.lending_limit) {
+            Some(ll) => subtree.saturating_sub(ll).max(0),
+            None => 0,
         };
         let mut parent_avail = self.available(p, fr);
-        if let Some(bl) = self.quota(n, fr).borrowing_limit {
-            let lq = self.local_quota(n, fr);
-            let stored_in_parent = self.subtree(n, fr).saturating_sub(lq);
-            let used_in_parent = self.usage(n, fr).saturating_sub(lq).max(0);
+        if let Some(bl) = quota.and_then(|q| q.borrowing_limit) {
+            let stored_in_parent = subtree.saturating_sub(lq);
+            let used_in_parent = usage.saturating_sub(lq).max(0);
             parent_avail = parent_avail.min(
                 stored_in_parent
                     .saturating_sub(used_in_parent)
                     .saturating_add(bl),
             );
         }
-        self.local_available(n, fr).saturating_add(parent_avail)
+        lq.saturating_sub(usage).max(0).saturating_add(parent_avail)
     }
 
     /// What a new workload in ClusterQueue `n` can use now: [`Tree::available`] floored at 0, so
@@ -178,17 +193,21 @@ impl Tree {
 
     /// Adds `delta` (may be negative) to a node's usage and propagates the change upwards.
     pub fn add_usage(&mut self, n: NodeId, fr: Fr, delta: i64) {
+        let i = fr as usize;
         let mut cur = n;
         let mut delta = delta;
-        loop {
-            if delta == 0 {
-                break;
+        // Per level the local quota is read once: the node's contribution before and after differ only by usage.
+        while delta != 0 {
+            let lq = self.local_quota(cur, fr);
+            let node = &mut self.nodes[cur as usize];
+            if node.usage.len() <= i {
+                node.usage.resize(i + 1, 0);
             }
-            let before = self.contribution(cur, fr);
-            let u = slot(&mut self.node_mut(cur).usage, fr);
+            let u = &mut node.usage[i];
+            let before = u.saturating_sub(lq).max(0);
             *u = u.saturating_add(delta);
-            let after = self.contribution(cur, fr);
-            match self.parent(cur) {
+            let after = u.saturating_sub(lq).max(0);
+            match node.parent.filter(|_| !node.cycle) {
                 Some(p) => {
                     delta = after.saturating_sub(before);
                     cur = p;

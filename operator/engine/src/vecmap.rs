@@ -74,15 +74,6 @@ impl<K: Ord + Copy, V> VecMap<K, V> {
         self.0.is_empty()
     }
 
-    /// Adds `other`'s entries (replacing equal keys): a move when this map is empty.
-    pub(crate) fn merge(&mut self, other: VecMap<K, V>) {
-        if self.0.is_empty() {
-            *self = other;
-        } else {
-            self.extend(other);
-        }
-    }
-
     /// Removes every key.
     pub(crate) fn clear(&mut self) {
         self.0.clear();
