@@ -622,6 +622,10 @@ impl Sim<'_> {
                 let assumed = usage.get(&fr).copied().unwrap_or(0);
                 let (pm, borrow, status) = self.fits_resource_quota(pre, fr, assumed, val);
                 if let Some((msg, reason)) = status {
+                    if psa.reasons.capacity() == 0 {
+                        // Room for a reason per flavor and resource: one allocation instead of growing.
+                        psa.reasons.reserve(rg.flavors.len() * rg.covered.len());
+                    }
                     psa.reasons.push(msg);
                     nofit_reason = most_severe(nofit_reason, reason);
                 }

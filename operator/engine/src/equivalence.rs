@@ -59,7 +59,7 @@ impl Engine {
         let same: Vec<_> = c
             .heap
             .iter()
-            .filter(|k| self.wl(k.wl).is_some_and(|w| w.hash == Some(hash)))
+            .filter(|k| k.shape == Some(hash))
             .cloned()
             .collect();
         let Some(c) = self.cq_mut(cq) else { return };

@@ -145,6 +145,9 @@ pub(crate) struct QKey {
     /// Shared so that moving a key between a queue's sets doesn't copy the string.
     pub uid: Arc<str>,
     pub wl: u32,
+    /// The workload's scheduling shape hash when the key was made (after `wl`, so it never decides the order):
+    /// setting a failed shape aside scans keys without visiting workloads.
+    pub shape: Option<u64>,
 }
 
 /// A ClusterQueue: spec, interned groups, queue and admitted set.
@@ -300,6 +303,7 @@ impl Wl {
             timestamp: self.spec.creation_time,
             uid: Arc::from(self.spec.uid.as_str()),
             wl: idx,
+            shape: self.hash,
         }
     }
 }

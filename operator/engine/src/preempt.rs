@@ -135,6 +135,8 @@ pub(crate) struct Scratch {
     /// A flavor search's choices for the flavor being tried and for the best so far.
     pub(crate) flavor_choices: Vec<(u32, crate::assign::FlavorChoice)>,
     pub(crate) best_choices: Vec<(u32, crate::assign::FlavorChoice)>,
+    /// The classical search's trial targets.
+    targets: Vec<Target>,
 }
 
 /// Sort key of the classical search's whole candidate list: flags (evicting first, the list: hierarchy, other
@@ -234,13 +236,18 @@ impl<'a> Sim<'a> {
 
     /// A candidate's priority in this search: its own plus the boost its preemptor's cost policy gave it.
     fn effective_priority(&self, w: &Wl, i: u32) -> i64 {
-        let boost = self.cost_of.get(&i).map_or(0, |c| c.boost);
+        // Without a cost policy the map is empty: no lookup.
+        let boost = if self.cost_of.is_empty() {
+            0
+        } else {
+            self.cost_of.get(&i).map_or(0, |c| c.boost)
+        };
         i64::from(w.spec.priority) + i64::from(boost)
     }
 
     fn satisfies(&self, pre: &Preemptor, cand: u32, policy: PolicyKind) -> bool {
         let Some(c) = self.wl(cand) else { return false };
-        if self.cost_of.get(&cand).is_some_and(|c| c.protected) {
+        if !self.cost_of.is_empty() && self.cost_of.get(&cand).is_some_and(|c| c.protected) {
             return false;
         }
         let cand_p = self.effective_priority(c, cand);
@@ -536,7 +543,8 @@ impl<'a> Sim<'a> {
         if self.tree.parent(pre.cq).is_some()
             && c.spec.preemption.reclaim_within_cohort != ReclaimPolicy::Never
         {
-            let (mut adv, mut remaining) = self.tree.quantities_fit_in_quota(pre.cq, usage);
+            let mut remaining = usage.to_vec();
+            let mut adv = self.tree.quantities_fit_in_quota(pre.cq, &mut remaining);
             let mut prev = None;
             let mut next = self.tree.parent(pre.cq);
             while let Some(anc) = next {
@@ -548,8 +556,7 @@ impl<'a> Sim<'a> {
                     self.collect_in_subtree(pre, anc, anc, prev, frs, adv, &mut cands);
                 }
                 lists.resize(cands.len(), if adv { 0 } else { 1 });
-                let (fits, rem) = self.tree.quantities_fit_in_quota(anc, &remaining);
-                remaining = rem;
+                let fits = self.tree.quantities_fit_in_quota(anc, &mut remaining);
                 adv = adv || fits;
                 prev = Some(anc);
             }
@@ -595,8 +602,10 @@ impl<'a> Sim<'a> {
         // The position breaks ties, so the unstable sort orders exactly as a stable one would.
         keyed.sort_unstable();
         let mut found = Vec::new();
+        // Trial targets go into the engine's buffer: most searches find no set, and one that does copies it out.
+        let mut targets = std::mem::take(&mut self.scratch.targets);
         'attempts: for &borrow in attempts {
-            let mut targets: Vec<Target> = Vec::new();
+            targets.clear();
             for &(_, i) in &keyed {
                 let cand = &cands[i as usize];
                 if !self.candidate_valid(pre, cand, borrow, frs) {
@@ -609,10 +618,11 @@ impl<'a> Sim<'a> {
                     cq: cand.cq,
                 });
                 if self.workload_fits(pre.cq, usage, borrow) {
-                    found = self.fill_back(pre.cq, usage, targets, borrow, true);
-                    for t in &found {
+                    self.fill_back(pre.cq, usage, &mut targets, borrow, true);
+                    for t in &targets {
                         self.shift_in(t.wl, usage, 1);
                     }
+                    found = targets.clone();
                     break 'attempts;
                 }
             }
@@ -620,6 +630,7 @@ impl<'a> Sim<'a> {
                 self.shift_in(t.wl, usage, 1);
             }
         }
+        self.scratch.targets = targets;
         self.scratch.candidates = cands;
         self.scratch.lists = lists;
         found
@@ -659,12 +670,12 @@ impl<'a> Sim<'a> {
         &mut self,
         cq: NodeId,
         usage: &[(Fr, i64)],
-        mut targets: Vec<Target>,
+        targets: &mut Vec<Target>,
         borrow: bool,
         only_usage: bool,
-    ) -> Vec<Target> {
+    ) {
         if targets.len() < 2 {
-            return targets;
+            return;
         }
         let mut i = targets.len() - 1;
         while i > 0 {
@@ -683,7 +694,6 @@ impl<'a> Sim<'a> {
                 self.remove_workloads(&[w]);
             }
         }
-        targets
     }
 
     // ---------------------------------------------------------------------------------------
@@ -785,7 +795,7 @@ impl<'a> Sim<'a> {
             self.add_workloads(&victims);
             return Vec::new();
         }
-        let targets = self.fill_back(pre.cq, usage, targets, true, false);
+        self.fill_back(pre.cq, usage, &mut targets, true, false);
         let victims: Vec<u32> = targets.iter().map(|t| t.wl).collect();
         self.add_workloads(&victims);
         targets

@@ -257,17 +257,16 @@ impl Tree {
             .all(|&fr| self.subtree(n, fr) >= self.usage(n, fr))
     }
 
-    /// Whether the requests fit in the node's subtree quota, and what remains for the parent.
-    pub fn quantities_fit_in_quota(&self, n: NodeId, reqs: &[(Fr, i64)]) -> (bool, Vec<(Fr, i64)>) {
+    /// Whether the requests fit in the node's subtree quota; `reqs` becomes what remains for the parent.
+    pub fn quantities_fit_in_quota(&self, n: NodeId, reqs: &mut [(Fr, i64)]) -> bool {
         let mut fits = true;
-        let mut remaining = Vec::with_capacity(reqs.len());
-        for &(fr, v) in reqs {
-            if self.subtree(n, fr) < self.usage(n, fr).saturating_add(v) {
+        for (fr, v) in reqs.iter_mut() {
+            if self.subtree(n, *fr) < self.usage(n, *fr).saturating_add(*v) {
                 fits = false;
             }
-            remaining.push((fr, v.saturating_sub(self.local_available(n, fr)).max(0)));
+            *v = v.saturating_sub(self.local_available(n, *fr)).max(0);
         }
-        (fits, remaining)
+        fits
     }
 
     /// Height of a cohort: 1 when it only has ClusterQueues, plus one per cohort level below.

@@ -334,8 +334,8 @@ impl Engine {
                     active: false,
                     inactive_reason: String::new(),
                     inactive_message: String::new(),
-                    heap: BTreeSet::new(),
-                    inadmissible: BTreeSet::new(),
+                    heap: Default::default(),
+                    inadmissible: Default::default(),
                     failed_shapes: Default::default(),
                     sticky: None,
                     tried: None,
@@ -851,30 +851,29 @@ impl Engine {
     }
 
     fn validate_workload(&self, w: &Workload) -> Result<(), EngineError> {
-        let name = format!("{}/{}", w.namespace, w.name);
+        // The object's name is formatted only for an error: most workloads are valid.
+        let invalid = |field: String, reason: &str| {
+            EngineError::invalid(
+                "Workload",
+                &format!("{}/{}", w.namespace, w.name),
+                field,
+                reason,
+            )
+        };
         for (i, ps) in w.pod_sets.iter().enumerate() {
             if ps.count < 0 {
-                return Err(EngineError::invalid(
-                    "Workload",
-                    &name,
-                    format!("spec.podSets[{i}].count"),
-                    "must be >= 0",
-                ));
+                return Err(invalid(format!("spec.podSets[{i}].count"), "must be >= 0"));
             }
             if let Some(m) = ps.min_count
                 && (m < 1 || m > ps.count)
             {
-                return Err(EngineError::invalid(
-                    "Workload",
-                    &name,
+                return Err(invalid(
                     format!("spec.podSets[{i}].minCount"),
                     "must be between 1 and count",
                 ));
             }
             if let Some((r, _)) = ps.requests.iter().find(|(_, q)| **q < 0) {
-                return Err(EngineError::invalid(
-                    "Workload",
-                    &name,
+                return Err(invalid(
                     format!("spec.podSets[{i}].requests[{r}]"),
                     "must be >= 0",
                 ));
@@ -1327,8 +1326,12 @@ impl Engine {
         if let Some(c) = self.cq_mut(n) {
             // Kueue forgets the failed shapes whenever it requeues, so the requeued workloads are tried afresh.
             c.failed_shapes.clear();
-            let moved = std::mem::take(&mut c.inadmissible);
-            c.heap.extend(moved);
+            if c.heap.is_empty() {
+                std::mem::swap(&mut c.heap, &mut c.inadmissible);
+            } else if !c.inadmissible.is_empty() {
+                let moved = std::mem::take(&mut c.inadmissible);
+                c.heap.extend(moved);
+            }
             c.tried = None;
         }
     }
