@@ -103,6 +103,14 @@ fn tas_mismatch(
     None
 }
 
+/// A pod set's total request of resource `r` (0 when it asks for none).
+fn request_of(requests: &[(u32, i64)], r: u32) -> i64 {
+    requests
+        .iter()
+        .find(|(x, _)| *x == r)
+        .map_or(0, |(_, q)| *q)
+}
+
 /// Whether a topology has the pod set's main level and slice level (Kueue's `HasLevel`).
 pub(crate) fn has_levels(levels: &[String], t: &super::PodSetTopology) -> bool {
     use super::TopologyMode;
@@ -364,13 +372,7 @@ impl Assignment {
             for (&r, c) in &ps.flavors {
                 let rname = sim.ids.resource_name(r).to_string();
                 flavors.insert(rname.clone(), sim.ids.flavor_name(c.flavor).to_string());
-                let q = ps
-                    .requests
-                    .iter()
-                    .find(|(x, _)| *x == r)
-                    .map(|(_, q)| *q)
-                    .unwrap_or(0);
-                usage.insert(rname, q);
+                usage.insert(rname, request_of(&ps.requests, r));
             }
             let name = w
                 .and_then(|w| w.spec.pod_sets.get(ps.ps))
@@ -387,6 +389,17 @@ impl Assignment {
             cluster_queue: sim.tree.node(cq).name.clone(),
             pod_set_assignments: psas,
         }
+    }
+
+    /// What [`Assignment::to_admission`] builds from besides names: per pod set and resource, the pod set's index
+    /// and count, the resource, its flavor and the total request. Workloads with equal shapes (and pod set names)
+    /// in one ClusterQueue get equal admissions.
+    pub(crate) fn admission_shape(&self) -> impl Iterator<Item = (usize, i32, u32, u32, i64)> + '_ {
+        self.podsets.iter().flat_map(|ps| {
+            ps.flavors
+                .iter()
+                .map(|(&r, c)| (ps.ps, ps.count, r, c.flavor, request_of(&ps.requests, r)))
+        })
     }
 
     fn resolve_no_fit_reason(&mut self) {

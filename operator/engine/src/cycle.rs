@@ -649,7 +649,7 @@ impl Engine {
             return;
         }
         self.block_now = self.config.block_admission;
-        let admission = std::sync::Arc::new(e.assignment.to_admission(&self.sim(), e.cq, e.wl));
+        let admission = self.shared_admission(&e.assignment, e.cq, e.wl);
         if let Some(w) = self.wl_mut(e.wl) {
             w.awaiting = None;
         }
@@ -675,6 +675,51 @@ impl Engine {
                 time: now,
             });
         }
+    }
+
+    /// The admission of an entry that fits: the one an earlier workload admitted alike in its ClusterQueue got
+    /// (same assignment shape and pod set names), or a new one kept for the next.
+    fn shared_admission(
+        &mut self,
+        assignment: &Assignment,
+        cq: NodeId,
+        wl: u32,
+    ) -> std::sync::Arc<crate::Admission> {
+        use std::hash::{BuildHasher, Hash, Hasher};
+        /// Distinct admissions kept at most (the shapes of a cluster's workloads are few; a flood is forgotten).
+        const KEPT: usize = 4096;
+        let mut h = foldhash::fast::FixedState::with_seed(0x0ad3_15c0).build_hasher();
+        for part in assignment.admission_shape() {
+            part.hash(&mut h);
+        }
+        let key = (cq, h.finish());
+        if let (Some(kept), Some(w)) = (self.admissions.get(&key), self.wl(wl))
+            && assignment.admission_shape().eq(kept.shape.iter().copied())
+            && kept.admission.pod_set_assignments.len() == assignment.podsets.len()
+            && kept
+                .admission
+                .pod_set_assignments
+                .iter()
+                .zip(&assignment.podsets)
+                .all(|(psa, ps)| {
+                    w.spec
+                        .pod_sets
+                        .get(ps.ps)
+                        .is_some_and(|p| p.name == psa.name)
+                })
+        {
+            return kept.admission.clone();
+        }
+        let admission = std::sync::Arc::new(assignment.to_admission(&self.sim(), cq, wl));
+        if self.admissions.len() >= KEPT {
+            self.admissions.clear();
+        }
+        let shared = crate::SharedAdmission {
+            shape: assignment.admission_shape().collect(),
+            admission: admission.clone(),
+        };
+        self.admissions.insert(key, shared);
+        admission
     }
 
     /// The assignment a preemptor's own preemptions freed, when every victim is gone and it fits the quota

@@ -150,6 +150,13 @@ pub(crate) struct QKey {
     pub shape: Option<u64>,
 }
 
+/// An admission kept for reuse, with the assignment shape it was built from.
+#[derive(Clone, Debug)]
+pub(crate) struct SharedAdmission {
+    pub shape: Vec<(usize, i32, u32, u32, i64)>,
+    pub admission: Arc<Admission>,
+}
+
 /// A ClusterQueue: spec, interned groups, queue and admitted set.
 #[derive(Clone, Debug)]
 pub(crate) struct CqData {
@@ -336,6 +343,9 @@ pub struct Engine {
     pub(crate) cycle: u64,
     /// Buffers the preemption search reuses.
     pub(crate) preempt_scratch: preempt::Scratch,
+    /// Admissions by ClusterQueue and a digest of [`assign::Assignment::admission_shape`], with that shape:
+    /// workloads admitted alike share one (the shape and pod set names are compared before it is shared).
+    pub(crate) admissions: FastMap<(NodeId, u64), SharedAdmission>,
     /// Nodes, GPU reports, Topologies and topology placements (TAS).
     pub(crate) topo: topology::TopoState,
     /// Preemption-cost policies per ClusterQueue.
@@ -377,6 +387,7 @@ impl Engine {
             now: 0,
             cycle: 0,
             preempt_scratch: Default::default(),
+            admissions: Default::default(),
             topo: topology::TopoState::default(),
             costs: preemption_cost::PreemptionCosts::default(),
             waiting_for_pods_ready: false,

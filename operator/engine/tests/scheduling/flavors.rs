@@ -399,3 +399,38 @@ fn flavor_scan_progress_resumes_after_the_last_tried_flavor() {
     env.schedule();
     env.assert_admitted_on("ns/x1", "cpu", "f2", cpu(5));
 }
+
+/// Workloads admitted alike share an admission, and one that differs in any part of it (pod set name, count,
+/// flavor, ClusterQueue) gets its own: each admission reads exactly as if it were built for that workload alone.
+#[test]
+fn admissions_shared_between_alike_workloads_are_exact() {
+    let mut env = two_flavor_env();
+    env.cq_lq(
+        cq("other").group(&["cpu"], vec![fq("general", vec![rq("cpu", cpu(10))])]),
+        "ns2",
+    );
+    env.ns("ns2", &[]);
+    env.submit(wl("ns", "a").ps("main", 2, &[("cpu", cpu(1))]));
+    env.submit(wl("ns", "b").ps("main", 2, &[("cpu", cpu(1))]));
+    env.submit(wl("ns", "c").ps("workers", 2, &[("cpu", cpu(1))]));
+    env.submit(wl("ns", "d").ps("main", 3, &[("cpu", cpu(1))]));
+    env.submit(wl("ns2", "e").ps("main", 2, &[("cpu", cpu(1))]));
+    // One head per ClusterQueue per cycle.
+    for _ in 0..4 {
+        env.schedule();
+    }
+    let expect = |cq: &str, name: &str, count: i32| Admission {
+        cluster_queue: cq.into(),
+        pod_set_assignments: vec![PodSetAssignment {
+            name: name.into(),
+            flavors: BTreeMap::from([("cpu".to_string(), "general".to_string())]),
+            resource_usage: BTreeMap::from([("cpu".to_string(), cpu(i64::from(count)))]),
+            count,
+        }],
+    };
+    assert_eq!(env.assert_admitted("ns/a"), expect("cq", "main", 2));
+    assert_eq!(env.assert_admitted("ns/b"), expect("cq", "main", 2));
+    assert_eq!(env.assert_admitted("ns/c"), expect("cq", "workers", 2));
+    assert_eq!(env.assert_admitted("ns/d"), expect("cq", "main", 3));
+    assert_eq!(env.assert_admitted("ns2/e"), expect("other", "main", 2));
+}
