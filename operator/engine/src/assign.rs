@@ -391,14 +391,17 @@ impl Assignment {
         }
     }
 
-    /// What [`Assignment::to_admission`] builds from besides names: per pod set and resource, the pod set's index
-    /// and count, the resource, its flavor and the total request. Workloads with equal shapes (and pod set names)
-    /// in one ClusterQueue get equal admissions.
+    /// What [`Assignment::to_admission`] builds from besides names: per pod set its index and count (resource and
+    /// flavor `u32::MAX`: a pod set asking for nothing has no flavors but a count), then per resource the resource,
+    /// its flavor and the total request. Workloads with equal shapes (and pod set names) in one ClusterQueue get
+    /// equal admissions.
     pub(crate) fn admission_shape(&self) -> impl Iterator<Item = (usize, i32, u32, u32, i64)> + '_ {
         self.podsets.iter().flat_map(|ps| {
-            ps.flavors
-                .iter()
-                .map(|(&r, c)| (ps.ps, ps.count, r, c.flavor, request_of(&ps.requests, r)))
+            std::iter::once((ps.ps, ps.count, u32::MAX, u32::MAX, 0)).chain(
+                ps.flavors
+                    .iter()
+                    .map(|(&r, c)| (ps.ps, ps.count, r, c.flavor, request_of(&ps.requests, r))),
+            )
         })
     }
 

@@ -415,8 +415,11 @@ fn admissions_shared_between_alike_workloads_are_exact() {
     env.submit(wl("ns", "c").ps("workers", 2, &[("cpu", cpu(1))]));
     env.submit(wl("ns", "d").ps("main", 3, &[("cpu", cpu(1))]));
     env.submit(wl("ns2", "e").ps("main", 2, &[("cpu", cpu(1))]));
+    // Pod sets asking for nothing differ only in their counts.
+    env.submit(wl("ns", "f").ps("main", 1, &[("cpu", 0)]));
+    env.submit(wl("ns", "g").ps("main", 2, &[("cpu", 0)]));
     // One head per ClusterQueue per cycle.
-    for _ in 0..4 {
+    for _ in 0..6 {
         env.schedule();
     }
     let expect = |cq: &str, name: &str, count: i32| Admission {
@@ -433,4 +436,8 @@ fn admissions_shared_between_alike_workloads_are_exact() {
     assert_eq!(env.assert_admitted("ns/c"), expect("cq", "workers", 2));
     assert_eq!(env.assert_admitted("ns/d"), expect("cq", "main", 3));
     assert_eq!(env.assert_admitted("ns2/e"), expect("other", "main", 2));
+    for (name, count) in [("ns/f", 1), ("ns/g", 2)] {
+        let a = env.assert_admitted(name);
+        assert_eq!(a.pod_set_assignments[0].count, count, "{name}");
+    }
 }
