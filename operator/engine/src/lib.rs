@@ -508,7 +508,7 @@ impl Qty<'_> {
                 k += 1;
             }
             if k > 0 {
-                push_int(out, i128::from(m));
+                push_int(out, m);
                 out.push_str(SUFFIXES[k - 1]);
                 return;
             }
@@ -526,8 +526,8 @@ impl std::fmt::Display for Qty<'_> {
 }
 
 /// Appends the decimal digits of `n`.
-fn push_int(out: &mut String, n: i128) {
-    let mut buf = [0u8; 40];
+fn push_int(out: &mut String, n: i64) {
+    let mut buf = [0u8; 20];
     let mut i = buf.len();
     let mut u = n.unsigned_abs();
     loop {
@@ -550,7 +550,9 @@ fn decimal_si(out: &mut String, m: i64, e: i32) {
     if m == 0 {
         return out.push('0');
     }
-    let (mut m, mut e) = (i128::from(m), e);
+    // 64-bit arithmetic suffices: trailing zeros are stripped and at most two put back, never past the exponent
+    // the value started at (a multiple of 3), so the digits stay within the input's magnitude.
+    let (mut m, mut e) = (m, e);
     while m % 10 == 0 {
         m /= 10;
         e += 1;
@@ -596,5 +598,39 @@ mod tests {
         assert_eq!(fmt_quantity("memory", 500), "500");
         assert_eq!(fmt_quantity("example.com/gpu", 20), "20");
         assert_eq!(fmt_quantity("pods", 1000), "1k");
+    }
+
+    /// The 64-bit rendering agrees with exact (128-bit) arithmetic at the extremes and around the suffixes.
+    #[test]
+    fn quantities_render_exactly_at_the_extremes() {
+        fn reference(m: i64, e: i32) -> String {
+            if m == 0 {
+                return "0".into();
+            }
+            let (mut m, mut e) = (i128::from(m), e);
+            while m % 10 == 0 {
+                m /= 10;
+                e += 1;
+            }
+            let e3 = (e.div_euclid(3) * 3).clamp(-9, 18);
+            for _ in e3..e {
+                m *= 10;
+            }
+            let suffix = ["n", "u", "m", "", "k", "M", "G", "T", "P", "E"][((e3 + 9) / 3) as usize];
+            format!("{m}{suffix}")
+        }
+        let mut values = vec![i64::MAX, i64::MIN, i64::MIN + 1, 1, -1, 9, 10, 999, 1001];
+        for p in 0..19 {
+            let t = 10i64.pow(p);
+            values.extend([t, -t, t - 1, t + 1, 7 * t, -3 * t]);
+        }
+        for v in values {
+            assert_eq!(fmt_quantity("cpu", v), reference(v, -3), "cpu {v}");
+            assert_eq!(
+                fmt_quantity("example.com/gpu", v),
+                reference(v, 0),
+                "gpu {v}"
+            );
+        }
     }
 }

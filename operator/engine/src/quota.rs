@@ -178,7 +178,7 @@ impl Tree {
     /// A node's potential given its parent's.
     fn potential_below(&self, n: NodeId, fr: Fr, parent_potential: i64) -> i64 {
         let mut avail = self.local_quota(n, fr).saturating_add(parent_potential);
-        if let Some(bl) = self.quota(n, fr).borrowing_limit {
+        if let Some(bl) = self.quota_ref(n, fr).and_then(|q| q.borrowing_limit) {
             avail = avail.min(self.subtree(n, fr).saturating_add(bl));
         }
         avail
@@ -244,12 +244,13 @@ impl Tree {
 
     /// Kueue's BorrowingWith: a CQ compares against nominal, a cohort against its subtree quota.
     pub fn borrowing_with(&self, n: NodeId, fr: Fr, val: i64) -> bool {
-        let limit = if self.node(n).is_cq {
-            self.quota(n, fr).nominal
+        let node = self.node(n);
+        let limit = if node.is_cq {
+            self.quota_ref(n, fr).map_or(0, |q| q.nominal)
         } else {
-            self.subtree(n, fr)
+            at(&node.subtree, fr)
         };
-        limit < self.usage(n, fr).saturating_add(val)
+        limit < at(&node.usage, fr).saturating_add(val)
     }
 
     pub fn within_nominal_in(&self, n: NodeId, frs: &[Fr]) -> bool {
