@@ -701,10 +701,9 @@ impl<'a> Sim<'a> {
 
     /// The node's share, with its current (possibly simulated) usage.
     pub(crate) fn share(&self, n: NodeId) -> Share {
-        self.shares(&[n])
-            .first()
-            .copied()
-            .unwrap_or_else(Share::negative)
+        let mut cache = self.scratch.shares.lock();
+        self.fairness
+            .share_cached(self.tree, self.ids, self.with_history, n, &mut cache)
     }
 
     /// The shares of several nodes, in one policy call.

@@ -24,11 +24,50 @@ use super::usage_history::UsageHistory;
 /// itself is the key.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ShareCache {
-    by_history: [Vec<Option<CachedShare>>; 2],
+    by_history: [Vec<NodeShares>; 2],
+    /// The policy's output buffer, kept between calls.
+    got: Vec<Share>,
 }
 
-/// A node's usage and the share computed from it.
-type CachedShare = (Vec<i64>, Share);
+/// Usages a node had in this cycle and the shares computed from them. A preemption search moves a node back and
+/// forth between a few usages (a candidate removed, then restored), so a few are kept, replaced in turn.
+#[derive(Clone, Debug, Default)]
+struct NodeShares {
+    entries: Vec<(Vec<i64>, Share)>,
+    /// The entry replaced next once all are taken.
+    next: usize,
+}
+
+/// Usages kept per node.
+const USAGES_KEPT: usize = 4;
+
+impl NodeShares {
+    /// The share cached for `usage`.
+    fn get(&self, usage: &[i64]) -> Option<Share> {
+        self.entries
+            .iter()
+            .find(|(u, _)| u.as_slice() == usage)
+            .map(|&(_, s)| s)
+    }
+
+    /// Caches `share` for `usage`, reusing the buffer of the entry replaced when all are taken.
+    fn put(&mut self, usage: &[i64], share: Share) {
+        if self.entries.len() < USAGES_KEPT {
+            self.entries.push((usage.to_vec(), share));
+            return;
+        }
+        let (u, s) = &mut self.entries[self.next];
+        u.clear();
+        u.extend_from_slice(usage);
+        *s = share;
+        self.next = (self.next + 1) % USAGES_KEPT;
+    }
+
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.next = 0;
+    }
+}
 
 /// A [`ShareCache`] that shares are asked for through shared references (`&Sim`); a mutex keeps the engine
 /// `Sync`, and is never contended (one engine, one thread at a time).
@@ -62,7 +101,9 @@ impl ShareCache {
     /// Forgets every share.
     pub(crate) fn clear(&mut self) {
         for v in &mut self.by_history {
-            v.clear();
+            for n in v.iter_mut() {
+                n.clear();
+            }
         }
     }
 }
@@ -212,47 +253,55 @@ impl TreeFairness {
         if !cacheable {
             return self.shares_of(tree, ids, with_history, nodes);
         }
-        let slots = &mut cache.by_history[usize::from(with_history)];
-        let mut out = Vec::with_capacity(nodes.len());
-        let mut missed: Vec<usize> = Vec::new();
-        for (i, &n) in nodes.iter().enumerate() {
-            match slots.get(n as usize) {
-                Some(Some((usage, s))) if *usage == tree.node(n).usage => out.push(*s),
-                _ => {
-                    out.push(Share::negative());
-                    missed.push(i);
-                }
-            }
+        nodes
+            .iter()
+            .map(|&n| self.cached(tree, ids, with_history, policy, n, cache))
+            .collect()
+    }
+
+    /// Node `n`'s share through its tree's policy, cached as [`TreeFairness::shares_cached`] does.
+    pub(crate) fn share_cached(
+        &self,
+        tree: &Tree,
+        ids: &Interner,
+        with_history: bool,
+        n: NodeId,
+        cache: &mut ShareCache,
+    ) -> Share {
+        let policy = self.policy_of(tree, n);
+        if !policy.per_input() {
+            return self.share_of(tree, ids, with_history, n);
         }
-        if missed.is_empty() {
-            return out;
+        self.cached(tree, ids, with_history, policy, n, cache)
+    }
+
+    /// The share of `n` under the per-input `policy`: from the cache, or computed alone (a per-input policy's share
+    /// of one node is its share in any call) and cached.
+    fn cached(
+        &self,
+        tree: &Tree,
+        ids: &Interner,
+        with_history: bool,
+        policy: &dyn EngineFairness,
+        n: NodeId,
+        cache: &mut ShareCache,
+    ) -> Share {
+        let ShareCache { by_history, got } = cache;
+        let slots = &mut by_history[usize::from(with_history)];
+        let usage = tree.node(n).usage.as_slice();
+        if slots.len() <= n as usize {
+            slots.resize(n as usize + 1, NodeShares::default());
         }
-        let mut misses: Vec<NodeId> = missed.iter().map(|&i| nodes[i]).collect();
-        misses.sort_unstable();
-        misses.dedup();
-        let mut got = Vec::with_capacity(misses.len());
-        self.call(tree, ids, with_history, policy, &misses, &mut got);
-        for (&n, &s) in misses.iter().zip(&got) {
-            if slots.len() <= n as usize {
-                slots.resize(n as usize + 1, None);
-            }
-            let usage = &tree.node(n).usage;
-            match &mut slots[n as usize] {
-                // The cached usage's buffer is reused.
-                Some((u, old)) => {
-                    u.clear();
-                    u.extend_from_slice(usage);
-                    *old = s;
-                }
-                slot => *slot = Some((usage.clone(), s)),
-            }
+        if let Some(s) = slots[n as usize].get(usage) {
+            return s;
         }
-        for i in missed {
-            if let Some(Some((_, s))) = slots.get(nodes[i] as usize) {
-                out[i] = *s;
-            }
-        }
-        out
+        let history = self.history_for(policy).filter(|_| with_history);
+        let input = share_input(tree, ids, history, n);
+        got.clear();
+        policy.shares(std::slice::from_ref(&input), got);
+        let s = got.first().copied().unwrap_or_else(Share::negative);
+        slots[n as usize].put(usage, s);
+        s
     }
 
     pub(crate) fn share_of(
@@ -515,6 +564,17 @@ mod tests {
         assert!(borrowing[0].ratio > idle[0].ratio, "a borrows 5 of b's 10");
         assert_eq!(borrowing[1], idle[1]);
         tree.add_usage(a, fr, -15);
+        assert_eq!(check(&tree, &mut cache), idle);
+        // More usages than a node keeps, visited twice: replaced entries are recomputed, kept ones reused, and
+        // every answer is the uncached one.
+        for _ in 0..2 {
+            for step in 1..=7 {
+                tree.add_usage(a, fr, 3);
+                let shares = check(&tree, &mut cache);
+                assert_eq!(shares[0].borrowing, 3 * step > 10, "step {step}");
+            }
+            tree.add_usage(a, fr, -21);
+        }
         assert_eq!(check(&tree, &mut cache), idle);
         // A policy whose shares depend on the whole call is asked every time.
         let fixed = TreeFairness::new(Arc::new(Fixed(7.0)));
