@@ -134,6 +134,16 @@ impl Engine {
     }
 
     /// The LocalQueue a workload names.
+    /// [`Engine::afs_forget`] for workload `i`'s own LocalQueue.
+    pub(crate) fn afs_forget_own(&mut self, i: u32) {
+        if self.afs().is_none() {
+            return;
+        }
+        if let Some(lq) = self.lq_of(i) {
+            self.afs_forget(i, &lq);
+        }
+    }
+
     pub(crate) fn lq_of(&self, i: u32) -> Option<(String, String)> {
         self.wl(i)
             .map(|w| (w.spec.namespace.clone(), w.spec.queue_name.clone()))
@@ -324,6 +334,10 @@ impl Engine {
     /// Workload `i` leaves its LocalQueue's accounting without being admitted (deleted, finished, deactivated
     /// or moved to another queue): its pending entry penalty is dropped.
     pub(crate) fn afs_forget(&mut self, i: u32, lq: &(String, String)) {
+        // Entry penalties exist only under admission fair sharing (fixed for the engine's life).
+        if self.afs().is_none() {
+            return;
+        }
         let dropped = self
             .lqs
             .get_mut(lq)

@@ -260,10 +260,21 @@ impl Assignment {
 
     /// Scan progress to remember for the next attempt.
     pub(crate) fn scan_progress(&self) -> Vec<VecMap<u32, i32>> {
-        self.podsets
-            .iter()
-            .map(|ps| ps.flavors.iter().map(|(&r, c)| (r, c.tried)).collect())
-            .collect()
+        let mut out = Vec::new();
+        self.fill_scan_progress(&mut out);
+        out
+    }
+
+    /// Writes the scan progress to remember for the next attempt into `out`, reusing its maps.
+    pub(crate) fn fill_scan_progress(&self, out: &mut Vec<VecMap<u32, i32>>) {
+        out.truncate(self.podsets.len());
+        out.resize_with(self.podsets.len(), VecMap::default);
+        for (m, ps) in out.iter_mut().zip(&self.podsets) {
+            m.clear();
+            for (&r, c) in &ps.flavors {
+                m.insert(r, c.tried);
+            }
+        }
     }
 
     pub(crate) fn usage_vec(&self) -> Vec<(Fr, i64)> {

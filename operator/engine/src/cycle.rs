@@ -50,6 +50,8 @@ struct Entry {
     tas_gen: u64,
     /// The assignment its own preemptions freed (goes before other entries).
     pinned: bool,
+    /// Its scan progress as the cycle found it, taken out of the workload until the entry is processed.
+    last: Option<ScanProgress>,
 }
 
 /// The workloads this cycle's preemptions target, each with the root of the quota tree it holds quota in.
@@ -289,22 +291,24 @@ impl Engine {
                 continue;
             }
             let cq_generation = self.cq(cq).map(|c| c.generation).unwrap_or(0);
-            // Kueue keeps the scan progress for the next cycle, or while the ClusterQueue's
-            // allocatable generation is unchanged.
-            let scan = w
-                .last
-                .as_ref()
-                .filter(|l| self.cycle - l.cycle <= 1 || l.cq_generation >= cq_generation)
-                .cloned();
             // A sticky preemptor asks again for no more than the size its preemptions were
             // computed for: the freed quota justified that size, not the full one.
             let sticky = self.cq(cq).is_some_and(|c| c.sticky == Some(wl));
             let max_counts = w.preempted_for.clone().filter(|_| sticky);
-            let pre = Preemptor {
+            let (priority, timestamp) = (w.spec.priority, w.spec.creation_time);
+            // Kueue keeps the scan progress for the next cycle, or while the ClusterQueue's
+            // allocatable generation is unchanged. It is moved out, not copied: processing the entry writes the
+            // new progress into it (or puts it back).
+            let last = self.wl_mut(wl).and_then(|w| w.last.take());
+            let fresh = last
+                .as_ref()
+                .is_some_and(|l| self.cycle - l.cycle <= 1 || l.cq_generation >= cq_generation);
+            let (scan, stale) = if fresh { (last, None) } else { (None, last) };
+            let mut pre = Preemptor {
                 wl,
                 cq,
-                priority: w.spec.priority,
-                timestamp: w.spec.creation_time,
+                priority,
+                timestamp,
                 scan,
                 max_counts,
                 room_only: false,
@@ -328,6 +332,7 @@ impl Engine {
                 targets.clear();
             }
             let tas_gen = self.topo.usage_gen;
+            let last = pre.scan.take().or(stale);
             entries.push(Entry {
                 wl,
                 cq,
@@ -341,6 +346,7 @@ impl Engine {
                 placement,
                 tas_gen,
                 pinned,
+                last,
             });
         }
 
@@ -466,17 +472,21 @@ impl Engine {
         preempted: &mut CycleVictims,
         requeues: &mut Vec<(u32, NodeId, Requeue)>,
     ) {
+        let mut e = e;
         if self.waiting_for_pods_ready {
             // Kueue's scheduler is blocked: the rest of the cycle waits, untouched.
+            if let Some(w) = self.wl_mut(e.wl) {
+                w.last = e.last.take();
+            }
             requeues.push((e.wl, e.cq, Requeue::Immediate));
             return;
         }
         let mode = e.assignment.mode();
-        let progress = ScanProgress {
-            tried: e.assignment.scan_progress(),
-            cycle: self.cycle,
-            cq_generation: e.cq_generation,
-        };
+        // The new progress reuses the old one's buffers.
+        let mut progress = e.last.take().unwrap_or_default();
+        e.assignment.fill_scan_progress(&mut progress.tried);
+        progress.cycle = self.cycle;
+        progress.cq_generation = e.cq_generation;
         let pending_flavors = progress.pending_flavors();
         if pending_flavors && let Some(c) = self.cq_mut(e.cq) {
             // The next attempt resumes from another flavor: the head is worth retrying.

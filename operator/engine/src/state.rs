@@ -94,9 +94,7 @@ impl Engine {
             Event::DeleteWorkload(key) => self.delete_workload(&key),
             Event::FinishWorkload(key) => {
                 if let Some(&i) = self.wl_by_key.get(&key) {
-                    if let Some(lq) = self.lq_of(i) {
-                        self.afs_forget(i, &lq);
-                    }
+                    self.afs_forget_own(i);
                     self.release(i);
                     self.dequeue(i);
                     if let Some(w) = self.wl_mut(i) {
@@ -1092,9 +1090,7 @@ impl Engine {
         let Some(i) = self.wl_by_key.remove(key) else {
             return;
         };
-        if let Some(lq) = self.lq_of(i) {
-            self.afs_forget(i, &lq);
-        }
+        self.afs_forget_own(i);
         self.release(i);
         self.dequeue(i);
         if let Some(w) = self.wl(i) {
