@@ -336,8 +336,8 @@ impl Engine {
     /// Preemption targets for a TAS assignment: Kueue's search (classical or fair sharing) where a candidate
     /// set is enough only when the quota fits and the placement fits with the candidates' nodes free. The
     /// search runs once in Kueue's candidate order and once per topology domain of the requested level with
-    /// that domain's workloads tried first; the set with the lowest highest victim priority, then the fewest
-    /// victims, then the least work lost wins (Kueue's order on ties). Every search re-adds each victim whose
+    /// that domain's workloads tried first; the set with the lowest highest victim priority, then the least work
+    /// lost, then the fewest victims wins (Kueue's order on ties). Every search re-adds each victim whose
     /// removal turns out not to help, so none is evicted for nothing.
     pub(crate) fn tas_targets(&mut self, pre: &Preemptor, a: &Assignment) -> Vec<Target> {
         /// Domains searched on their own, the most crowded with candidates first.
@@ -382,11 +382,12 @@ impl Engine {
         })
     }
 
-    /// How bad a victim set is: its highest priority, its size, then GPU-milliseconds of work lost. An empty
+    /// How bad a victim set is: its highest priority, then GPU-milliseconds of work lost, then its size (as Slurm's
+    /// `preempt_youngest_first`: two victims that just started cost less than one that ran for hours). An empty
     /// set (nothing found) is worst.
-    fn victims_cost(&self, targets: &[Target]) -> (i64, usize, i128) {
+    fn victims_cost(&self, targets: &[Target]) -> (i64, i128, i128) {
         if targets.is_empty() {
-            return (i64::MAX, usize::MAX, i128::MAX);
+            return (i64::MAX, i128::MAX, i128::MAX);
         }
         let mut top = i64::MIN;
         let mut lost: i128 = 0;
@@ -412,7 +413,7 @@ impl Engine {
                 .unwrap_or(1);
             lost += i128::from(held) * i128::from(self.now.saturating_sub(since).max(0));
         }
-        (top, targets.len(), lost)
+        (top, lost, targets.len() as i128)
     }
 
     /// The topology level the assignment's first TAS pod set asks for (required or preferred).

@@ -1,5 +1,6 @@
 //! Topology-aware preemption: a gang that fits its quota but finds no domain with room preempts inside one
-//! domain, with the fewest victims, and never evicts a workload whose removal does not help it fit.
+//! domain, losing the least work, then with the fewest victims, and never evicts a workload whose removal does not
+//! help it fit.
 
 use std::collections::BTreeSet;
 
@@ -20,6 +21,12 @@ fn rack_of(node: &str) -> &'static str {
 /// filling rack r3, one pod filling r2 (x3), and eight 2-GPU pods filling rack r1, admitted last (so Kueue's
 /// candidate order, most recently admitted first, reaches them first).
 fn full_cluster() -> Env {
+    full_cluster_aged(0)
+}
+
+/// [`full_cluster`] with `idle` cycles (a second each) between the big workloads' admission and the small pods':
+/// the gang in r3 and the pod in r2 have run that much longer when the small pods arrive.
+fn full_cluster_aged(idle: usize) -> Env {
     let mut env = env();
     env.cq(cq("cq")
         .group(
@@ -31,6 +38,9 @@ fn full_cluster() -> Env {
     schedule(&mut env);
     env.submit(gang("r2-pod", 1, 8, TopologyMode::Required, Some(RACK)).prio(0));
     schedule(&mut env);
+    for _ in 0..idle {
+        schedule(&mut env);
+    }
     for i in 0..8 {
         env.submit(
             gang(
@@ -88,6 +98,29 @@ fn a_gang_that_fits_the_quota_but_no_rack_preempts_inside_one_rack_with_the_fewe
         .map(|n| rack_of(n))
         .collect();
     assert_eq!(racks, ["r3"].into());
+}
+
+/// Where one domain's victims would lose more work than another's, the gang preempts where the least is lost,
+/// even with more victims (Slurm's `preempt_youngest_first`): the gang in r3 ran 40 s when eight small pods in r1
+/// ran 1 to 8 s each, so r1's eight pods go (36 pod-seconds lost, not 3 pods x 40 s).
+#[test]
+fn a_gang_preempts_where_the_least_work_is_lost_before_the_fewest_victims() {
+    let mut env = full_cluster_aged(30);
+    env.submit(gang("high", 2, 8, TopologyMode::Required, Some(RACK)).prio(10));
+    let out = schedule(&mut env);
+    let victims: BTreeSet<String> = evictions(&out).into_iter().map(|(w, _)| w).collect();
+    let small: BTreeSet<String> = (0..8).map(|i| format!("ns/r1-small-{i}")).collect();
+    assert_eq!(victims, small);
+    env.complete_evictions(&out);
+    schedule(&mut env);
+    env.assert_admitted("ns/high");
+    let racks: BTreeSet<&str> = per_node(&env, "ns/high")
+        .keys()
+        .map(|n| rack_of(n))
+        .collect();
+    assert_eq!(racks, ["r1"].into());
+    // The gang that ran longest was not touched.
+    env.assert_admitted("ns/r3-gang");
 }
 
 /// A priority-10 pod of 8 GPUs that must sit on one host: any single node freed is enough.
