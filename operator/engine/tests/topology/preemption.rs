@@ -90,14 +90,18 @@ fn a_gang_that_fits_the_quota_but_no_rack_preempts_inside_one_rack_with_the_fewe
     env.assert_pending("ns/high", "WaitingForPreemptedWorkloads");
     // Nothing more happens while the victim's pods stop.
     assert!(evictions(&schedule(&mut env)).is_empty());
-    env.complete_evictions(&out);
-    schedule(&mut env);
+    assert_eq!(admitted_after(&mut env, &out), ["r3"].into());
+}
+
+/// Lets the victims in `out` go, runs a cycle, and returns the racks `ns/high` was admitted on.
+fn admitted_after(env: &mut Env, out: &[Decision]) -> BTreeSet<&'static str> {
+    env.complete_evictions(out);
+    schedule(env);
     env.assert_admitted("ns/high");
-    let racks: BTreeSet<&str> = per_node(&env, "ns/high")
+    per_node(env, "ns/high")
         .keys()
         .map(|n| rack_of(n))
-        .collect();
-    assert_eq!(racks, ["r3"].into());
+        .collect()
 }
 
 /// Where one domain's victims would lose more work than another's, the gang preempts where the least is lost,
@@ -111,14 +115,7 @@ fn a_gang_preempts_where_the_least_work_is_lost_before_the_fewest_victims() {
     let victims: BTreeSet<String> = evictions(&out).into_iter().map(|(w, _)| w).collect();
     let small: BTreeSet<String> = (0..8).map(|i| format!("ns/r1-small-{i}")).collect();
     assert_eq!(victims, small);
-    env.complete_evictions(&out);
-    schedule(&mut env);
-    env.assert_admitted("ns/high");
-    let racks: BTreeSet<&str> = per_node(&env, "ns/high")
-        .keys()
-        .map(|n| rack_of(n))
-        .collect();
-    assert_eq!(racks, ["r1"].into());
+    assert_eq!(admitted_after(&mut env, &out), ["r1"].into());
     // The gang that ran longest was not touched.
     env.assert_admitted("ns/r3-gang");
 }
