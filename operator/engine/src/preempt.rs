@@ -169,36 +169,22 @@ impl<'a> Sim<'a> {
 
     /// Removes admitted workloads' usage from the tree (simulation).
     pub(crate) fn remove_workloads(&mut self, wls: &[u32]) {
-        if self.tas.is_some() {
-            self.removed.extend_from_slice(wls);
-        }
-        for &i in wls {
-            if let Some(adm) = self.wl(i).and_then(|w| w.adm.as_ref()) {
-                for &(fr, v) in &adm.usage {
-                    self.tree.add_usage(adm.cq, fr, -v);
-                }
-            }
+        for &w in wls {
+            self.shift(w, None, -1);
         }
     }
 
     /// Re-adds admitted workloads' usage (reverts [`Sim::remove_workloads`]).
     pub(crate) fn add_workloads(&mut self, wls: &[u32]) {
-        if self.tas.is_some() {
-            self.removed.retain(|w| !wls.contains(w));
-        }
-        for &i in wls {
-            if let Some(adm) = self.wl(i).and_then(|w| w.adm.as_ref()) {
-                for &(fr, v) in &adm.usage {
-                    self.tree.add_usage(adm.cq, fr, v);
-                }
-            }
+        for &w in wls {
+            self.shift(w, None, 1);
         }
     }
 
-    /// Removes (`sign` -1) or re-adds (1) an admitted workload's usage of the flavor-resources in `only`: the
-    /// classical search reads no others, so the rest of its usage need not move (a third of the work per trial
-    /// when one resource is short). Pairs of calls leave the tree as it was.
-    fn shift_in(&mut self, w: u32, only: &[(Fr, i64)], sign: i64) {
+    /// Removes (`sign` -1) or re-adds (1) an admitted workload's usage: all of it, or (`only`) just its usage of
+    /// those flavor-resources. The classical search reads no others, so the rest need not move (a third of the
+    /// work per trial when one resource is short). Pairs of calls leave the tree as it was.
+    fn shift(&mut self, w: u32, only: Option<&[(Fr, i64)]>, sign: i64) {
         if self.tas.is_some() {
             if sign < 0 {
                 self.removed.push(w);
@@ -208,7 +194,7 @@ impl<'a> Sim<'a> {
         }
         if let Some(adm) = self.wl(w).and_then(|x| x.adm.as_ref()) {
             for &(fr, v) in &adm.usage {
-                if only.iter().any(|&(f, _)| f == fr) {
+                if only.is_none_or(|only| only.iter().any(|&(f, _)| f == fr)) {
                     self.tree.add_usage(adm.cq, fr, sign * v);
                 }
             }
@@ -611,23 +597,23 @@ impl<'a> Sim<'a> {
                 if !self.candidate_valid(pre, cand, borrow, frs) {
                     continue;
                 }
-                self.shift_in(cand.wl, usage, -1);
+                self.shift(cand.wl, Some(usage), -1);
                 targets.push(Target {
                     wl: cand.wl,
                     reason: cand.variant.reason(),
                     cq: cand.cq,
                 });
                 if self.workload_fits(pre.cq, usage, borrow) {
-                    self.fill_back(pre.cq, usage, &mut targets, borrow, true);
+                    self.fill_back(pre.cq, usage, &mut targets, borrow, Some(usage));
                     for t in &targets {
-                        self.shift_in(t.wl, usage, 1);
+                        self.shift(t.wl, Some(usage), 1);
                     }
                     found = targets.clone();
                     break 'attempts;
                 }
             }
             for t in &targets {
-                self.shift_in(t.wl, usage, 1);
+                self.shift(t.wl, Some(usage), 1);
             }
         }
         self.scratch.targets = targets;
@@ -664,15 +650,15 @@ impl<'a> Sim<'a> {
         self.cost_of = self.costs.costs(&inp, pre.cq, pre.priority, &cands);
     }
 
-    /// Re-adds targets (newest first) whose removal turns out unnecessary; all stay removed on return. With
-    /// `only_usage`, targets were removed with [`Sim::shift_in`] for `usage` and move the same way.
+    /// Re-adds targets (newest first) whose removal turns out unnecessary; all stay removed on return. Targets
+    /// were removed with [`Sim::shift`] for `moved` (all their usage when `None`) and move the same way.
     fn fill_back(
         &mut self,
         cq: NodeId,
         usage: &[(Fr, i64)],
         targets: &mut Vec<Target>,
         borrow: bool,
-        only_usage: bool,
+        moved: Option<&[(Fr, i64)]>,
     ) {
         if targets.len() < 2 {
             return;
@@ -681,17 +667,11 @@ impl<'a> Sim<'a> {
         while i > 0 {
             i -= 1;
             let w = targets[i].wl;
-            if only_usage {
-                self.shift_in(w, usage, 1);
-            } else {
-                self.add_workloads(&[w]);
-            }
+            self.shift(w, moved, 1);
             if self.workload_fits(cq, usage, borrow) {
                 targets.swap_remove(i);
-            } else if only_usage {
-                self.shift_in(w, usage, -1);
             } else {
-                self.remove_workloads(&[w]);
+                self.shift(w, moved, -1);
             }
         }
     }
@@ -794,7 +774,7 @@ impl<'a> Sim<'a> {
             self.add_workloads(&victims);
             return Vec::new();
         }
-        self.fill_back(pre.cq, usage, &mut targets, true, false);
+        self.fill_back(pre.cq, usage, &mut targets, true, None);
         let victims: Vec<u32> = targets.iter().map(|t| t.wl).collect();
         self.add_workloads(&victims);
         targets
