@@ -259,7 +259,12 @@ impl Engine {
                         .and_then(|w| w.qkey.as_ref()),
                     self.cqs.get_mut(n as usize),
                 ) {
-                    c.heap.remove(key);
+                    // The head is almost always the queue's first key: popped without a search.
+                    if c.heap.first().is_some_and(|f| f.wl == h) {
+                        c.heap.pop_first();
+                    } else {
+                        c.heap.remove(key);
+                    }
                 }
                 heads.push((h, n, generation));
             }

@@ -56,17 +56,10 @@ impl Engine {
         if c.spec.queueing_strategy != QueueingStrategy::BestEffortFIFO {
             return;
         }
-        let same: Vec<_> = c
-            .heap
-            .iter()
-            .filter(|k| k.shape == Some(hash))
-            .cloned()
-            .collect();
         let Some(c) = self.cq_mut(cq) else { return };
         c.failed_shapes.insert(hash);
-        for key in same {
-            c.heap.remove(&key);
-            c.inadmissible.insert(key);
-        }
+        // Keys move from one set to the other in one pass, without copies or searches in the queue.
+        let same = c.heap.extract_if(.., |k| k.shape == Some(hash));
+        c.inadmissible.extend(same);
     }
 }
