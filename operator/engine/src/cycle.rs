@@ -270,6 +270,8 @@ impl Engine {
             }
         }
         let mut requeues: Vec<(u32, NodeId, Requeue)> = Vec::new();
+        // Most heads end in one decision: room for them at once instead of growing from empty.
+        self.out.reserve(heads.len());
         let mut entries = Vec::with_capacity(heads.len());
         let partial = self.config.partial_admission;
         for (wl, cq, generation) in heads {
@@ -291,7 +293,7 @@ impl Engine {
             if let Some(why) = &w.spec.misconfigured {
                 // Kueue's admissibility checks, after the namespace's: requeued as any inadmissible workload.
                 let why = why.clone();
-                self.set_pending(wl, "Misconfigured", &why);
+                self.set_pending(wl, "Misconfigured", why.as_str());
                 requeues.push((wl, cq, Requeue::Generic));
                 continue;
             }

@@ -251,7 +251,8 @@ pub(crate) struct Wl {
     /// ClusterQueue whose queue holds it while pending.
     pub queued_in: Option<NodeId>,
     pub qkey: Option<QKey>,
-    pub pending: Option<(String, String)>,
+    /// Its pending reason and message, as last decided.
+    pub pending: Option<(&'static str, Arc<str>)>,
     pub adm: Option<Adm>,
     /// Flavor scan progress from the last nomination (Kueue's LastAssignment).
     pub last: Option<ScanProgress>,

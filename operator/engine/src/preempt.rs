@@ -137,6 +137,8 @@ pub(crate) struct Scratch {
     pub(crate) best_choices: Vec<(u32, crate::assign::FlavorChoice)>,
     /// The classical search's trial targets.
     targets: Vec<Target>,
+    /// What remains of the preemptor's requests for each level of its cohort tree.
+    remaining: Vec<(Fr, i64)>,
 }
 
 /// Sort key of the classical search's whole candidate list: flags (evicting first, the list: hierarchy, other
@@ -456,13 +458,16 @@ impl<'a> Sim<'a> {
         if self.tree.within_nominal_in(c.cq, frs) {
             return false;
         }
-        for a in self.tree.ancestors(c.cq) {
+        // Up to the lowest common ancestor, walked without collecting the ancestors (this runs per candidate).
+        let mut next = self.tree.parent(c.cq);
+        while let Some(a) = next {
             if Some(a) == c.lca {
                 break;
             }
             if self.tree.within_nominal_in(a, frs) {
                 return false;
             }
+            next = self.tree.parent(a);
         }
         true
     }
@@ -529,7 +534,9 @@ impl<'a> Sim<'a> {
         if self.tree.parent(pre.cq).is_some()
             && c.spec.preemption.reclaim_within_cohort != ReclaimPolicy::Never
         {
-            let mut remaining = usage.to_vec();
+            let mut remaining = std::mem::take(&mut self.scratch.remaining);
+            remaining.clear();
+            remaining.extend_from_slice(usage);
             let mut adv = self.tree.quantities_fit_in_quota(pre.cq, &mut remaining);
             let mut prev = None;
             let mut next = self.tree.parent(pre.cq);
@@ -546,6 +553,7 @@ impl<'a> Sim<'a> {
                 adv = adv || fits;
                 prev = Some(anc);
             }
+            self.scratch.remaining = remaining;
         }
         let no_other = cands.len() == own;
         let no_hier = !lists.contains(&0);

@@ -829,22 +829,26 @@ impl Engine {
         }
     }
 
-    /// Records a pending reason; emits a decision only when it changes.
-    pub(crate) fn set_pending(&mut self, i: u32, reason: &str, message: impl AsRef<str>) {
-        let message = message.as_ref();
+    /// Records a pending reason; emits a decision only when it changes. The message is kept shared: a worded
+    /// assignment message is stored without a copy.
+    pub(crate) fn set_pending<M>(&mut self, i: u32, reason: &'static str, message: M)
+    where
+        M: AsRef<str> + Into<std::sync::Arc<str>>,
+    {
         let Some(w) = self.wl_mut(i) else { return };
         if w.pending
             .as_ref()
-            .is_some_and(|(r, m)| r == reason && m == message)
+            .is_some_and(|(r, m)| *r == reason && **m == *message.as_ref())
         {
             return;
         }
-        w.pending = Some((reason.to_string(), message.to_string()));
+        let text = message.as_ref().to_string();
+        w.pending = Some((reason, message.into()));
         let key = w.key.clone();
         self.out.push(Decision::Pending {
             workload: key,
             reason: reason.to_string(),
-            message: message.to_string(),
+            message: text,
         });
     }
 

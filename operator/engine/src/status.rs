@@ -15,12 +15,16 @@ impl Engine {
         let w = self.wl(*self.wl_by_key.get(key)?)?;
         Some(match w.phase {
             Phase::Pending => {
-                let (reason, message) = w.pending.clone().unwrap_or_else(|| {
-                    (
-                        "PendingEvaluation".to_string(),
-                        "Workload is pending evaluation in the scheduling queue".to_string(),
-                    )
-                });
+                let (reason, message) = w
+                    .pending
+                    .as_ref()
+                    .map(|(r, m)| (r.to_string(), m.to_string()))
+                    .unwrap_or_else(|| {
+                        (
+                            "PendingEvaluation".to_string(),
+                            "Workload is pending evaluation in the scheduling queue".to_string(),
+                        )
+                    });
                 WorkloadState::Pending { reason, message }
             }
             Phase::Admitted => {
