@@ -177,7 +177,7 @@ pub(crate) struct CqData {
     /// Head tried without success and the tree generation at the time: nothing to do until it changes.
     pub tried: Option<(u32, u64)>,
     /// Workloads holding quota here (admitted or evicting).
-    pub admitted: BTreeSet<u32>,
+    pub admitted: crate::vecmap::IdSet,
     /// Kueue's AllocatableResourceGeneration: bumped on quota changes and workload removal.
     pub generation: u64,
     /// Deleted while still holding admitted workloads: kept (inactive, "Terminating") with its

@@ -337,7 +337,7 @@ impl Engine {
                     failed_shapes: Default::default(),
                     sticky: None,
                     tried: None,
-                    admitted: BTreeSet::new(),
+                    admitted: Default::default(),
                     generation: 1,
                     terminating: false,
                 });
