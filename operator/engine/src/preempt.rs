@@ -2,7 +2,6 @@
 //! both simulated on the live quota tree (usage removal is exact and reverted afterwards).
 
 use std::cmp::{Ordering, Reverse};
-use std::collections::VecDeque;
 
 use super::fasthash::{FastMap, FastSet};
 
@@ -127,7 +126,7 @@ type CandidateKey<'a> = (
 /// Buffers the classical search keeps between searches: it runs for most heads of every cycle.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Scratch {
-    /// Shares of this cycle (see [`TreeFairness::shares_cached`]); shares are asked for through `&Sim`.
+    /// Shares of this cycle (see [`TreeFairness::shares_cached_into`]); shares are asked for through `&Sim`.
     pub(crate) shares: crate::tree_fairness::SharedShareCache,
     candidates: Vec<Candidate>,
     /// The list of each candidate (0 hierarchy, 1 other queues, 2 own queue).
@@ -139,6 +138,8 @@ pub(crate) struct Scratch {
     targets: Vec<Target>,
     /// What remains of the preemptor's requests for each level of its cohort tree.
     remaining: Vec<(Fr, i64)>,
+    /// The fair-sharing search's target ordering.
+    ordering: OrderingBufs,
 }
 
 /// Sort key of the classical search's whole candidate list: flags (evicting first, the list: hierarchy, other
@@ -696,9 +697,22 @@ impl<'a> Sim<'a> {
 
     /// The shares of several nodes, in one policy call.
     pub(crate) fn shares(&self, nodes: &[NodeId]) -> Vec<Share> {
+        let mut out = Vec::with_capacity(nodes.len());
+        self.shares_into(nodes, &mut out);
+        out
+    }
+
+    /// [`Sim::shares`] written into `out` (replacing what it held).
+    pub(crate) fn shares_into(&self, nodes: &[NodeId], out: &mut Vec<Share>) {
         let mut cache = self.scratch.shares.lock();
-        self.fairness
-            .shares_cached(self.tree, self.ids, self.with_history, nodes, &mut cache)
+        self.fairness.shares_cached_into(
+            self.tree,
+            self.ids,
+            self.with_history,
+            nodes,
+            &mut cache,
+            out,
+        );
     }
 
     fn cq_borrowing_any(&self, cq: NodeId, frs: &[Fr]) -> bool {
@@ -821,6 +835,19 @@ impl<'a> Sim<'a> {
         strategy: FairSharingStrategy,
     ) -> (bool, Vec<Target>, Vec<(u32, NodeId)>) {
         let mut ord = TargetOrdering::new(self, pre.cq, cands);
+        let found = self.fs_first_strategy_with(&mut ord, pre, frs, usage, strategy);
+        ord.recycle(self);
+        found
+    }
+
+    fn fs_first_strategy_with(
+        &mut self,
+        ord: &mut TargetOrdering,
+        pre: &Preemptor,
+        frs: &[Fr],
+        usage: &[(Fr, i64)],
+        strategy: FairSharingStrategy,
+    ) -> (bool, Vec<Target>, Vec<(u32, NodeId)>) {
         let mut targets = Vec::new();
         let mut retry = Vec::new();
         let within_nominal = !frs
@@ -881,9 +908,21 @@ impl<'a> Sim<'a> {
         pre: &Preemptor,
         usage: &[(Fr, i64)],
         retry: Vec<(u32, NodeId)>,
-        mut targets: Vec<Target>,
+        targets: Vec<Target>,
     ) -> (bool, Vec<Target>) {
         let mut ord = TargetOrdering::new(self, pre.cq, &retry);
+        let found = self.fs_second_strategy_with(&mut ord, pre, usage, targets);
+        ord.recycle(self);
+        found
+    }
+
+    fn fs_second_strategy_with(
+        &mut self,
+        ord: &mut TargetOrdering,
+        pre: &Preemptor,
+        usage: &[(Fr, i64)],
+        mut targets: Vec<Target>,
+    ) -> (bool, Vec<Target>) {
         while let Some(tcq) = ord.next(self, pre) {
             let (pre_new, tgt_old) = self.compute_shares(pre.cq, tcq);
             let passed = self.strategy_passes(
@@ -987,46 +1026,102 @@ impl PolicyKind {
     }
 }
 
+/// Buffers of a fair-sharing target ordering, kept between searches (one runs for most heads of a cycle under fair
+/// sharing, and each step of it needed four vectors before).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct OrderingBufs {
+    /// The candidates grouped by ClusterQueue, each group in candidate order.
+    items: Vec<u32>,
+    /// Per node: its group's next and end position in `items`.
+    ranges: Vec<(u32, u32)>,
+    /// Pruned nodes, indexed by NodeId.
+    pruned: Vec<bool>,
+    ancestors: Vec<NodeId>,
+    /// One level's children and their shares.
+    nodes: Vec<NodeId>,
+    shares: Vec<Share>,
+}
+
 /// Kueue's fair-sharing target ordering: descend from the root, always into the child with the
 /// highest share, pruning subtrees that don't borrow.
 struct TargetOrdering {
     preemptor_cq: NodeId,
-    ancestors: Vec<NodeId>,
-    by_cq: FastMap<NodeId, VecDeque<u32>>,
-    /// Pruned nodes, indexed by NodeId.
-    pruned: Vec<bool>,
+    b: OrderingBufs,
 }
 
 impl TargetOrdering {
-    fn new(sim: &Sim<'_>, cq: NodeId, cands: &[(u32, NodeId)]) -> Self {
-        let mut by_cq: FastMap<NodeId, VecDeque<u32>> = FastMap::default();
+    /// An ordering of `cands` (in candidate order) with the search's kept buffers; [`TargetOrdering::recycle`]
+    /// gives them back.
+    fn new(sim: &mut Sim<'_>, cq: NodeId, cands: &[(u32, NodeId)]) -> Self {
+        let mut b = std::mem::take(&mut sim.scratch.ordering);
+        let n = cands
+            .iter()
+            .map(|&(_, c)| c as usize + 1)
+            .max()
+            .unwrap_or(0)
+            .max(sim.tree.nodes.len());
+        // Counting sort by ClusterQueue, stable: each group keeps the candidates' order.
+        b.ranges.clear();
+        b.ranges.resize(n, (0, 0));
+        for &(_, c) in cands {
+            b.ranges[c as usize].1 += 1;
+        }
+        let mut at = 0u32;
+        for r in &mut b.ranges {
+            let count = r.1;
+            *r = (at, at);
+            at += count;
+        }
+        b.items.clear();
+        b.items.resize(cands.len(), 0);
         for &(w, c) in cands {
-            by_cq.entry(c).or_default().push_back(w);
+            let r = &mut b.ranges[c as usize];
+            b.items[r.1 as usize] = w;
+            r.1 += 1;
+        }
+        b.pruned.clear();
+        b.pruned.resize(n, false);
+        b.ancestors.clear();
+        let mut next = sim.tree.parent(cq);
+        while let Some(a) = next {
+            b.ancestors.push(a);
+            next = sim.tree.parent(a);
         }
         Self {
             preemptor_cq: cq,
-            ancestors: sim.tree.ancestors(cq),
-            by_cq,
-            pruned: vec![false; sim.tree.nodes.len()],
+            b,
         }
     }
 
+    /// Gives the buffers back to the search.
+    fn recycle(self, sim: &mut Sim<'_>) {
+        sim.scratch.ordering = self.b;
+    }
+
     fn is_pruned(&self, n: NodeId) -> bool {
-        self.pruned.get(n as usize).copied().unwrap_or(false)
+        self.b.pruned.get(n as usize).copied().unwrap_or(false)
     }
 
     fn prune(&mut self, n: NodeId) {
-        if let Some(p) = self.pruned.get_mut(n as usize) {
+        if let Some(p) = self.b.pruned.get_mut(n as usize) {
             *p = true;
         }
     }
 
     fn has_wl(&self, cq: NodeId) -> bool {
-        self.by_cq.get(&cq).is_some_and(|q| !q.is_empty())
+        self.b.ranges.get(cq as usize).is_some_and(|r| r.0 < r.1)
+    }
+
+    /// The ClusterQueue's next candidate, left in place.
+    fn first(&self, cq: NodeId) -> Option<u32> {
+        let r = self.b.ranges.get(cq as usize)?;
+        (r.0 < r.1).then(|| self.b.items[r.0 as usize])
     }
 
     fn pop(&mut self, cq: NodeId) -> Option<u32> {
-        self.by_cq.get_mut(&cq).and_then(VecDeque::pop_front)
+        let w = self.first(cq)?;
+        self.b.ranges[cq as usize].0 += 1;
+        Some(w)
     }
 
     fn next(&mut self, sim: &Sim<'_>, pre: &Preemptor) -> Option<NodeId> {
@@ -1045,8 +1140,10 @@ impl TargetOrdering {
 
     fn next_target(&mut self, sim: &Sim<'_>, pre: &Preemptor, cohort: NodeId) -> Option<NodeId> {
         let node = sim.tree.node(cohort);
-        // Without candidates a ClusterQueue is pruned whatever its share.
-        let mut cq_cands: Vec<NodeId> = Vec::with_capacity(node.child_cqs.len());
+        // This level's ClusterQueues with candidates, then its cohorts; a ClusterQueue without candidates is
+        // pruned whatever its share.
+        let mut nodes = std::mem::take(&mut self.b.nodes);
+        nodes.clear();
         for &cq in &node.child_cqs {
             if self.is_pruned(cq) {
                 continue;
@@ -1055,20 +1152,20 @@ impl TargetOrdering {
                 self.prune(cq);
                 continue;
             }
-            cq_cands.push(cq);
+            nodes.push(cq);
         }
-        let cohort_cands: Vec<NodeId> = node
-            .child_cohorts
-            .iter()
-            .copied()
-            .filter(|&c| !self.is_pruned(c))
-            .collect();
+        let cqs = nodes.len();
+        nodes.extend(
+            node.child_cohorts
+                .iter()
+                .copied()
+                .filter(|&c| !self.is_pruned(c)),
+        );
         // Every share this level needs, in one policy call.
-        let all: Vec<NodeId> = cq_cands.iter().chain(&cohort_cands).copied().collect();
-        let shares = sim.shares(&all);
-        let (cq_shares, cohort_shares) = shares.split_at(cq_cands.len());
+        let mut shares = std::mem::take(&mut self.b.shares);
+        sim.shares_into(&nodes, &mut shares);
         let mut best_cq: Option<(NodeId, Share)> = None;
-        for (&cq, &drs) in cq_cands.iter().zip(cq_shares) {
+        for (&cq, &drs) in nodes[..cqs].iter().zip(&shares[..cqs]) {
             if !drs.borrowing && cq != self.preemptor_cq {
                 self.prune(cq);
                 continue;
@@ -1078,8 +1175,7 @@ impl TargetOrdering {
                 Some((bcq, bdrs)) => match compare_shares(&drs, bdrs) {
                     Ordering::Greater => best_cq = Some((cq, drs)),
                     Ordering::Equal => {
-                        let first = |q: &NodeId| self.by_cq.get(q).and_then(|l| l.front().copied());
-                        if let (Some(a), Some(b)) = (first(&cq), first(bcq))
+                        if let (Some(a), Some(b)) = (self.first(cq), self.first(*bcq))
                             && sim.candidate_cmp(a, b, pre.cq) == Ordering::Less
                         {
                             best_cq = Some((cq, drs));
@@ -1090,8 +1186,8 @@ impl TargetOrdering {
             }
         }
         let mut best_cohort: Option<(NodeId, Share)> = None;
-        for (&c, &drs) in cohort_cands.iter().zip(cohort_shares) {
-            if !drs.borrowing && !self.ancestors.contains(&c) {
+        for (&c, &drs) in nodes[cqs..].iter().zip(&shares[cqs..]) {
+            if !drs.borrowing && !self.b.ancestors.contains(&c) {
                 self.prune(c);
             } else if best_cohort
                 .as_ref()
@@ -1100,6 +1196,8 @@ impl TargetOrdering {
                 best_cohort = Some((c, drs));
             }
         }
+        self.b.nodes = nodes;
+        self.b.shares = shares;
         match (best_cq, best_cohort) {
             (None, None) => {
                 self.prune(cohort);

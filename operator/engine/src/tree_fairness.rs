@@ -230,19 +230,22 @@ impl TreeFairness {
     }
 
     /// Node `n`'s share through its tree's policy (with its history when `with_history`).
-    /// [`TreeFairness::shares_of`] reusing, for a policy whose shares are per input, the shares of nodes
-    /// whose usage is what it was when they were cached. The cache holds only within one scheduling cycle
-    /// or event: the engine clears it whenever quotas, weights, policies or history may have moved.
-    pub(crate) fn shares_cached(
+    /// [`TreeFairness::shares_of`] written into `out` (replacing what it held), reusing, for a policy whose shares
+    /// are per input, the shares of nodes whose usage is what it was when they were cached. The cache holds only
+    /// within one scheduling cycle or event: the engine clears it whenever quotas, weights, policies or history
+    /// may have moved.
+    pub(crate) fn shares_cached_into(
         &self,
         tree: &Tree,
         ids: &Interner,
         with_history: bool,
         nodes: &[NodeId],
         cache: &mut ShareCache,
-    ) -> Vec<Share> {
+        out: &mut Vec<Share>,
+    ) {
+        out.clear();
         let Some(&first) = nodes.first() else {
-            return Vec::new();
+            return;
         };
         let policy = self.policy_of(tree, first);
         let cacheable = policy.per_input()
@@ -251,15 +254,17 @@ impl TreeFairness {
                     .iter()
                     .all(|&n| same_policy(self.policy_of(tree, n), policy)));
         if !cacheable {
-            return self.shares_of(tree, ids, with_history, nodes);
+            out.extend(self.shares_of(tree, ids, with_history, nodes));
+            return;
         }
-        nodes
-            .iter()
-            .map(|&n| self.cached(tree, ids, with_history, policy, n, cache))
-            .collect()
+        out.extend(
+            nodes
+                .iter()
+                .map(|&n| self.cached(tree, ids, with_history, policy, n, cache)),
+        );
     }
 
-    /// Node `n`'s share through its tree's policy, cached as [`TreeFairness::shares_cached`] does.
+    /// Node `n`'s share through its tree's policy, cached as [`TreeFairness::shares_cached_into`] does.
     pub(crate) fn share_cached(
         &self,
         tree: &Tree,
@@ -554,7 +559,10 @@ mod tests {
         let drs = TreeFairness::new(Arc::new(super::super::DrsPolicy));
         let mut cache = ShareCache::default();
         let check = |tree: &Tree, cache: &mut ShareCache| {
-            let cached = drs.shares_cached(tree, &ids, false, &[a, b, a], cache);
+            let mut cached = Vec::new();
+            // Asked twice into one buffer: the second answer replaces the first.
+            drs.shares_cached_into(tree, &ids, false, &[b], cache, &mut cached);
+            drs.shares_cached_into(tree, &ids, false, &[a, b, a], cache, &mut cached);
             assert_eq!(cached, drs.shares_of(tree, &ids, false, &[a, b, a]));
             cached
         };
@@ -578,7 +586,8 @@ mod tests {
         assert_eq!(check(&tree, &mut cache), idle);
         // A policy whose shares depend on the whole call is asked every time.
         let fixed = TreeFairness::new(Arc::new(Fixed(7.0)));
-        let shares = fixed.shares_cached(&tree, &ids, false, &[a], &mut cache);
+        let mut shares = Vec::new();
+        fixed.shares_cached_into(&tree, &ids, false, &[a], &mut cache, &mut shares);
         assert_eq!(shares[0].ratio, 7.0);
         assert!(!Fixed(7.0).per_input());
     }
