@@ -31,6 +31,8 @@ use super::run::KUEUE_GATES;
 use super::sluice::{Operator, Webhook};
 use super::support::{install_webhook, sluice_stdout, wait_established};
 
+mod perf;
+
 /// Requests kept in flight by the load generators (creates, the ceiling's create-and-admit loop).
 const IN_FLIGHT: usize = 16;
 /// What one Job's pod asks for.
