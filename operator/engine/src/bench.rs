@@ -85,18 +85,7 @@ fn padded(prefix: &str, n: usize, width: usize) -> String {
     let mut out = String::with_capacity(prefix.len() + digits.max(width));
     out.push_str(prefix);
     out.extend(std::iter::repeat_n('0', width.saturating_sub(digits)));
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    let mut v = n;
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    out.extend(buf[i..].iter().map(|&b| char::from(b)));
+    crate::push_int(&mut out, n as i64);
     out
 }
 

@@ -527,7 +527,7 @@ impl std::fmt::Display for Qty<'_> {
 }
 
 /// Appends the decimal digits of `n`.
-fn push_int(out: &mut String, n: i64) {
+pub(crate) fn push_int(out: &mut String, n: i64) {
     let mut buf = [0u8; 20];
     let mut i = buf.len();
     let mut u = n.unsigned_abs();

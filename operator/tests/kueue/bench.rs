@@ -885,11 +885,16 @@ fn figure<'a>(r: &'a Run, name: &str) -> Option<&'a ProcessFigures> {
 
 /// A memory figure summed over the manager's own processes (Sluice's operator and webhook; Kueue's one).
 fn manager_mib(r: &Run, figure: fn(&ProcessFigures) -> f64) -> f64 {
-    r.processes
+    manager_sum(&r.processes, figure)
+}
+
+/// A figure summed over the manager's own processes among `processes` (0, not f64's empty sum -0, when none).
+fn manager_sum(processes: &[ProcessFigures], figure: fn(&ProcessFigures) -> f64) -> f64 {
+    processes
         .iter()
         .filter(|p| p.name.starts_with("kueue") || p.name.starts_with("sluice"))
         .map(figure)
-        .sum()
+        .fold(0.0, |a, x| a + x)
 }
 
 fn table(report: &Report) -> String {

@@ -170,9 +170,6 @@ fn perf_table(config: &Path, runs: &[PerfRun]) -> String {
             .join(" | "),
         " --- |".repeat(runs.len())
     ));
-    let cell = |r: &PerfRun, f: &dyn Fn(&Summary) -> Option<String>| {
-        r.summary.as_ref().and_then(f).unwrap_or_else(|| "-".into())
-    };
     row(
         &mut out,
         "wall time (runner start to all ClusterQueues idle)",
@@ -187,59 +184,64 @@ fn perf_table(config: &Path, runs: &[PerfRun]) -> String {
             }
         }),
     );
-    let classes: std::collections::BTreeSet<String> = runs
-        .iter()
-        .filter_map(|r| r.summary.as_ref())
-        .flat_map(|s| s.workload_classes.keys().cloned())
-        .collect();
-    for c in &classes {
-        row(
-            &mut out,
-            &format!("{c}: workloads, average time to admission, evictions"),
-            runs.iter().map(|r| {
-                cell(r, &|s| {
-                    s.workload_classes.get(c).map(|w| {
-                        format!(
-                            "{}, {:.1} s, {}",
-                            w.count,
-                            w.average_time_to_admission_ms as f64 / 1000.0,
-                            w.total_evictions
-                        )
-                    })
-                })
-            }),
-        );
-    }
-    let cq_classes: std::collections::BTreeSet<String> = runs
-        .iter()
-        .filter_map(|r| r.summary.as_ref())
-        .flat_map(|s| s.cluster_queue_classes.keys().cloned())
-        .collect();
-    for c in &cq_classes {
-        row(
-            &mut out,
-            &format!("ClusterQueue class {c}: average usage of nominal quota"),
-            runs.iter().map(|r| {
-                cell(r, &|s| {
-                    s.cluster_queue_classes.get(c).map(|q| {
-                        // As Kueue's checker reads it: the average against the class's summed nominal quota.
-                        format!(
-                            "{:.1}%",
-                            q.cpu_average_usage as f64 * 100.0 / q.nominal_quota.max(1) as f64
-                        )
-                    })
-                })
-            }),
-        );
-    }
+    // One row per class any run reported: its cell in each run, "-" where a run has no summary or not that class.
+    let mut class_rows =
+        |name: &dyn Fn(&str) -> String,
+         classes: fn(&Summary) -> Vec<String>,
+         cell_of: &dyn Fn(&Summary, &str) -> Option<String>| {
+            let all: std::collections::BTreeSet<String> = runs
+                .iter()
+                .filter_map(|r| r.summary.as_ref())
+                .flat_map(classes)
+                .collect();
+            for c in &all {
+                row(
+                    &mut out,
+                    &name(c),
+                    runs.iter().map(|r| {
+                        r.summary
+                            .as_ref()
+                            .and_then(|s| cell_of(s, c))
+                            .unwrap_or_else(|| "-".into())
+                    }),
+                );
+            }
+        };
+    class_rows(
+        &|c| format!("{c}: workloads, average time to admission, evictions"),
+        |s| s.workload_classes.keys().cloned().collect(),
+        &|s, c| {
+            s.workload_classes.get(c).map(|w| {
+                format!(
+                    "{}, {:.1} s, {}",
+                    w.count,
+                    w.average_time_to_admission_ms as f64 / 1000.0,
+                    w.total_evictions
+                )
+            })
+        },
+    );
+    class_rows(
+        &|c| format!("ClusterQueue class {c}: average usage of nominal quota"),
+        |s| s.cluster_queue_classes.keys().cloned().collect(),
+        &|s, c| {
+            // As Kueue's checker reads it: the average against the class's summed nominal quota.
+            s.cluster_queue_classes.get(c).map(|q| {
+                format!(
+                    "{:.1}%",
+                    q.cpu_average_usage as f64 * 100.0 / q.nominal_quota.max(1) as f64
+                )
+            })
+        },
+    );
     row(
         &mut out,
         "manager resident memory after the run (peak)",
         runs.iter().map(|r| {
             format!(
                 "{:.0} MiB ({:.0})",
-                perf_manager_mib(r, |p| p.rss_mib),
-                perf_manager_mib(r, |p| p.peak_rss_mib)
+                manager_sum(&r.processes, |p| p.rss_mib),
+                manager_sum(&r.processes, |p| p.peak_rss_mib)
             )
         }),
     );
@@ -252,19 +254,13 @@ fn perf_table(config: &Path, runs: &[PerfRun]) -> String {
                 .iter()
                 .find(|p| p.name == "kube-apiserver")
                 .map_or(0.0, |p| p.cpu_seconds);
-            format!("{:.1}; {api:.1}", perf_manager_mib(r, |p| p.cpu_seconds))
+            format!(
+                "{:.1}; {api:.1}",
+                manager_sum(&r.processes, |p| p.cpu_seconds)
+            )
         }),
     );
     out
-}
-
-/// A figure summed over the manager's own processes (Sluice's operator and webhook; Kueue's one).
-fn perf_manager_mib(r: &PerfRun, figure: fn(&ProcessFigures) -> f64) -> f64 {
-    r.processes
-        .iter()
-        .filter(|p| p.name.starts_with("kueue") || p.name.starts_with("sluice"))
-        .map(figure)
-        .sum()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -295,4 +291,44 @@ async fn kueue_scheduler_perf() {
         serde_json::to_string_pretty(&runs).expect("JSON"),
     )
     .expect("figures");
+}
+
+#[test]
+fn the_table_reads_kueues_summary_as_its_checker_does() {
+    let summary: Summary = serde_yaml::from_str(
+        "clusterQueueClasses:\n  cq:\n    cpuAverageUsage: 415439\n    cpuUsed: 1\n    nominalQuota: 600000\n\
+         workloadClasses:\n  large:\n    averageTimeToAdmissionMs: 65670\n    count: 1500\n    totalEvictions: 1\n",
+    )
+    .expect("a summary");
+    let runs = [
+        PerfRun {
+            system: "Kueue".into(),
+            wall_seconds: 481.04,
+            runner_exit: Some(0),
+            summary: Some(summary),
+            processes: vec![ProcessFigures {
+                name: "kueue manager".into(),
+                rss_mib: 395.0,
+                anon_rss_mib: 300.0,
+                peak_rss_mib: 396.0,
+                cpu_seconds: 192.5,
+            }],
+        },
+        PerfRun {
+            system: "Sluice".into(),
+            wall_seconds: 900.0,
+            runner_exit: Some(1),
+            summary: None,
+            processes: Vec::new(),
+        },
+    ];
+    let table = perf_table(Path::new("baseline/generator.yaml"), &runs);
+    for line in [
+        "| wall time (runner start to all ClusterQueues idle) | 481.0 s | not done (900 s, exit Some(1)) |",
+        "| large: workloads, average time to admission, evictions | 1500, 65.7 s, 1 | - |",
+        "| ClusterQueue class cq: average usage of nominal quota | 69.2% | - |",
+        "| manager resident memory after the run (peak) | 395 MiB (396) | 0 MiB (0) |",
+    ] {
+        assert!(table.contains(line), "{line} not in\n{table}");
+    }
 }
