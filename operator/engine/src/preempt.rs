@@ -459,18 +459,11 @@ impl<'a> Sim<'a> {
         if self.tree.within_nominal_in(c.cq, frs) {
             return false;
         }
-        // Up to the lowest common ancestor, walked without collecting the ancestors (this runs per candidate).
-        let mut next = self.tree.parent(c.cq);
-        while let Some(a) = next {
-            if Some(a) == c.lca {
-                break;
-            }
-            if self.tree.within_nominal_in(a, frs) {
-                return false;
-            }
-            next = self.tree.parent(a);
-        }
-        true
+        // Up to the lowest common ancestor.
+        self.tree
+            .ancestors_iter(c.cq)
+            .take_while(|&a| Some(a) != c.lca)
+            .all(|a| !self.tree.within_nominal_in(a, frs))
     }
 
     /// Kueue's workloadFits: the quota, then (in a TAS-aware search) the placement with the removed workloads'
@@ -1082,11 +1075,7 @@ impl TargetOrdering {
         b.pruned.clear();
         b.pruned.resize(n, false);
         b.ancestors.clear();
-        let mut next = sim.tree.parent(cq);
-        while let Some(a) = next {
-            b.ancestors.push(a);
-            next = sim.tree.parent(a);
-        }
+        b.ancestors.extend(sim.tree.ancestors_iter(cq));
         Self {
             preemptor_cq: cq,
             b,

@@ -233,13 +233,12 @@ impl Tree {
 
     /// Ancestors from the parent up to the root.
     pub fn ancestors(&self, n: NodeId) -> Vec<NodeId> {
-        let mut out = Vec::new();
-        let mut cur = n;
-        while let Some(p) = self.parent(cur) {
-            out.push(p);
-            cur = p;
-        }
-        out
+        self.ancestors_iter(n).collect()
+    }
+
+    /// [`Tree::ancestors`] without collecting them (hot paths walk them per candidate).
+    pub fn ancestors_iter(&self, n: NodeId) -> impl Iterator<Item = NodeId> + '_ {
+        std::iter::successors(self.parent(n), |&p| self.parent(p))
     }
 
     /// Kueue's BorrowingWith: a CQ compares against nominal, a cohort against its subtree quota.

@@ -385,9 +385,9 @@ impl Engine {
     /// How bad a victim set is: its highest priority, then GPU-milliseconds of work lost, then its size (as Slurm's
     /// `preempt_youngest_first`: two victims that just started cost less than one that ran for hours). An empty
     /// set (nothing found) is worst.
-    fn victims_cost(&self, targets: &[Target]) -> (i64, i128, i128) {
+    fn victims_cost(&self, targets: &[Target]) -> (i64, i128, usize) {
         if targets.is_empty() {
-            return (i64::MAX, i128::MAX, i128::MAX);
+            return (i64::MAX, i128::MAX, usize::MAX);
         }
         let mut top = i64::MIN;
         let mut lost: i128 = 0;
@@ -413,7 +413,7 @@ impl Engine {
                 .unwrap_or(1);
             lost += i128::from(held) * i128::from(self.now.saturating_sub(since).max(0));
         }
-        (top, lost, targets.len() as i128)
+        (top, lost, targets.len())
     }
 
     /// The topology level the assignment's first TAS pod set asks for (required or preferred).
