@@ -1,11 +1,13 @@
 //! Kueue and Sluice side by side, each on its own fresh control plane with the same objects (a benchmark, run by
-//! tests/kueue/bench; not in CI): the API server's own ceiling for a Workload's create and admission, admission
-//! throughput and latency of 1-pod Jobs over many ClusterQueues in cohorts, and each manager's memory.
+//! tests/kueue/bench; not in CI): the API server's own ceiling for a Workload's create and admission, the rate of a
+//! plain client making the writes a Kueue-compatible manager must make per Job, admission throughput and latency of
+//! 1-pod Jobs over many ClusterQueues in cohorts, each system's API writes and webhook calls per Job (the API
+//! server's counters), and each manager's memory.
 //!
 //! Settings come from the environment (the script sets them): SLUICE_BENCH_JOBS (default 10,000),
 //! SLUICE_BENCH_QUICK=1 (1,000 Jobs, 20 ClusterQueues), SLUICE_BENCH_LIMIT (seconds one admission run may take,
 //! default 600; a run that hits it reports the rate it reached), SLUICE_BENCH_SYSTEMS (which systems run, by slug,
-//! comma-separated; default all), SLUICE_BENCH_OPERATOR_ARGS (more flags for Sluice's operator, space-separated).
+//! comma-separated; default all; `none` runs the two client loops alone), SLUICE_BENCH_OPERATOR_ARGS (more flags for Sluice's operator, space-separated).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -132,11 +134,15 @@ fn systems() -> Vec<System> {
     let Ok(list) = std::env::var("SLUICE_BENCH_SYSTEMS") else {
         return all.to_vec();
     };
+    // The two ceilings alone.
+    if list == "none" {
+        return Vec::new();
+    }
     let named: Vec<&str> = list.split(',').map(str::trim).collect();
     for n in &named {
         assert!(
             all.iter().any(|s| s.slug() == *n),
-            "SLUICE_BENCH_SYSTEMS: unknown system {n:?} (kueue-shipped, kueue-raised, sluice)"
+            "SLUICE_BENCH_SYSTEMS: unknown system {n:?} (kueue-shipped, kueue-raised, sluice, or none alone)"
         );
     }
     all.into_iter()
@@ -153,6 +159,8 @@ struct Ceiling {
     retries: usize,
     apiserver_cpu_seconds: f64,
     etcd_cpu_seconds: f64,
+    /// What the API server served per Workload.
+    api: ApiCounts,
 }
 
 /// One process's resources at the end of a run.
@@ -188,6 +196,8 @@ struct Run {
     load_p50_ms: f64,
     load_p99_ms: f64,
     processes: Vec<ProcessFigures>,
+    /// What the API server served per load Job, from the first create to the end of the run.
+    api: ApiCounts,
 }
 
 /// Everything measured, written as JSON.
@@ -198,6 +208,8 @@ struct Report {
     /// Flags given to Sluice's operator beyond the harness's own.
     operator_args: String,
     ceiling: Ceiling,
+    /// A plain client making each Job's trip as a manager must ([`manager_path`]).
+    manager_path: Ceiling,
     runs: Vec<Run>,
 }
 
@@ -415,6 +427,103 @@ impl Watched {
                 cpu_seconds: ((cpu_seconds(*pid) - cpu0) * 10.0).round() / 10.0,
             })
             .collect()
+    }
+}
+
+// --- the API server's own counters: what each system asks of it per Job.
+
+/// Writes (create, update, patch, apply, delete) the API server served, by resource, and its calls to admission
+/// webhooks; read from its /metrics (`apiserver_request_total`,
+/// `apiserver_admission_webhook_admission_duration_seconds_count`).
+#[derive(Clone, Debug, Default, Serialize)]
+struct ApiCounts {
+    /// "resource" or "resource/subresource" -> writes.
+    writes: std::collections::BTreeMap<String, f64>,
+    webhook_calls: f64,
+}
+
+impl ApiCounts {
+    async fn read(client: &Client) -> ApiCounts {
+        let req = http::Request::get("/metrics")
+            .body(Vec::new())
+            .expect("a /metrics request");
+        let text = client
+            .request_text(req)
+            .await
+            .expect("the API server's /metrics");
+        ApiCounts::parse(&text)
+    }
+
+    /// Sums the two counter families in Prometheus text.
+    fn parse(text: &str) -> ApiCounts {
+        let mut out = ApiCounts::default();
+        for line in text.lines() {
+            let Some((series, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let Ok(value) = value.parse::<f64>() else {
+                continue;
+            };
+            let Some((name, labels)) = series.split_once('{') else {
+                continue;
+            };
+            let label = |key: &str| -> &str {
+                labels
+                    .split("\",")
+                    .find_map(|kv| kv.strip_prefix(key)?.strip_prefix("=\""))
+                    .map_or("", |v| v.trim_end_matches(['"', '}']))
+            };
+            match name {
+                "apiserver_request_total"
+                    if matches!(label("verb"), "POST" | "PUT" | "PATCH" | "APPLY" | "DELETE") =>
+                {
+                    let key = match label("subresource") {
+                        "" => label("resource").to_string(),
+                        sub => format!("{}/{sub}", label("resource")),
+                    };
+                    *out.writes.entry(key).or_default() += value;
+                }
+                "apiserver_admission_webhook_admission_duration_seconds_count" => {
+                    out.webhook_calls += value;
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// What happened between `before` and `self`, per `jobs` Jobs.
+    fn per_job_since(&self, before: &ApiCounts, jobs: usize) -> ApiCounts {
+        let n = jobs.max(1) as f64;
+        let round = |x: f64| (x / n * 100.0).round() / 100.0;
+        ApiCounts {
+            writes: self
+                .writes
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        round(v - before.writes.get(k).copied().unwrap_or(0.0)),
+                    )
+                })
+                .filter(|(_, v)| *v > 0.0)
+                .collect(),
+            webhook_calls: round(self.webhook_calls - before.webhook_calls),
+        }
+    }
+
+    fn total_writes(&self) -> f64 {
+        self.writes.values().sum()
+    }
+
+    /// "7.0 (jobs 1.0, workloads 1.0, ...)".
+    fn worded(&self) -> String {
+        let parts: Vec<String> = self
+            .writes
+            .iter()
+            .map(|(k, v)| format!("{k} {v:.2}"))
+            .collect();
+        format!("{:.2} ({})", self.total_writes(), parts.join(", "))
     }
 }
 
@@ -650,6 +759,7 @@ async fn ceiling(s: &Settings) -> Option<Ceiling> {
         ),
         ("etcd".into(), pid_file(&plane, "etcd.pid")),
     ]);
+    let counts0 = ApiCounts::read(&client).await;
     let start = Instant::now();
     let retries: usize = futures::stream::iter(0..s.jobs)
         .map(|i| {
@@ -671,6 +781,155 @@ async fn ceiling(s: &Settings) -> Option<Ceiling> {
         retries,
         apiserver_cpu_seconds: cpu[0].cpu_seconds,
         etcd_cpu_seconds: cpu.get(1).map_or(0.0, |f| f.cpu_seconds),
+        api: ApiCounts::read(&client)
+            .await
+            .per_job_since(&counts0, s.jobs),
+    })
+}
+
+/// Events Kueue records per admitted Job: CreatedWorkload and Started on the Job, QuotaReserved and Admitted on
+/// its Workload.
+const EVENTS_PER_JOB: usize = 4;
+
+/// One Job's trip through the API server as a manager must make it, by a plain client and without webhooks: the
+/// Job created suspended, its Workload created, admitted through status, the Job resumed, and Kueue's events.
+async fn manager_path(client: &Client, ns: &str, name: &str, cq: &str) -> usize {
+    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+    let wls: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &resource("Workload", "workloads"));
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), ns);
+    let mut retries = 0;
+    let mut retry = |what: &str, e: &kube::Error| {
+        retries += 1;
+        assert!(retries < 30, "{what} {ns}/{name}: {e}");
+    };
+    let mut suspended = job(ns, name);
+    if let Some(spec) = suspended.spec.as_mut() {
+        spec.suspend = Some(true);
+    }
+    let job = loop {
+        match jobs.create(&PostParams::default(), &suspended).await {
+            Ok(j) => break j,
+            Err(e) => retry("creating Job", &e),
+        }
+    };
+    let wl_name = format!("job-{name}");
+    let mut wl = workload(ns, &wl_name);
+    wl.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "batch/v1".into(),
+            kind: "Job".into(),
+            name: name.into(),
+            uid: job.metadata.uid.clone().unwrap_or_default(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        },
+    ]);
+    while let Err(e) = wls.create(&PostParams::default(), &wl).await {
+        if matches!(&e, kube::Error::Api(a) if a.code == 409) {
+            break;
+        }
+        retry("creating Workload", &e);
+    }
+    let admit = admission(cq);
+    while let Err(e) = wls
+        .patch_status(&wl_name, &PatchParams::default(), &Patch::Merge(&admit))
+        .await
+    {
+        retry("admitting Workload", &e);
+    }
+    let resume = json!({"spec": {"suspend": false}});
+    while let Err(e) = jobs
+        .patch(name, &PatchParams::default(), &Patch::Merge(&resume))
+        .await
+    {
+        retry("resuming Job", &e);
+    }
+    for (k, reason) in ["CreatedWorkload", "QuotaReserved", "Admitted", "Started"]
+        .into_iter()
+        .take(EVENTS_PER_JOB)
+        .enumerate()
+    {
+        let (kind, api_version, object) = if k == 1 || k == 2 {
+            ("Workload", "kueue.x-k8s.io/v1beta2", wl_name.as_str())
+        } else {
+            ("Job", "batch/v1", name)
+        };
+        let ev: k8s_openapi::api::core::v1::Event = serde_json::from_value(json!({
+            "metadata": {"name": format!("{object}.{k}"), "namespace": ns},
+            "involvedObject": {"kind": kind, "apiVersion": api_version, "name": object, "namespace": ns},
+            "reason": reason, "message": format!("{reason} {object}"), "type": "Normal",
+            "firstTimestamp": "2026-01-01T00:00:00Z", "lastTimestamp": "2026-01-01T00:00:00Z", "count": 1,
+            "source": {"component": "bench"},
+        }))
+        .expect("Event");
+        while let Err(e) = events.create(&PostParams::default(), &ev).await {
+            if matches!(&e, kube::Error::Api(a) if a.code == 409) {
+                break;
+            }
+            retry("recording an event", &e);
+        }
+    }
+    retries
+}
+
+/// A plain client making every load Job's trip of [`manager_path`], IN_FLIGHT at a time: the most Jobs per second
+/// any manager that writes what Kueue writes could admit here, before scheduling or webhooks cost anything.
+async fn manager_floor(s: &Settings) -> Option<Ceiling> {
+    let plane = plane("bench-manager-path").await?;
+    let crds = sluice_stdout(&["crds"]);
+    tokio::task::block_in_place(|| {
+        plane.kubectl(&["apply", "--server-side", "-f", "-"], Some(&crds));
+        wait_established(
+            &plane,
+            crds.matches("kind: CustomResourceDefinition").count(),
+        );
+    });
+    kubectl_create(
+        &plane,
+        (0..s.cluster_queues)
+            .map(|q| namespace(&load_ns(q)))
+            .collect(),
+    );
+    let client = plane.client().await;
+    let watched = Watched::start(vec![
+        (
+            "kube-apiserver".into(),
+            pid_file(&plane, "kube-apiserver.pid"),
+        ),
+        ("etcd".into(), pid_file(&plane, "etcd.pid")),
+    ]);
+    let counts0 = ApiCounts::read(&client).await;
+    let start = Instant::now();
+    let retries: usize = futures::stream::iter(0..s.jobs)
+        .map(|i| {
+            let client = client.clone();
+            async move {
+                let q = i % s.cluster_queues;
+                manager_path(
+                    &client,
+                    &load_ns(q),
+                    &format!("job-{i}"),
+                    &format!("cq-{q}"),
+                )
+                .await
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .fold(0, |a, r| async move { a + r })
+        .await;
+    let seconds = start.elapsed().as_secs_f64();
+    let cpu = watched.figures();
+    Some(Ceiling {
+        workloads: s.jobs,
+        seconds,
+        per_second: s.jobs as f64 / seconds,
+        retries,
+        apiserver_cpu_seconds: cpu[0].cpu_seconds,
+        etcd_cpu_seconds: cpu.get(1).map_or(0.0, |f| f.cpu_seconds),
+        api: ApiCounts::read(&client)
+            .await
+            .per_job_since(&counts0, s.jobs),
     })
 }
 
@@ -822,6 +1081,7 @@ async fn admission_run(which: System, s: &Settings) -> Option<Run> {
     ));
     procs.push(("etcd".into(), pid_file(&plane, "etcd.pid")));
     let watched = Watched::start(procs);
+    let counts0 = ApiCounts::read(&client).await;
     let created: Created = Arc::default();
     let t0 = Instant::now();
     let creator = tokio::spawn(create_load(client.clone(), *s, created.clone()));
@@ -839,6 +1099,9 @@ async fn admission_run(which: System, s: &Settings) -> Option<Run> {
     // Anything admitted beyond what fits would show now.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let processes = watched.figures();
+    let api = ApiCounts::read(&client)
+        .await
+        .per_job_since(&counts0, s.jobs);
     watch.abort();
 
     let mut load: Vec<Duration> = {
@@ -867,6 +1130,7 @@ async fn admission_run(which: System, s: &Settings) -> Option<Run> {
         load_p50_ms: quantile_ms(&load, 0.5),
         load_p99_ms: quantile_ms(&load, 0.99),
         processes,
+        api,
     };
     drop(manager);
     Some(run)
@@ -920,8 +1184,29 @@ fn table(report: &Report) -> String {
     }
     out.push_str(&format!(
         "API server ceiling (no manager; create a Workload and admit it through status, {IN_FLIGHT} in flight): \
-         {} Workloads in {:.1} s = {:.0} Workloads/s ({} retries; CPU: kube-apiserver {:.1} s, etcd {:.1} s)\n\n",
-        c.workloads, c.seconds, c.per_second, c.retries, c.apiserver_cpu_seconds, c.etcd_cpu_seconds
+         {} Workloads in {:.1} s = {:.0} Workloads/s ({} retries; CPU: kube-apiserver {:.1} s, etcd {:.1} s; writes \
+         per Workload {})\n\n",
+        c.workloads,
+        c.seconds,
+        c.per_second,
+        c.retries,
+        c.apiserver_cpu_seconds,
+        c.etcd_cpu_seconds,
+        c.api.worded()
+    ));
+    let m = &report.manager_path;
+    out.push_str(&format!(
+        "A manager's path (no manager, no webhook; per Job: the Job created suspended, its Workload created and \
+         admitted through status, the Job resumed, {EVENTS_PER_JOB} events as Kueue records them; {IN_FLIGHT} Jobs \
+         in flight): {} Jobs in {:.1} s = {:.0} Jobs/s ({} retries; CPU: kube-apiserver {:.1} s, etcd {:.1} s; writes \
+         per Job {})\n\n",
+        m.workloads,
+        m.seconds,
+        m.per_second,
+        m.retries,
+        m.apiserver_cpu_seconds,
+        m.etcd_cpu_seconds,
+        m.api.worded()
     ));
     row(&mut out, "", runs.iter().map(|r| r.system.clone()));
     row(&mut out, "---", runs.iter().map(|_| "---".into()));
@@ -990,6 +1275,16 @@ fn table(report: &Report) -> String {
             }),
         );
     }
+    row(
+        &mut out,
+        "API server writes per load Job (by resource)",
+        runs.iter().map(|r| r.api.worded()),
+    );
+    row(
+        &mut out,
+        "admission webhook calls per load Job",
+        runs.iter().map(|r| format!("{:.2}", r.api.webhook_calls)),
+    );
     out.push('\n');
     out.push_str(&targets(report));
     out
@@ -1016,6 +1311,21 @@ fn targets(report: &Report) -> String {
         mark(speedup >= 10.0),
         mark(of_ceiling <= 2.0),
         mark(memory > 1.0)
+    ) + &reachable(report, s.admissions_per_second, k.admissions_per_second)
+}
+
+/// Whether the throughput targets are within what a manager's path allows on this machine at all.
+fn reachable(report: &Report, sluice: f64, kueue: f64) -> String {
+    let path = report.manager_path.per_second;
+    let side = |x: f64| if x > path { "above" } else { "within" };
+    format!(
+        "A manager's path allows {path:.0} Jobs/s here; Sluice reaches {:.0}% of it. 10x Kueue ({:.0}/s) is {} it; \
+         half the ceiling ({:.0}/s) is {} it.\n",
+        sluice / path * 100.0,
+        10.0 * kueue,
+        side(10.0 * kueue),
+        report.ceiling.per_second / 2.0,
+        side(report.ceiling.per_second / 2.0),
     )
 }
 
@@ -1034,6 +1344,8 @@ async fn side_by_side() {
         .await
         .expect("no control plane: run tests/control-plane/build");
     eprintln!("ceiling: {:.0} Workloads/s", ceiling.per_second);
+    let manager_path = manager_floor(&s).await.expect("no control plane");
+    eprintln!("a manager's path: {:.0} Jobs/s", manager_path.per_second);
     let mut runs = Vec::new();
     for which in systems() {
         let run = admission_run(which, &s).await.expect("no control plane");
@@ -1049,6 +1361,7 @@ async fn side_by_side() {
         settings: s,
         operator_args: std::env::var("SLUICE_BENCH_OPERATOR_ARGS").unwrap_or_default(),
         ceiling,
+        manager_path,
         runs,
     };
     let text = table(&report);
@@ -1068,4 +1381,29 @@ fn write(report: &Report, text: &str) {
         std::fs::write(dir.join(format!("{name}.txt")), text).expect("report");
         std::fs::write(dir.join(format!("{name}.json")), &json).expect("figures");
     }
+}
+
+#[test]
+fn api_counts_sum_the_writes_by_resource_and_the_webhook_calls() {
+    let before = ApiCounts::parse(
+        "# TYPE apiserver_request_total counter\n\
+         apiserver_request_total{code=\"201\",group=\"batch\",resource=\"jobs\",subresource=\"\",verb=\"POST\",version=\"v1\"} 10\n\
+         apiserver_admission_webhook_admission_duration_seconds_count{name=\"a\",operation=\"CREATE\",rejected=\"false\",type=\"admit\"} 4\n",
+    );
+    let after = ApiCounts::parse(
+        "apiserver_request_total{code=\"201\",group=\"batch\",resource=\"jobs\",subresource=\"\",verb=\"POST\",version=\"v1\"} 30\n\
+         apiserver_request_total{code=\"409\",group=\"batch\",resource=\"jobs\",subresource=\"\",verb=\"POST\",version=\"v1\"} 2\n\
+         apiserver_request_total{code=\"200\",group=\"batch\",resource=\"jobs\",subresource=\"\",verb=\"GET\",version=\"v1\"} 99\n\
+         apiserver_request_total{code=\"200\",group=\"kueue.x-k8s.io\",resource=\"workloads\",subresource=\"status\",verb=\"PATCH\",version=\"v1beta2\"} 20\n\
+         apiserver_request_total{code=\"201\",group=\"\",resource=\"events\",subresource=\"\",verb=\"POST\",version=\"v1\"} 80\n\
+         apiserver_admission_webhook_admission_duration_seconds_count{name=\"a\",operation=\"CREATE\",rejected=\"false\",type=\"admit\"} 24\n\
+         apiserver_admission_webhook_admission_duration_seconds_count{name=\"b\",operation=\"CREATE\",rejected=\"false\",type=\"validating\"} 20\n\
+         apiserver_admission_webhook_admission_duration_seconds_sum{name=\"b\",operation=\"CREATE\",rejected=\"false\",type=\"validating\"} 7\n",
+    );
+    let per_job = after.per_job_since(&before, 20);
+    assert_eq!(
+        per_job.worded(),
+        "6.10 (events 4.00, jobs 1.10, workloads/status 1.00)"
+    );
+    assert_eq!(per_job.webhook_calls, 2.0);
 }
