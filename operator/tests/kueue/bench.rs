@@ -260,10 +260,14 @@ impl Resource for SlimWorkload {
 
 impl SlimWorkload {
     fn admitted(&self) -> bool {
+        self.condition_true("Admitted")
+    }
+
+    fn condition_true(&self, type_: &str) -> bool {
         self.status.as_ref().is_some_and(|s| {
             s.conditions
                 .iter()
-                .any(|c| c.type_ == "Admitted" && c.status == "True")
+                .any(|c| c.type_ == type_ && c.status == "True")
         })
     }
 

@@ -7,6 +7,7 @@ use kube::{Resource, ResourceExt};
 use sluice_sdk::kueue::labels::{self};
 use sluice_sdk::kueue::v1beta2 as api;
 
+use super::writes::{in_flight, logged_update};
 use super::{EngineTask, now_ms};
 use crate::controller::objects::*;
 use crate::controller::writer::Endpoint;
@@ -141,38 +142,81 @@ impl EngineTask {
             })
             .await;
         }
-        for (cq, st, finalizer) in cq_writes {
-            let name = cq.name_any();
-            let api = self.apis.cluster_queues.clone();
-            let mut cur = Some(cq);
-            if let Some(add) = finalizer
-                && let Some(c) = cur.take()
-            {
-                cur = self
-                    .write(&api, c, Endpoint::Main, "cluster queue finalizer", |c| {
-                        Ok(set_finalizer(c, labels::RESOURCE_IN_USE_FINALIZER, add))
-                    })
-                    .await;
-            }
-            if let Some(c) = cur
-                && let Some(c) = self
-                    .write(&api, c, Endpoint::Status, "cluster queue status", |c| {
-                        replace_status(&mut c.status, &st)
-                    })
-                    .await
-            {
+        // Each queue's writes in turn, up to `writes_in_flight` queues at once: with a thousand ClusterQueues and
+        // their LocalQueues, writing them one after another kept the engine from its events for tens of seconds.
+        let (writer, apis) = (&self.writer, &self.apis);
+        let cq_written = in_flight(
+            cq_writes
+                .into_iter()
+                .map(|(cq, st, finalizer)| {
+                    let api = apis.cluster_queues.clone();
+                    async move {
+                        let name = cq.name_any();
+                        let mut cur = Some(cq);
+                        if let Some(add) = finalizer
+                            && let Some(c) = cur.take()
+                        {
+                            cur = logged_update(
+                                writer,
+                                &api,
+                                c,
+                                Endpoint::Main,
+                                "cluster queue finalizer",
+                                |c| Ok(set_finalizer(c, labels::RESOURCE_IN_USE_FINALIZER, add)),
+                            )
+                            .await;
+                        }
+                        let written = match cur {
+                            Some(c) => {
+                                logged_update(
+                                    writer,
+                                    &api,
+                                    c,
+                                    Endpoint::Status,
+                                    "cluster queue status",
+                                    |c| replace_status(&mut c.status, &st),
+                                )
+                                .await
+                            }
+                            None => None,
+                        };
+                        (name, written)
+                    }
+                })
+                .collect(),
+            self.config.writes_in_flight,
+        )
+        .await;
+        let lq_written = in_flight(
+            lq_writes
+                .into_iter()
+                .map(|(lq, st)| {
+                    let key = (lq.namespace().unwrap_or_default(), lq.name_any());
+                    let api = apis.local_queues(&key.0);
+                    async move {
+                        let written = logged_update(
+                            writer,
+                            &api,
+                            lq,
+                            Endpoint::Status,
+                            "local queue status",
+                            |l| replace_status(&mut l.status, &st),
+                        )
+                        .await;
+                        (key, written)
+                    }
+                })
+                .collect(),
+            self.config.writes_in_flight,
+        )
+        .await;
+        for (name, c) in cq_written {
+            if let Some(c) = c {
                 self.cache.cluster_queues.insert(name, c);
             }
         }
-        for (lq, st) in lq_writes {
-            let key = (lq.namespace().unwrap_or_default(), lq.name_any());
-            let api = self.apis.local_queues(&key.0);
-            if let Some(l) = self
-                .write(&api, lq, Endpoint::Status, "local queue status", |l| {
-                    replace_status(&mut l.status, &st)
-                })
-                .await
-            {
+        for (key, l) in lq_written {
+            if let Some(l) = l {
                 self.cache.local_queues.insert(key, l);
             }
         }

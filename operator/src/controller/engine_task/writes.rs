@@ -11,7 +11,7 @@ use sluice_sdk::kueue::v1beta2 as api;
 
 use super::{Cache, EngineTask, reference};
 use crate::controller::objects::set_finalizer;
-use crate::controller::writer::{Endpoint, WriteError};
+use crate::controller::writer::{Endpoint, WriteError, Writer};
 use crate::engine::{Event, WorkloadKey};
 use crate::telemetry::EventSeverity;
 
@@ -246,14 +246,31 @@ impl EngineTask {
         K::DynamicType: Default,
         F: FnMut(&mut K) -> Result<bool, String>,
     {
-        self.writer
-            .update(api, cached, endpoint, mutate)
-            .await
-            .unwrap_or_else(|e| {
-                tracing::error!(error = %e, "{what} write failed");
-                None
-            })
+        logged_update(&self.writer, api, cached, endpoint, what, mutate).await
     }
+}
+
+/// [`Writer::update`], a failure logged as a `what` write that failed (None); for writes made together.
+pub(super) async fn logged_update<K, F>(
+    writer: &Writer,
+    api: &Api<K>,
+    cached: K,
+    endpoint: Endpoint,
+    what: &str,
+    mutate: F,
+) -> Option<K>
+where
+    K: Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+    K::DynamicType: Default,
+    F: FnMut(&mut K) -> Result<bool, String>,
+{
+    writer
+        .update(api, cached, endpoint, mutate)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::error!(error = %e, "{what} write failed");
+            None
+        })
 }
 
 /// An object kind the engine task caches and writes for a job kind.

@@ -51,6 +51,50 @@ struct PerfRun {
     runner_exit: Option<i32>,
     summary: Option<Summary>,
     processes: Vec<ProcessFigures>,
+    /// The Workloads on the API server once the runner has left.
+    census: Census,
+}
+
+/// The Workloads on the API server once the runner has left (its cleanup deletes their namespaces, which without
+/// kube-controller-manager's namespace controller leaves them in place). The runner's recorder stops at the first
+/// moment no ClusterQueue has a pending or reserving Workload after the generator is done, which can come before
+/// the runner's own controller has seen every Workload when the system keeps up with the generator: then its
+/// summary counts fewer Workloads than the config makes, and this says what happened to all of them.
+#[derive(Debug, Default, Serialize)]
+struct Census {
+    total: usize,
+    /// Finished (the runner finished them after their running time).
+    finished: usize,
+    /// Holding quota, not finished.
+    holding_quota: usize,
+    /// Neither.
+    waiting: usize,
+}
+
+impl Census {
+    async fn take(client: &Client) -> Census {
+        let api: Api<SlimWorkload> = Api::all(client.clone());
+        let mut out = Census::default();
+        let mut params = ListParams::default().limit(5_000);
+        loop {
+            let page = api.list(&params).await.expect("listing Workloads");
+            for w in &page.items {
+                out.total += 1;
+                if w.condition_true("Finished") {
+                    out.finished += 1;
+                } else if w.condition_true("QuotaReserved") {
+                    out.holding_quota += 1;
+                } else {
+                    out.waiting += 1;
+                }
+            }
+            match page.metadata.continue_ {
+                Some(token) if !token.is_empty() => params = params.continue_token(&token),
+                _ => break,
+            }
+        }
+        out
+    }
 }
 
 fn env_path(name: &str) -> PathBuf {
@@ -129,6 +173,7 @@ async fn perf_run(which: System, runner: &Path, config: &Path, minutes: u64) -> 
     };
     let wall_seconds = t0.elapsed().as_secs_f64();
     let processes = watched.figures();
+    let census = Census::take(&plane.client().await).await;
     let summary = std::fs::read_to_string(out.join("summary.yaml"))
         .ok()
         .map(|s| serde_yaml::from_str(&s).expect("Kueue's summary.yaml"));
@@ -152,6 +197,7 @@ async fn perf_run(which: System, runner: &Path, config: &Path, minutes: u64) -> 
         runner_exit: status.and_then(|s| s.code()),
         summary,
         processes,
+        census,
     }
 }
 
@@ -236,6 +282,17 @@ fn perf_table(config: &Path, runs: &[PerfRun]) -> String {
     );
     row(
         &mut out,
+        "Workloads on the API server after the run: finished / holding quota / waiting (of all)",
+        runs.iter().map(|r| {
+            let c = &r.census;
+            format!(
+                "{} / {} / {} (of {})",
+                c.finished, c.holding_quota, c.waiting, c.total
+            )
+        }),
+    );
+    row(
+        &mut out,
         "manager resident memory after the run (peak)",
         runs.iter().map(|r| {
             format!(
@@ -313,6 +370,12 @@ fn the_table_reads_kueues_summary_as_its_checker_does() {
                 peak_rss_mib: 396.0,
                 cpu_seconds: 192.5,
             }],
+            census: Census {
+                total: 15_000,
+                finished: 14_990,
+                holding_quota: 4,
+                waiting: 6,
+            },
         },
         PerfRun {
             system: "Sluice".into(),
@@ -320,6 +383,7 @@ fn the_table_reads_kueues_summary_as_its_checker_does() {
             runner_exit: Some(1),
             summary: None,
             processes: Vec::new(),
+            census: Census::default(),
         },
     ];
     let table = perf_table(Path::new("baseline/generator.yaml"), &runs);
@@ -328,6 +392,7 @@ fn the_table_reads_kueues_summary_as_its_checker_does() {
         "| large: workloads, average time to admission, evictions | 1500, 65.7 s, 1 | - |",
         "| ClusterQueue class cq: average usage of nominal quota | 69.2% | - |",
         "| manager resident memory after the run (peak) | 395 MiB (396) | 0 MiB (0) |",
+        "| Workloads on the API server after the run: finished / holding quota / waiting (of all) | 14990 / 4 / 6 (of 15000) | 0 / 0 / 0 (of 0) |",
     ] {
         assert!(table.contains(line), "{line} not in\n{table}");
     }
