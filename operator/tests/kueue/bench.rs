@@ -738,9 +738,14 @@ async fn create_and_admit(client: &Client, ns: &str, name: &str, cq: &str) -> us
     retries
 }
 
-/// A plain client creating and admitting `jobs` Workloads, IN_FLIGHT at a time, on the CRDs alone.
-async fn ceiling(s: &Settings) -> Option<Ceiling> {
-    let plane = plane("bench-ceiling").await?;
+/// A plain client's loop on a fresh control plane with the CRDs and the load namespaces, no manager: `trip(client,
+/// i)` for every load Job i, IN_FLIGHT at a time (each returns its retries), timed, with the API server's counters.
+async fn client_loop<F, Fut>(s: &Settings, name: &str, trip: F) -> Option<Ceiling>
+where
+    F: Fn(Client, usize) -> Fut,
+    Fut: std::future::Future<Output = usize>,
+{
+    let plane = plane(name).await?;
     let crds = sluice_stdout(&["crds"]);
     tokio::task::block_in_place(|| {
         plane.kubectl(&["apply", "--server-side", "-f", "-"], Some(&crds));
@@ -766,13 +771,7 @@ async fn ceiling(s: &Settings) -> Option<Ceiling> {
     let counts0 = ApiCounts::read(&client).await;
     let start = Instant::now();
     let retries: usize = futures::stream::iter(0..s.jobs)
-        .map(|i| {
-            let client = client.clone();
-            async move {
-                let q = i % s.cluster_queues;
-                create_and_admit(&client, &load_ns(q), &format!("wl-{i}"), &format!("cq-{q}")).await
-            }
-        })
+        .map(|i| trip(client.clone(), i))
         .buffer_unordered(IN_FLIGHT)
         .fold(0, |a, r| async move { a + r })
         .await;
@@ -789,6 +788,16 @@ async fn ceiling(s: &Settings) -> Option<Ceiling> {
             .await
             .per_job_since(&counts0, s.jobs),
     })
+}
+
+/// A plain client creating and admitting `jobs` Workloads, IN_FLIGHT at a time, on the CRDs alone.
+async fn ceiling(s: &Settings) -> Option<Ceiling> {
+    let cqs = s.cluster_queues;
+    client_loop(s, "bench-ceiling", move |client, i| async move {
+        let q = i % cqs;
+        create_and_admit(&client, &load_ns(q), &format!("wl-{i}"), &format!("cq-{q}")).await
+    })
+    .await
 }
 
 /// Events Kueue records per admitted Job: CreatedWorkload and Started on the Job, QuotaReserved and Admitted on
@@ -880,61 +889,18 @@ async fn manager_path(client: &Client, ns: &str, name: &str, cq: &str) -> usize 
 /// A plain client making every load Job's trip of [`manager_path`], IN_FLIGHT at a time: the most Jobs per second
 /// any manager that writes what Kueue writes could admit here, before scheduling or webhooks cost anything.
 async fn manager_floor(s: &Settings) -> Option<Ceiling> {
-    let plane = plane("bench-manager-path").await?;
-    let crds = sluice_stdout(&["crds"]);
-    tokio::task::block_in_place(|| {
-        plane.kubectl(&["apply", "--server-side", "-f", "-"], Some(&crds));
-        wait_established(
-            &plane,
-            crds.matches("kind: CustomResourceDefinition").count(),
-        );
-    });
-    kubectl_create(
-        &plane,
-        (0..s.cluster_queues)
-            .map(|q| namespace(&load_ns(q)))
-            .collect(),
-    );
-    let client = plane.client().await;
-    let watched = Watched::start(vec![
-        (
-            "kube-apiserver".into(),
-            pid_file(&plane, "kube-apiserver.pid"),
-        ),
-        ("etcd".into(), pid_file(&plane, "etcd.pid")),
-    ]);
-    let counts0 = ApiCounts::read(&client).await;
-    let start = Instant::now();
-    let retries: usize = futures::stream::iter(0..s.jobs)
-        .map(|i| {
-            let client = client.clone();
-            async move {
-                let q = i % s.cluster_queues;
-                manager_path(
-                    &client,
-                    &load_ns(q),
-                    &format!("job-{i}"),
-                    &format!("cq-{q}"),
-                )
-                .await
-            }
-        })
-        .buffer_unordered(IN_FLIGHT)
-        .fold(0, |a, r| async move { a + r })
-        .await;
-    let seconds = start.elapsed().as_secs_f64();
-    let cpu = watched.figures();
-    Some(Ceiling {
-        workloads: s.jobs,
-        seconds,
-        per_second: s.jobs as f64 / seconds,
-        retries,
-        apiserver_cpu_seconds: cpu[0].cpu_seconds,
-        etcd_cpu_seconds: cpu.get(1).map_or(0.0, |f| f.cpu_seconds),
-        api: ApiCounts::read(&client)
-            .await
-            .per_job_since(&counts0, s.jobs),
+    let cqs = s.cluster_queues;
+    client_loop(s, "bench-manager-path", move |client, i| async move {
+        let q = i % cqs;
+        manager_path(
+            &client,
+            &load_ns(q),
+            &format!("job-{i}"),
+            &format!("cq-{q}"),
+        )
+        .await
     })
+    .await
 }
 
 // --- 2-4. admission runs.
