@@ -700,6 +700,12 @@ pub struct OperatorConfig {
     pub policy_degrade_after: u32,
     /// Least time between two PolicyModule status writes that only change counters.
     pub policy_status_interval: Duration,
+    /// Least time between two passes over the ClusterQueue, LocalQueue and Cohort statuses: with a thousand queues
+    /// whose counts change on every admission, a pass per round would keep the API server busy with them.
+    pub queue_status_interval: Duration,
+    /// How long one round of scheduling cycles may run before the engine task takes in the watch events that
+    /// came meanwhile (finished Workloads free quota only once their events are in).
+    pub round_budget: Duration,
 }
 
 impl Default for OperatorConfig {
@@ -726,6 +732,8 @@ impl Default for OperatorConfig {
             ),
             policy_degrade_after: 5,
             policy_status_interval: Duration::from_secs(10),
+            queue_status_interval: Duration::from_secs(1),
+            round_budget: Duration::from_millis(500),
         }
     }
 }

@@ -112,7 +112,11 @@ impl Operator {
 
     /// Runs watchers and the engine task until the engine task ends.
     pub async fn run(self) -> Result<(), ControllerError> {
-        let (tx, rx) = mpsc::channel::<Input>(8192);
+        // Unbounded, as client-go's informer queues are: a watcher that waits for the engine task stops reading its
+        // stream, the API server drops the watch once its buffer fills, and the watch starts over with a list of
+        // every object (seen with 50,000 Workloads in Kueue's large-scale scenario). What waits here is at most
+        // what the API server sends while the engine task is busy writing.
+        let (tx, rx) = mpsc::unbounded_channel::<Input>();
         let c = &self.client;
         let cfg = watcher::Config::default;
         let handles = vec![
@@ -471,7 +475,7 @@ async fn api_served(client: &Client, api_version: &str, plural: &str) -> bool {
 fn spawn_watcher_when_served<K>(
     client: Client,
     served: bool,
-    tx: mpsc::Sender<Input>,
+    tx: mpsc::UnboundedSender<Input>,
     wrap: fn(Change<K>) -> Input,
     kind: &'static str,
 ) -> tokio::task::JoinHandle<()>

@@ -86,7 +86,7 @@ impl Remember {
 pub fn spawn_watcher<K, I>(
     api: Api<K>,
     config: watcher::Config,
-    tx: mpsc::Sender<I>,
+    tx: mpsc::UnboundedSender<I>,
     wrap: fn(Change<K>) -> I,
     synced: fn(&'static str) -> I,
     kind: &'static str,
@@ -150,7 +150,7 @@ where
                 }
             };
             for i in out {
-                if tx.send(i).await.is_err() {
+                if tx.send(i).is_err() {
                     return;
                 }
             }

@@ -48,6 +48,13 @@ impl EngineTask {
                     self.cache.cluster_queues.remove(&name);
                     self.engine_apply(Event::DeleteClusterQueue(name));
                 } else {
+                    // An event older than the copy this task wrote is not the truth any more: it would make the
+                    // next status write conflict.
+                    if let Some(cached) = self.cache.cluster_queues.get(&name)
+                        && is_stale(cached, &obj)
+                    {
+                        return;
+                    }
                     let old = self.cache.cluster_queues.insert(name.clone(), obj.clone());
                     if old.is_none_or(|o| {
                         o.spec.admission_checks_strategy != obj.spec.admission_checks_strategy
@@ -91,6 +98,11 @@ impl EngineTask {
                         name: key.1,
                     });
                 } else {
+                    if let Some(cached) = self.cache.local_queues.get(&key)
+                        && is_stale(cached, &obj)
+                    {
+                        return;
+                    }
                     let old = self.cache.local_queues.insert(key.clone(), obj.clone());
                     if old.is_some_and(|o| o.spec.stop_policy() != obj.spec.stop_policy()) {
                         // Those its stop evicted are requeued when it runs again (Kueue's workload controller).

@@ -273,6 +273,13 @@ pub struct EngineTask {
     gpu_use_due: Option<Time>,
     /// When GPU use was last computed.
     gpu_use_at: Time,
+    /// The last round ended on its time budget with work left: the next starts as soon as the events that came
+    /// meanwhile are in.
+    resume: bool,
+    /// When the last pass over the queue statuses ended.
+    queue_statuses_at: Option<Instant>,
+    /// Idle cycles of the round cut short (see `resume`).
+    idle_cycles: usize,
 }
 
 impl EngineTask {
@@ -338,11 +345,14 @@ impl EngineTask {
             config_map_watchers: policy_sync::ConfigMapWatchers::default(),
             gpu_use_due: None,
             gpu_use_at: 0,
+            resume: false,
+            queue_statuses_at: None,
+            idle_cycles: 0,
         }
     }
 
     /// Lets the task watch the ConfigMaps PolicyModules name, sending their changes on `input`.
-    pub fn with_input(mut self, input: mpsc::WeakSender<Input>) -> Self {
+    pub fn with_input(mut self, input: mpsc::WeakUnboundedSender<Input>) -> Self {
         self.config_map_watchers.input = Some(input);
         self
     }
@@ -361,7 +371,10 @@ impl EngineTask {
     }
 
     /// Runs until the input channel closes (Ok) or leadership is lost after leading (Err).
-    pub async fn run(mut self, mut rx: mpsc::Receiver<Input>) -> Result<(), ControllerError> {
+    pub async fn run(
+        mut self,
+        mut rx: mpsc::UnboundedReceiver<Input>,
+    ) -> Result<(), ControllerError> {
         let mut leader_rx = self.leadership.subscribe();
         let mut leader_open = true;
         loop {
@@ -425,10 +438,27 @@ impl EngineTask {
             .engine
             .as_ref()
             .and_then(Engine::next_admission_usage_sample);
-        [a, b, c, d, e, f, g, self.gpu_use_due]
+        let now = now_ms();
+        // Work left by a round cut short goes on at once; queue statuses held back wait out their interval.
+        let resume = self.resume.then_some(now);
+        let queues = self
+            .queues_dirty
+            .then(|| now + self.queue_status_wait().as_millis() as Time);
+        [a, b, c, d, e, f, g, self.gpu_use_due, resume, queues]
             .into_iter()
             .flatten()
             .min()
+    }
+
+    /// How long until the queue statuses may be written again (zero: now).
+    fn queue_status_wait(&self) -> std::time::Duration {
+        self.queue_statuses_at
+            .map(|t| {
+                self.config
+                    .queue_status_interval
+                    .saturating_sub(t.elapsed())
+            })
+            .unwrap_or_default()
     }
 
     /// One round of leading: controllers, timers, scheduling cycles, queue status.
@@ -440,7 +470,11 @@ impl EngineTask {
             self.sync_policies().await;
         }
         let limit = 4 * self.cache.workloads.len() + 64;
-        let mut idle = 0;
+        // Cycles in a row that changed nothing, counted across rounds cut short, so a queue that cannot move ends
+        // its retries as in one long round.
+        let mut idle = if self.resume { self.idle_cycles } else { 0 };
+        let round = Instant::now();
+        self.resume = false;
         for _ in 0..limit {
             if !self.leadership.is_leader() {
                 return Err(ControllerError::LeadershipLost);
@@ -492,6 +526,12 @@ impl EngineTask {
                 || !self.owners_gone.is_empty();
             if acted || did || more {
                 idle = 0;
+                if round.elapsed() >= self.config.round_budget {
+                    // The watch events that came meanwhile (finished Workloads, new ones) go in first.
+                    self.resume = true;
+                    self.idle_cycles = 0;
+                    break;
+                }
                 continue;
             }
             idle += 1;
@@ -499,11 +539,22 @@ impl EngineTask {
             if !has_work || idle > self.cache.cluster_queues.len() + 2 {
                 break;
             }
+            if round.elapsed() >= self.config.round_budget {
+                self.resume = true;
+                self.idle_cycles = idle;
+                break;
+            }
         }
-        if self.queues_dirty {
+        if self.queues_dirty && self.queue_status_wait().is_zero() {
             self.queues_dirty = false;
+            let started = Instant::now();
             self.write_queue_statuses().await;
             self.publish_visibility();
+            self.queue_statuses_at = Some(Instant::now());
+            tracing::debug!(
+                seconds = started.elapsed().as_secs_f64(),
+                "queue statuses written"
+            );
         }
         self.write_policy_statuses().await;
         self.export_gpu_use();

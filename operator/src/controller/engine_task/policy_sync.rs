@@ -22,7 +22,7 @@ use crate::engine::Time as EngineTime;
 #[derive(Default)]
 pub(super) struct ConfigMapWatchers {
     /// Where watchers send; None: ConfigMaps are only read once, when first named.
-    pub input: Option<mpsc::WeakSender<Input>>,
+    pub input: Option<mpsc::WeakUnboundedSender<Input>>,
     running: BTreeMap<(String, String), JoinHandle<()>>,
 }
 
@@ -86,7 +86,7 @@ impl EngineTask {
                 .config_map_watchers
                 .input
                 .as_ref()
-                .and_then(mpsc::WeakSender::upgrade)
+                .and_then(mpsc::WeakUnboundedSender::upgrade)
             else {
                 continue;
             };
