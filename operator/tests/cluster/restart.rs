@@ -85,11 +85,19 @@ async fn operator_and_webhook_survive_an_api_server_restart() {
         let succeeded = j.status.and_then(|s| s.succeeded).unwrap_or(0);
         assert_eq!(succeeded, 1, "j{i}");
     }
-    // The ClusterQueue's status came back to empty: nothing admitted, nothing pending.
-    let cq = plane.kubectl(&["get", "clusterqueues", "cq", "-o", "json"], None);
-    let cq: serde_json::Value = serde_json::from_str(&cq).expect("json");
-    assert_eq!(cq["status"]["admittedWorkloads"], 0, "{}", cq["status"]);
-    assert_eq!(cq["status"]["pendingWorkloads"], 0, "{}", cq["status"]);
+    // The ClusterQueue's status comes back to empty: nothing admitted, nothing pending. (Queue statuses are written
+    // at most once a second, so the last Workload's finish may not show yet.)
+    eventually(
+        10,
+        "the ClusterQueue's status to show 0 admitted and 0 pending",
+        || async {
+            let cq = plane.kubectl(&["get", "clusterqueues", "cq", "-o", "json"], None);
+            let cq: serde_json::Value = serde_json::from_str(&cq).expect("json");
+            let st = &cq["status"];
+            (st["admittedWorkloads"] == 0 && st["pendingWorkloads"] == 0).then_some(())
+        },
+    )
+    .await;
     assert!(
         installed.operator.process.running(),
         "the operator exited: {}",
