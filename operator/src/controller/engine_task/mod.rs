@@ -273,13 +273,11 @@ pub struct EngineTask {
     gpu_use_due: Option<Time>,
     /// When GPU use was last computed.
     gpu_use_at: Time,
-    /// The last round ended on its time budget with work left: the next starts as soon as the events that came
-    /// meanwhile are in.
-    resume: bool,
+    /// The last round ended on its time budget with work left, after this many idle cycles in a row: the next
+    /// starts as soon as the events that came meanwhile are in, and goes on counting.
+    resume: Option<usize>,
     /// When the last pass over the queue statuses ended.
     queue_statuses_at: Option<Instant>,
-    /// Idle cycles of the round cut short (see `resume`).
-    idle_cycles: usize,
 }
 
 impl EngineTask {
@@ -345,9 +343,8 @@ impl EngineTask {
             config_map_watchers: policy_sync::ConfigMapWatchers::default(),
             gpu_use_due: None,
             gpu_use_at: 0,
-            resume: false,
+            resume: None,
             queue_statuses_at: None,
-            idle_cycles: 0,
         }
     }
 
@@ -440,7 +437,7 @@ impl EngineTask {
             .and_then(Engine::next_admission_usage_sample);
         let now = now_ms();
         // Work left by a round cut short goes on at once; queue statuses held back wait out their interval.
-        let resume = self.resume.then_some(now);
+        let resume = self.resume.map(|_| now);
         let queues = self
             .queues_dirty
             .then(|| now + self.queue_status_wait().as_millis() as Time);
@@ -472,9 +469,8 @@ impl EngineTask {
         let limit = 4 * self.cache.workloads.len() + 64;
         // Cycles in a row that changed nothing, counted across rounds cut short, so a queue that cannot move ends
         // its retries as in one long round.
-        let mut idle = if self.resume { self.idle_cycles } else { 0 };
+        let mut idle = self.resume.take().unwrap_or(0);
         let round = Instant::now();
-        self.resume = false;
         for _ in 0..limit {
             if !self.leadership.is_leader() {
                 return Err(ControllerError::LeadershipLost);
@@ -526,22 +522,16 @@ impl EngineTask {
                 || !self.owners_gone.is_empty();
             if acted || did || more {
                 idle = 0;
-                if round.elapsed() >= self.config.round_budget {
-                    // The watch events that came meanwhile (finished Workloads, new ones) go in first.
-                    self.resume = true;
-                    self.idle_cycles = 0;
+            } else {
+                idle += 1;
+                let has_work = self.engine.as_ref().is_some_and(Engine::has_work);
+                if !has_work || idle > self.cache.cluster_queues.len() + 2 {
                     break;
                 }
-                continue;
-            }
-            idle += 1;
-            let has_work = self.engine.as_ref().is_some_and(Engine::has_work);
-            if !has_work || idle > self.cache.cluster_queues.len() + 2 {
-                break;
             }
             if round.elapsed() >= self.config.round_budget {
-                self.resume = true;
-                self.idle_cycles = idle;
+                // The watch events that came meanwhile (finished Workloads, new ones) go in first.
+                self.resume = Some(idle);
                 break;
             }
         }
