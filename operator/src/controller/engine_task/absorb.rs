@@ -38,7 +38,7 @@ impl EngineTask {
                     self.cache.flavors.insert(name, obj.clone());
                     self.sync_flavor(&obj);
                 }
-                self.queues_dirty = true;
+                self.queues_changed();
             }
             Input::ClusterQueue(c) => {
                 self.count_event("ClusterQueue");
@@ -66,7 +66,7 @@ impl EngineTask {
                     }
                     self.sync_cluster_queue(&obj);
                 }
-                self.queues_dirty = true;
+                self.queues_changed();
                 self.policies_dirty = true;
             }
             Input::Cohort(c) => {
@@ -83,7 +83,7 @@ impl EngineTask {
                         Err(e) => tracing::warn!(error = %e, "cohort ignored"),
                     }
                 }
-                self.queues_dirty = true;
+                self.queues_changed();
                 // A new parent can join trees: their fairness modules are chosen again.
                 self.policies_dirty = true;
             }
@@ -125,7 +125,7 @@ impl EngineTask {
                         Err(e) => tracing::warn!(error = %e, "local queue ignored"),
                     }
                 }
-                self.queues_dirty = true;
+                self.queues_changed();
             }
             Input::Namespace(c) => {
                 self.count_event("Namespace");
@@ -244,7 +244,7 @@ impl EngineTask {
                     self.cache.topologies.insert(name, obj.clone());
                     self.sync_topology(&obj);
                 }
-                self.queues_dirty = true;
+                self.queues_changed();
             }
             Input::AdmissionCheck(c) => {
                 self.count_event("AdmissionCheck");
@@ -257,7 +257,7 @@ impl EngineTask {
                     self.cache.admission_checks.insert(name, obj.clone());
                     self.sync_admission_check(&obj);
                 }
-                self.queues_dirty = true;
+                self.queues_changed();
             }
             Input::NodeGpuTopology(c) => {
                 self.count_event("NodeGpuTopology");
@@ -352,7 +352,7 @@ impl EngineTask {
                 }
                 self.sync_workload(&key);
                 self.dirty_workloads.insert(key);
-                self.queues_dirty = true;
+                self.queues_changed();
                 if !self.cache.gpu_pods.is_empty() {
                     self.gpu_use_changed();
                 }
@@ -745,7 +745,7 @@ impl EngineTask {
             self.dirty_workloads.insert(k.clone());
         }
         self.mark_all_jobs_dirty();
-        self.queues_dirty = true;
+        self.queues_changed();
         tracing::info!(
             workloads = self.cache.workloads.len(),
             cluster_queues = self.cache.cluster_queues.len(),

@@ -322,7 +322,7 @@ impl EngineTask {
         });
         // A requeue backoff (PodsReadyTimeout) keeps it out of the queue until requeueAt.
         self.sync_workload(key);
-        self.queues_dirty = true;
+        self.queues_changed();
     }
 
     /// Shows on each Workload what a preemption-cost policy last said about it as a candidate:

@@ -343,7 +343,7 @@ impl EngineTask {
                 .finished(&cq, &Self::priority_class(wl), self.role);
             self.engine_apply(Event::FinishWorkload(wkey.clone()));
             self.ready_deadlines.remove(wkey);
-            self.queues_dirty = true;
+            self.queues_changed();
         }
         true
     }
@@ -382,7 +382,7 @@ impl EngineTask {
             if written.is_some() {
                 self.engine_apply(Event::FinishWorkload(wkey.clone()));
                 self.ready_deadlines.remove(&wkey);
-                self.queues_dirty = true;
+                self.queues_changed();
             }
         }
         self.release_workload_finalizer(&wkey).await;

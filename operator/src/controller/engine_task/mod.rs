@@ -247,6 +247,9 @@ pub struct EngineTask {
     /// Jobs admitted by this round's job reconciles, started together at its end.
     job_starts: Vec<jobs::JobStart>,
     queues_dirty: bool,
+    /// Queue contents changed since the visibility snapshot was published (every round, unlike the statuses: it
+    /// is memory only, and Kueue's visibility API reads its queues live).
+    visibility_dirty: bool,
     /// Admitted workloads whose pods must all be ready by then (waitForPodsReady).
     ready_deadlines: BTreeMap<WorkloadKey, Time>,
     /// Admitted workloads deactivated then unless finished (maximumExecutionTimeSeconds).
@@ -331,6 +334,7 @@ impl EngineTask {
             creates: Vec::new(),
             job_starts: Vec::new(),
             queues_dirty: false,
+            visibility_dirty: false,
             ready_deadlines: BTreeMap::new(),
             exec_deadlines: BTreeMap::new(),
             retention_deadlines: BTreeMap::new(),
@@ -539,16 +543,25 @@ impl EngineTask {
             self.queues_dirty = false;
             let started = Instant::now();
             self.write_queue_statuses().await;
-            self.publish_visibility();
             self.queue_statuses_at = Some(Instant::now());
             tracing::debug!(
                 seconds = started.elapsed().as_secs_f64(),
                 "queue statuses written"
             );
         }
+        if std::mem::take(&mut self.visibility_dirty) {
+            self.publish_visibility();
+        }
         self.write_policy_statuses().await;
         self.export_gpu_use();
         Ok(())
+    }
+
+    /// Queue contents or counts changed: the queue statuses are due (at their interval) and the visibility
+    /// snapshot (at the end of the round).
+    fn queues_changed(&mut self) {
+        self.queues_dirty = true;
+        self.visibility_dirty = true;
     }
 
     fn event(

@@ -41,7 +41,7 @@ impl EngineTask {
                     }
                     self.cache.workloads.insert(wkey.clone(), created);
                     self.sync_workload(&wkey);
-                    self.queues_dirty = true;
+                    self.queues_changed();
                 }
                 Ok(None) => {}
                 Err(e) => tracing::error!(error = %e, "workload creation failed"),

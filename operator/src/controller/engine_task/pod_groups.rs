@@ -483,7 +483,7 @@ impl EngineTask {
             .await;
         if written.is_some() {
             self.sync_workload(wkey);
-            self.queues_dirty = true;
+            self.queues_changed();
         }
         written.is_some()
     }

@@ -290,7 +290,7 @@ impl EngineTask {
                 .await;
             if written.is_some() {
                 self.sync_workload(&wkey);
-                self.queues_dirty = true;
+                self.queues_changed();
             }
             return written.is_some();
         }
@@ -415,7 +415,7 @@ impl EngineTask {
                 .await;
             if written.is_some() {
                 self.sync_workload(wkey);
-                self.queues_dirty = true;
+                self.queues_changed();
             }
             written.is_some()
         })
@@ -530,7 +530,7 @@ impl EngineTask {
         note: String,
     ) {
         self.sync_workload(wkey);
-        self.queues_dirty = true;
+        self.queues_changed();
         if let Some(owner) = owner {
             self.event(
                 owner,

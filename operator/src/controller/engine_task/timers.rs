@@ -125,7 +125,7 @@ impl EngineTask {
                 .is_some_and(|t| t <= now)
         {
             engine.sample_admission_usage(now);
-            self.queues_dirty = true;
+            self.queues_changed();
             did = true;
         }
         let due: Vec<_> = self

@@ -75,7 +75,7 @@ impl EngineTask {
         if written.is_some() {
             tracing::info!(workload = %key, %class, priority = value, "priority follows its WorkloadPriorityClass");
             self.sync_workload(key);
-            self.queues_dirty = true;
+            self.queues_changed();
         }
     }
 
